@@ -1,0 +1,102 @@
+package ring
+
+// The analysis works on arcs: the half-open stretch of hash space (p[i-1], p[i]]
+// belongs to the owner of point p[i], and the stretch after the last point
+// wraps round to the first point's owner. Fractions are exact up to float64
+// rounding; nothing is sampled.
+
+// space is the size of the hash space, 2^64, as a float64.
+const space = 1 << 64
+
+// Shares returns the fraction of the hash space each node owns, by Name. The
+// fractions add up to 1.
+func (r *Ring) Shares() map[string]float64 {
+	s := make(map[string]float64, len(r.nodes))
+	for _, n := range r.nodes {
+		s[n.Name] = 0
+	}
+	overlay(r, r, func(a, _ int32, length float64) {
+		s[r.nodes[a].Name] += length / space
+	})
+	return s
+}
+
+// IdealShares returns the share each node would own on a perfect ring:
+// its weight over the total weight.
+func (r *Ring) IdealShares() map[string]float64 {
+	total := 0
+	for _, n := range r.nodes {
+		total += n.Weight
+	}
+	s := make(map[string]float64, len(r.nodes))
+	for _, n := range r.nodes {
+		s[n.Name] = float64(n.Weight) / float64(total)
+	}
+	return s
+}
+
+// Moved returns the fraction of the hash space whose owner differs between
+// from and to: the share of keys a switch from one ring to the other sends to
+// a node that does not hold them. Nodes are compared by Name.
+func Moved(from, to *Ring) float64 {
+	moved := 0.0
+	overlay(from, to, func(a, b int32, length float64) {
+		if from.nodes[a].Name != to.nodes[b].Name {
+			moved += length
+		}
+	})
+	return moved / space
+}
+
+// Flows returns, for each node of from, the fractions of the hash space that
+// go to each node of to, by Name: Flows(from, to)["a"]["b"] is the share of
+// keys that a owns in from and b owns in to. Shares that stay put appear as
+// flows from a node to itself.
+func Flows(from, to *Ring) map[string]map[string]float64 {
+	f := make(map[string]map[string]float64, len(from.nodes))
+	overlay(from, to, func(a, b int32, length float64) {
+		na, nb := from.nodes[a].Name, to.nodes[b].Name
+		if f[na] == nil {
+			f[na] = make(map[string]float64)
+		}
+		f[na][nb] += length / space
+	})
+	return f
+}
+
+// overlay walks the union of the two rings' points in order and calls fn for
+// every arc with the index of its owner in a and in b and its length.
+func overlay(a, b *Ring, fn func(ownerA, ownerB int32, length float64)) {
+	i, j := 0, 0
+	prev := uint64(0) // arcs before the first boundary are handled at the end
+	first := true
+	var firstBoundary uint64
+	for i < len(a.points) || j < len(b.points) {
+		var u uint64
+		switch {
+		case j == len(b.points) || (i < len(a.points) && a.points[i].hash <= b.points[j].hash):
+			u = a.points[i].hash
+		default:
+			u = b.points[j].hash
+		}
+		// Owners of (prev, u]: the first point at or after u in each ring.
+		oa, ob := a.points[i%len(a.points)].owner, b.points[j%len(b.points)].owner
+		if first {
+			firstBoundary, first = u, false
+		} else {
+			fn(oa, ob, float64(u-prev))
+		}
+		prev = u
+		for i < len(a.points) && a.points[i].hash == u {
+			i++
+		}
+		for j < len(b.points) && b.points[j].hash == u {
+			j++
+		}
+	}
+	// The wrapping arc (last boundary, 2^64) ∪ [0, first boundary] belongs to
+	// the owners of each ring's first point. Its length is 2^64 minus the span
+	// already counted, computed in float64 so a single boundary gives 2^64.
+	wrap := space - float64(prev-firstBoundary)
+	fn(a.points[0].owner, b.points[0].owner, wrap)
+}

@@ -2,4 +2,16 @@ module github.com/shardcache/shardcache
 
 go 1.26.8
 
-require github.com/twmb/murmur3 v1.2.2
+require (
+	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/bradfitz/gomemcache v0.0.0-20260422231931-4d751bb6e37c
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/twmb/murmur3 v1.2.2
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/yuin/gopher-lua v1.1.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)

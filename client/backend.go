@@ -1,0 +1,37 @@
+package client
+
+import (
+	"context"
+	"time"
+)
+
+// node is one cache server's client, reduced to what the façade needs. The
+// Redis and Memcached backends implement it. Every method is one round trip
+// unless its doc says otherwise.
+type node interface {
+	get(ctx context.Context, key string) ([]byte, error)
+	// getMulti returns one item per key, in order. With withTTL it also
+	// reads each hit's remaining TTL where the backend can.
+	getMulti(ctx context.Context, keys []string, withTTL bool) ([]item, error)
+	set(ctx context.Context, key string, value []byte, ttl time.Duration) error
+	setMulti(ctx context.Context, items []item) error
+	add(ctx context.Context, key string, value []byte, ttl time.Duration) error
+	// addMulti adds each item if absent, with its own TTL, and reports
+	// which were stored.
+	addMulti(ctx context.Context, items []item) (stored []bool, err error)
+	delete(ctx context.Context, key string) error
+	deleteMulti(ctx context.Context, keys []string) error
+	incr(ctx context.Context, key string, delta int64) (int64, error)
+	touch(ctx context.Context, key string, ttl time.Duration) error
+	Close() error
+}
+
+// item is a key with its value and TTL, going to or coming from a node.
+type item struct {
+	key      string
+	value    []byte
+	found    bool          // getMulti: the key was present
+	ttl      time.Duration // 0: no expiry
+	ttlKnown bool          // getMulti withTTL: ttl was read from the server
+	oldCopy  bool          // a migration's copy to the old owner, not the caller's write
+}

@@ -1,0 +1,465 @@
+// Package client is a sharded cache client: a drop-in for one go-redis or
+// gomemcache client that spreads keys over many Redis or Memcached nodes with
+// a consistent-hash ring, and keeps the hit rate when nodes are added,
+// removed or re-weighted.
+//
+// Every operation locates its key on the ring and goes to that node's pool;
+// multi-key operations send one round trip per node, in parallel. Reshard
+// starts a dual-ring migration (package migration): for one window, reads
+// fall back to the old owner and backfill the new one, and writes and deletes
+// reach both, so a resharding moves keys without losing them.
+//
+//	c, err := client.New(client.Options{
+//		Backend: client.Redis,
+//		Nodes: []ring.Node{
+//			{Name: "a", Addr: "10.0.0.1:6379"},
+//			{Name: "b", Addr: "10.0.0.2:6379", Weight: 2},
+//		},
+//	})
+//	if err != nil { ... }
+//	defer c.Close()
+//	err = c.Set(ctx, "user:42", []byte("Ada"), time.Hour)
+//	v, err := c.Get(ctx, "user:42") // errors.Is(err, client.ErrCacheMiss) on a miss
+package client
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shardcache/shardcache/internal/pool"
+	"github.com/shardcache/shardcache/migration"
+	"github.com/shardcache/shardcache/ring"
+)
+
+// Backend is the protocol the nodes speak.
+type Backend int
+
+// Backends.
+const (
+	Redis     Backend = iota // Redis, through go-redis v9
+	Memcached                // Memcached, through gomemcache
+)
+
+func (b Backend) String() string {
+	switch b {
+	case Redis:
+		return "redis"
+	case Memcached:
+		return "memcached"
+	}
+	return fmt.Sprintf("Backend(%d)", int(b))
+}
+
+// Options configures a Client. The zero value of every field but Nodes (or
+// Placement) is usable; defaults are applied by New.
+type Options struct {
+	// Backend is the protocol of every node. Default Redis.
+	Backend Backend
+
+	// Nodes are the cache servers; New builds a ring of them.
+	Nodes []ring.Node
+	// Vnodes is the ring's points per unit of weight, for Nodes and for
+	// Reshard. Default ring.DefaultVnodes.
+	Vnodes int
+	// Placement, when set, replaces the ring built from Nodes (leave Nodes
+	// empty): any ring.Locator, such as a ring built with other options.
+	Placement ring.Locator
+
+	// MigrateFrom declares a migration that is already under way, so that a
+	// process started or restarted during its window resumes it instead of
+	// starting over. It is ignored when its window has passed.
+	MigrateFrom *MigrateFrom
+
+	// DialTimeout, ReadTimeout and WriteTimeout bound each network step.
+	// Default 500ms each (gomemcache's default; go-redis uses 5s and 3s,
+	// long for a cache). Memcached has one timeout: the larger of read and
+	// write. Context deadlines apply too.
+	DialTimeout, ReadTimeout, WriteTimeout time.Duration
+	// PoolSize is the most connections per node. Default 10 per CPU, as
+	// go-redis; for Memcached it is the number of idle connections kept.
+	PoolSize int
+
+	// MaxKeyLength is the longest key accepted. Default 250 bytes for
+	// Memcached (its protocol's limit) and 64 KiB for Redis.
+	MaxKeyLength int
+
+	// AsyncBackfill makes the backfills of a migration asynchronous: reads
+	// return as soon as they have the value and a worker writes the copy.
+	// When BackfillQueue copies are waiting, more are dropped and counted.
+	// Default synchronous; the queue defaults to 4096.
+	AsyncBackfill bool
+	BackfillQueue int
+
+	// Now is the clock; tests set it. Default time.Now.
+	Now func() time.Time
+
+	// NewRedisClient, when set, makes the go-redis client of every Redis
+	// node, the initial ones included, instead of redis.NewClient with the
+	// options above: add hooks (redisotel, logging) or TLS here.
+	NewRedisClient func(ring.Node) *redis.Client
+	// NewMemcacheClient does the same for Memcached nodes.
+	NewMemcacheClient func(ring.Node) *memcache.Client
+}
+
+// MigrateFrom describes the placement a migration moves keys from, and its
+// window.
+type MigrateFrom struct {
+	// Placement is the old placement; or leave it nil and give Nodes for a
+	// ring built with Options.Vnodes.
+	Placement ring.Locator
+	Nodes     []ring.Node
+	// Start is when the migration started, and Window how long it lasts:
+	// the longest TTL the application writes.
+	Start  time.Time
+	Window time.Duration
+}
+
+// init applies defaults.
+func (o *Options) init() {
+	if o.DialTimeout == 0 {
+		o.DialTimeout = 500 * time.Millisecond
+	}
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = 500 * time.Millisecond
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = 500 * time.Millisecond
+	}
+	if o.PoolSize == 0 {
+		o.PoolSize = 10 * runtime.GOMAXPROCS(0)
+	}
+	if o.MaxKeyLength == 0 {
+		o.MaxKeyLength = 64 << 10
+		if o.Backend == Memcached {
+			o.MaxKeyLength = 250
+		}
+	}
+	if o.BackfillQueue == 0 {
+		o.BackfillQueue = 4096
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Client is a sharded cache client. It is safe for concurrent use.
+type Client struct {
+	opts  Options
+	pools *pool.Pools[node]
+
+	// state is what every operation reads, swapped whole on Reshard and at
+	// the end of a migration window so the hot path takes no lock. nil once
+	// closed.
+	state atomic.Pointer[state]
+	// last is the latest migration, kept after its window for Status.
+	last atomic.Pointer[migration.Migration]
+
+	mu     sync.Mutex  // serialises changes of state
+	timer  *time.Timer // drops the old placement at the end of a window
+	queue  chan pendingBackfill // nil when backfills are synchronous
+	done   chan struct{}        // closed by Close: stops the backfill worker
+	worker sync.WaitGroup
+}
+
+// state is an immutable routing table.
+type state struct {
+	placement ring.Locator
+	own       map[string]node // the placement's nodes, by address
+	// During a migration: the migration, and the clients of both
+	// placements' nodes by address. Otherwise mig is nil and conns is own.
+	mig   *migration.Migration
+	conns map[string]node
+}
+
+// New connects a client. It dials nothing: connections are made on first use.
+func New(opts Options) (*Client, error) {
+	opts.init()
+	if opts.Backend != Redis && opts.Backend != Memcached {
+		return nil, fmt.Errorf("%w: unknown backend %v", ErrBadOptions, opts.Backend)
+	}
+	if opts.Vnodes < 0 {
+		return nil, fmt.Errorf("%w: Vnodes %d", ErrBadOptions, opts.Vnodes)
+	}
+	if opts.Placement != nil && len(opts.Nodes) > 0 {
+		return nil, fmt.Errorf("%w: give Nodes or Placement, not both", ErrBadOptions)
+	}
+	c := &Client{opts: opts}
+	c.pools = pool.New(c.dial)
+	placement, err := c.placement(opts.Placement, opts.Nodes)
+	if err != nil {
+		return nil, err
+	}
+	own, err := c.pools.Acquire(placement.Nodes())
+	if err != nil {
+		return nil, err
+	}
+	st := &state{placement: placement, own: own, conns: own}
+	if m := opts.MigrateFrom; m != nil && opts.Now().Before(m.Start.Add(m.Window)) {
+		old, err := c.placement(m.Placement, m.Nodes)
+		if err == nil {
+			var oldConns map[string]node
+			if oldConns, err = c.pools.Acquire(old.Nodes()); err == nil {
+				st, err = c.migrate(old, oldConns, placement, own, m.Start, m.Window)
+			}
+		}
+		if err != nil {
+			c.pools.Close()
+			return nil, fmt.Errorf("MigrateFrom: %w", err)
+		}
+	}
+	c.state.Store(st)
+	if opts.AsyncBackfill {
+		c.queue = make(chan pendingBackfill, opts.BackfillQueue)
+		c.done = make(chan struct{})
+		c.worker.Add(1)
+		go c.backfillWorker()
+	}
+	return c, nil
+}
+
+// placement returns p, or a ring of nodes.
+func (c *Client) placement(p ring.Locator, nodes []ring.Node) (ring.Locator, error) {
+	if p != nil {
+		if len(p.Nodes()) == 0 {
+			return nil, fmt.Errorf("%w: placement has no nodes", ErrBadOptions)
+		}
+		return p, nil
+	}
+	var opts []ring.Option
+	if c.opts.Vnodes > 0 {
+		opts = append(opts, ring.WithVnodes(c.opts.Vnodes))
+	}
+	r, err := ring.New(nodes, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("shardcache: nodes: %w", err)
+	}
+	return r, nil
+}
+
+// dial makes the client of one node; no connection is opened yet.
+func (c *Client) dial(n ring.Node) (node, error) {
+	o := &c.opts
+	if o.Backend == Memcached {
+		if o.NewMemcacheClient != nil {
+			return mcNode{o.NewMemcacheClient(n)}, nil
+		}
+		mc := memcache.New(n.Addr)
+		mc.Timeout = max(o.ReadTimeout, o.WriteTimeout, o.DialTimeout)
+		mc.MaxIdleConns = o.PoolSize
+		return mcNode{mc}, nil
+	}
+	if o.NewRedisClient != nil {
+		return redisNode{o.NewRedisClient(n)}, nil
+	}
+	return redisNode{redis.NewClient(&redis.Options{
+		Addr:                  n.Addr,
+		DialTimeout:           o.DialTimeout,
+		ReadTimeout:           o.ReadTimeout,
+		WriteTimeout:          o.WriteTimeout,
+		PoolSize:              o.PoolSize,
+		ContextTimeoutEnabled: true,
+	})}, nil
+}
+
+// Close closes every node's pool and stops the backfill worker. Operations
+// after Close return ErrClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	st := c.state.Swap(nil)
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.mu.Unlock()
+	if st == nil {
+		return nil
+	}
+	if c.queue != nil {
+		close(c.done)
+		c.worker.Wait()
+	}
+	return c.pools.Close()
+}
+
+// Locate returns the node that owns key in the current placement.
+func (c *Client) Locate(key string) ring.Node {
+	st := c.state.Load()
+	if st == nil {
+		return ring.Node{}
+	}
+	return st.placement.Locate(key)
+}
+
+// Nodes returns the nodes of the current placement.
+func (c *Client) Nodes() []ring.Node {
+	st := c.state.Load()
+	if st == nil {
+		return nil
+	}
+	return st.placement.Nodes()
+}
+
+// Redis returns the go-redis client of the node that owns key, for commands
+// the façade does not wrap; nil for Memcached or after Close.
+func (c *Client) Redis(key string) *redis.Client {
+	if n, ok := c.nodeOf(key).(redisNode); ok {
+		return n.rdb
+	}
+	return nil
+}
+
+// Memcache returns the gomemcache client of the node that owns key; nil for
+// Redis or after Close.
+func (c *Client) Memcache(key string) *memcache.Client {
+	if n, ok := c.nodeOf(key).(mcNode); ok {
+		return n.mc
+	}
+	return nil
+}
+
+func (c *Client) nodeOf(key string) node {
+	st := c.state.Load()
+	if st == nil {
+		return nil
+	}
+	return st.conns[st.placement.Locate(key).Addr]
+}
+
+// Reshard moves the client to a ring of nodes (built with Options.Vnodes).
+// For window (the longest TTL the application writes) reads fall back to the
+// current placement and writes reach both; then the current placement is
+// dropped and the pools of nodes only it used are closed. A zero window
+// switches at once, without a dual-ring phase.
+//
+// It fails with ErrMigrationActive while an earlier window is open.
+func (c *Client) Reshard(nodes []ring.Node, window time.Duration) error {
+	p, err := c.placement(nil, nodes)
+	if err != nil {
+		return err
+	}
+	return c.ReshardTo(p, window)
+}
+
+// ReshardTo is Reshard to any placement.
+func (c *Client) ReshardTo(p ring.Locator, window time.Duration) error {
+	if p == nil || len(p.Nodes()) == 0 {
+		return fmt.Errorf("%w: placement has no nodes", ErrBadOptions)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.state.Load()
+	if st == nil {
+		return ErrClosed
+	}
+	now := c.opts.Now()
+	if st.mig != nil {
+		if st.mig.Active(now) {
+			return fmt.Errorf("%w: it ends at %v", ErrMigrationActive, st.mig.End().Format(time.RFC3339))
+		}
+		st = c.retireLocked(st)
+	}
+	own, err := c.pools.Acquire(p.Nodes())
+	if err != nil {
+		return err
+	}
+	next, err := c.migrate(st.placement, st.own, p, own, now, window)
+	if err != nil {
+		c.pools.Release(p.Nodes())
+		return err
+	}
+	c.state.Store(next)
+	if window == 0 {
+		c.retireLocked(next)
+	}
+	return nil
+}
+
+// migrate returns the state of a migration from old to p, with the clients
+// of both placements' nodes, and arms the timer that ends it.
+func (c *Client) migrate(old ring.Locator, oldConns map[string]node, p ring.Locator, own map[string]node, start time.Time, window time.Duration) (*state, error) {
+	m, err := migration.New(old, p, start, window)
+	if err != nil {
+		return nil, err
+	}
+	conns := make(map[string]node, len(oldConns)+len(own))
+	for addr, n := range oldConns {
+		conns[addr] = n
+	}
+	for addr, n := range own {
+		conns[addr] = n
+	}
+	c.last.Store(m)
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	if d := m.End().Sub(c.opts.Now()); d > 0 {
+		c.timer = time.AfterFunc(d, c.retireIfOver)
+	}
+	return &state{placement: p, own: own, mig: m, conns: conns}, nil
+}
+
+// retireIfOver drops the old placement if the window has passed. Operations
+// call it when they see the window over; a timer calls it too, so the old
+// pools close without traffic.
+func (c *Client) retireIfOver() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.state.Load(); st != nil && st.mig != nil && !st.mig.Active(c.opts.Now()) {
+		c.retireLocked(st)
+	}
+}
+
+// retireLocked ends st's migration: the new placement alone, and the old
+// placement's nodes released. It returns the new state.
+func (c *Client) retireLocked(st *state) *state {
+	next := &state{placement: st.placement, own: st.own, conns: st.own}
+	c.state.Store(next)
+	c.pools.Release(st.mig.Old().Nodes())
+	return next
+}
+
+// Migration returns the status of the latest migration: Active while its
+// window is open, counters included. Without any migration it returns the
+// current nodes as NewNodes.
+func (c *Client) Migration() migration.Status {
+	now := c.opts.Now()
+	if m := c.last.Load(); m != nil {
+		return m.Status(now)
+	}
+	return migration.Status{NewNodes: c.Nodes()}
+}
+
+// load returns the state to route with at now, nil once closed. When a
+// migration's window has passed it drops the old placement first.
+func (c *Client) load() (*state, time.Time) {
+	st := c.state.Load()
+	if st == nil || st.mig == nil {
+		return st, time.Time{}
+	}
+	now := c.opts.Now()
+	if !st.mig.Active(now) {
+		c.retireIfOver()
+		st = c.state.Load()
+	}
+	return st, now
+}
+
+// conn returns the client of node n in st.
+func (st *state) conn(n ring.Node) (node, error) {
+	if c, ok := st.conns[n.Addr]; ok {
+		return c, nil
+	}
+	return nil, ErrUnknownNode
+}
+
+func checkTTL(ttl time.Duration) error {
+	if ttl < 0 {
+		return fmt.Errorf("%w: %v", ErrBadTTL, ttl)
+	}
+	return nil
+}

@@ -1,0 +1,157 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/bradfitz/gomemcache/memcache"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shardcache/shardcache/internal/testserver"
+	"github.com/shardcache/shardcache/ring"
+)
+
+// cluster is a set of cache servers a test runs against: in-process
+// miniredis, or real redis-server or memcached processes.
+type cluster struct {
+	kind    string
+	backend Backend
+	addrs   []string
+	stop    func(i int)                    // makes server i refuse connections
+	advance func(d time.Duration)          // moves the servers' clocks (TTLs) forward
+	raw     func(addr string) directReader // reads a server without the façade
+}
+
+// directReader reads one server directly, bypassing placement.
+type directReader interface {
+	get(key string) ([]byte, error) // ErrCacheMiss on a miss
+}
+
+type rawRedis struct{ rdb *redis.Client }
+
+func (r rawRedis) get(key string) ([]byte, error) {
+	v, err := r.rdb.Get(context.Background(), key).Bytes()
+	if err == redis.Nil {
+		return nil, ErrCacheMiss
+	}
+	return v, err
+}
+
+type rawMemcache struct{ mc *memcache.Client }
+
+func (r rawMemcache) get(key string) ([]byte, error) {
+	it, err := r.mc.Get(key)
+	if errors.Is(err, memcache.ErrCacheMiss) {
+		return nil, ErrCacheMiss
+	}
+	if err != nil {
+		return nil, err
+	}
+	return it.Value, nil
+}
+
+// clusterKinds names the server kinds every integration test runs against.
+var clusterKinds = []string{"miniredis", "redis-server", "memcached"}
+
+// newCluster starts n servers of the kind.
+func newCluster(t testing.TB, kind string, n int) *cluster {
+	t.Helper()
+	c := &cluster{kind: kind}
+	switch kind {
+	case "miniredis":
+		ms := make([]*miniredis.Miniredis, n)
+		for i := range ms {
+			ms[i] = miniredis.RunT(t)
+			c.addrs = append(c.addrs, ms[i].Addr())
+		}
+		c.backend = Redis
+		c.stop = func(i int) { ms[i].Close() }
+		c.advance = func(d time.Duration) {
+			for _, m := range ms {
+				m.FastForward(d)
+			}
+		}
+	case "redis-server", "memcached":
+		var ss []*testserver.Server
+		if kind == "redis-server" {
+			ss, c.backend = testserver.Redis(t, n), Redis
+		} else {
+			ss, c.backend = testserver.Memcached(t, n), Memcached
+		}
+		c.addrs = testserver.Addrs(ss)
+		c.stop = func(i int) { ss[i].Stop() }
+		c.advance = func(d time.Duration) { time.Sleep(d) }
+	default:
+		t.Fatalf("unknown cluster kind %q", kind)
+	}
+	c.raw = func(addr string) directReader {
+		if c.backend == Memcached {
+			mc := memcache.New(addr)
+			t.Cleanup(func() { mc.Close() })
+			return rawMemcache{mc}
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { rdb.Close() })
+		return rawRedis{rdb}
+	}
+	return c
+}
+
+// nodes returns ring nodes named n0, n1, ... for the cluster's servers.
+func (c *cluster) nodes(idx ...int) []ring.Node {
+	if len(idx) == 0 {
+		for i := range c.addrs {
+			idx = append(idx, i)
+		}
+	}
+	ns := make([]ring.Node, len(idx))
+	for j, i := range idx {
+		ns[j] = ring.Node{Name: fmt.Sprintf("n%d", i), Addr: c.addrs[i]}
+	}
+	return ns
+}
+
+// client opens a façade over the given nodes (all by default); the test
+// closes it.
+func (c *cluster) client(t testing.TB, opts Options) *Client {
+	t.Helper()
+	opts.Backend = c.backend
+	if opts.Nodes == nil && opts.Placement == nil {
+		opts.Nodes = c.nodes()
+	}
+	cl, err := New(opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// holder returns the addresses of the servers that hold key, read directly.
+func (c *cluster) holders(t testing.TB, key string) []string {
+	t.Helper()
+	var on []string
+	for _, a := range c.addrs {
+		_, err := c.raw(a).get(key)
+		switch {
+		case err == nil:
+			on = append(on, a)
+		case err != ErrCacheMiss:
+			// a stopped server holds nothing reachable
+		}
+	}
+	return on
+}
+
+// forEachCluster runs fn as a subtest against n servers of every kind.
+func forEachCluster(t *testing.T, n int, fn func(t *testing.T, cl *cluster)) {
+	for _, kind := range clusterKinds {
+		t.Run(kind, func(t *testing.T) {
+			fn(t, newCluster(t, kind, n))
+		})
+	}
+}

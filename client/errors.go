@@ -1,0 +1,94 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/shardcache/shardcache/ring"
+)
+
+// Errors returned by the client. Compare them with errors.Is: most arrive
+// wrapped in a *NodeError that names the node.
+var (
+	// ErrCacheMiss means the key is not in the cache. Get returns it bare
+	// (a miss is routine and must not cost an allocation), whatever the
+	// backend: redis.Nil and memcache.ErrCacheMiss both map to it.
+	ErrCacheMiss = errors.New("shardcache: cache miss")
+	// ErrNotStored means Add found the key already present.
+	ErrNotStored = errors.New("shardcache: item not stored")
+	// ErrMalformedKey means a key was rejected before any I/O: empty, too
+	// long, or (Memcached) holding spaces or control characters.
+	ErrMalformedKey = errors.New("shardcache: malformed key")
+	// ErrBadTTL means a negative TTL.
+	ErrBadTTL = errors.New("shardcache: negative TTL")
+	// ErrBadOptions means Options that cannot work, such as an unknown
+	// backend or both Nodes and Placement.
+	ErrBadOptions = errors.New("shardcache: bad options")
+	// ErrClosed means the client was closed.
+	ErrClosed = errors.New("shardcache: client closed")
+	// ErrMigrationActive means Reshard was called while a migration's window
+	// is still open.
+	ErrMigrationActive = errors.New("shardcache: a migration is already active")
+	// ErrUnknownNode means a placement located a key on a node it does not
+	// list in Nodes(), so the client has no connection for it.
+	ErrUnknownNode = errors.New("shardcache: placement returned a node it does not list")
+)
+
+// NodeError is a failure on one node. Multi-key operations return one per
+// failed node, joined with errors.Join, beside the results of the others.
+type NodeError struct {
+	Op   string    // "get", "set", "get_multi", ...
+	Node ring.Node // the node that failed
+	Keys []string  // the keys the operation sent to that node
+	Err  error     // the cause: a network error, a context error, ...
+}
+
+func (e *NodeError) Error() string {
+	keys := ""
+	switch len(e.Keys) {
+	case 0:
+	case 1:
+		keys = fmt.Sprintf(" key %q", e.Keys[0])
+	default:
+		keys = fmt.Sprintf(" %d keys", len(e.Keys))
+	}
+	return fmt.Sprintf("shardcache: %s%s on node %s (%s): %v", e.Op, keys, e.Node.Name, e.Node.Addr, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// nodeErr wraps err for node n unless it is nil or one of the sentinel
+// answers that are not failures.
+func nodeErr(op string, n ring.Node, keys []string, err error) error {
+	if err == nil || err == ErrCacheMiss || err == ErrNotStored {
+		return err
+	}
+	return &NodeError{Op: op, Node: n, Keys: keys, Err: err}
+}
+
+// keyError describes a rejected key.
+func keyError(key, why string) error {
+	if len(key) > 64 {
+		key = key[:61] + "..."
+	}
+	return fmt.Errorf("%w: %q: %s", ErrMalformedKey, key, why)
+}
+
+// checkKey validates key for the backend before any I/O.
+func (c *Client) checkKey(key string) error {
+	if key == "" {
+		return keyError(key, "empty")
+	}
+	if len(key) > c.opts.MaxKeyLength {
+		return keyError(key, fmt.Sprintf("%d bytes, more than %d", len(key), c.opts.MaxKeyLength))
+	}
+	if c.opts.Backend == Memcached {
+		// The text protocol splits on spaces and ends lines with CR LF.
+		if i := strings.IndexFunc(key, func(r rune) bool { return r <= ' ' || r == 0x7f }); i >= 0 {
+			return keyError(key, fmt.Sprintf("control character or space at byte %d", i))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+)
+
+// mcNode is a node served by Memcached through gomemcache, whose client holds
+// the node's idle connections. gomemcache takes no context, so every call is
+// bounded by the context here (see call).
+type mcNode struct{ mc *memcache.Client }
+
+// maxRelative is the longest TTL Memcached reads as relative seconds; a
+// larger expiration is read as a Unix time.
+const maxRelative = 30 * 24 * time.Hour
+
+// mcExpiration converts a TTL to Memcached's expiration field: whole seconds
+// rounded up (a sub-second TTL must not become 0, "never"), or an absolute
+// Unix time past 30 days.
+func mcExpiration(ttl time.Duration) int32 {
+	switch {
+	case ttl <= 0:
+		return 0
+	case ttl > maxRelative:
+		return int32(time.Now().Add(ttl).Unix())
+	default:
+		return int32((ttl + time.Second - 1) / time.Second)
+	}
+}
+
+func mcErr(err error) error {
+	switch {
+	case errors.Is(err, memcache.ErrCacheMiss):
+		return ErrCacheMiss
+	case errors.Is(err, memcache.ErrNotStored):
+		return ErrNotStored
+	}
+	return err
+}
+
+// call runs fn, returning early with the context's error when ctx is done
+// first. fn then finishes in the background, bounded by the gomemcache
+// client's own Timeout; a write may still land after the caller gave up.
+// A context that can never be done costs nothing.
+func call[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	if ctx.Done() == nil {
+		v, err := fn()
+		return v, mcErr(err)
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := fn()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, mcErr(r.err)
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+// call0 is call for functions that return only an error.
+func call0(ctx context.Context, fn func() error) error {
+	_, err := call(ctx, func() (struct{}, error) { return struct{}{}, fn() })
+	return err
+}
+
+func (n mcNode) get(ctx context.Context, key string) ([]byte, error) {
+	it, err := call(ctx, func() (*memcache.Item, error) { return n.mc.Get(key) })
+	if err != nil {
+		return nil, err
+	}
+	return it.Value, nil
+}
+
+// getMulti is one multi-get; Memcached cannot tell a remaining TTL, so items
+// never have ttlKnown.
+func (n mcNode) getMulti(ctx context.Context, keys []string, _ bool) ([]item, error) {
+	found, err := call(ctx, func() (map[string]*memcache.Item, error) { return n.mc.GetMulti(keys) })
+	if err != nil {
+		return nil, err
+	}
+	items := make([]item, len(keys))
+	for i, k := range keys {
+		items[i].key = k
+		if it, ok := found[k]; ok {
+			items[i].value, items[i].found = it.Value, true
+		}
+	}
+	return items, nil
+}
+
+func (n mcNode) set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	return call0(ctx, func() error {
+		return n.mc.Set(&memcache.Item{Key: key, Value: value, Expiration: mcExpiration(ttl)})
+	})
+}
+
+// setMulti sends the sets one after the other on one connection's worth of
+// calls: gomemcache has no pipelined set.
+func (n mcNode) setMulti(ctx context.Context, items []item) error {
+	return call0(ctx, func() error {
+		for _, it := range items {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := n.mc.Set(&memcache.Item{Key: it.key, Value: it.value, Expiration: mcExpiration(it.ttl)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (n mcNode) add(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	return call0(ctx, func() error {
+		return n.mc.Add(&memcache.Item{Key: key, Value: value, Expiration: mcExpiration(ttl)})
+	})
+}
+
+func (n mcNode) addMulti(ctx context.Context, items []item) ([]bool, error) {
+	return call(ctx, func() ([]bool, error) {
+		stored := make([]bool, len(items))
+		for i, it := range items {
+			err := n.mc.Add(&memcache.Item{Key: it.key, Value: it.value, Expiration: mcExpiration(it.ttl)})
+			switch {
+			case err == nil:
+				stored[i] = true
+			case errors.Is(err, memcache.ErrNotStored):
+			default:
+				return nil, err
+			}
+		}
+		return stored, nil
+	})
+}
+
+func (n mcNode) delete(ctx context.Context, key string) error {
+	err := call0(ctx, func() error { return n.mc.Delete(key) })
+	if err == ErrCacheMiss {
+		return nil
+	}
+	return err
+}
+
+func (n mcNode) deleteMulti(ctx context.Context, keys []string) error {
+	return call0(ctx, func() error {
+		for _, k := range keys {
+			if err := n.mc.Delete(k); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// incr has Redis's semantics where Memcached allows: a missing key is
+// created with the value delta and no expiry. Memcached counters are
+// unsigned: a decrement stops at 0, and a missing key decremented is created
+// at 0.
+func (n mcNode) incr(ctx context.Context, key string, delta int64) (int64, error) {
+	return call(ctx, func() (int64, error) {
+		for range 2 { // a second round when another client creates the key first
+			var v uint64
+			var err error
+			if delta >= 0 {
+				v, err = n.mc.Increment(key, uint64(delta))
+			} else {
+				v, err = n.mc.Decrement(key, uint64(-delta))
+			}
+			if !errors.Is(err, memcache.ErrCacheMiss) {
+				return int64(v), err
+			}
+			start := max(delta, 0)
+			err = n.mc.Add(&memcache.Item{Key: key, Value: strconv.AppendInt(nil, start, 10)})
+			if err == nil {
+				return start, nil
+			}
+			if !errors.Is(err, memcache.ErrNotStored) {
+				return 0, err
+			}
+		}
+		return 0, ErrNotStored
+	})
+}
+
+func (n mcNode) touch(ctx context.Context, key string, ttl time.Duration) error {
+	return call0(ctx, func() error { return n.mc.Touch(key, mcExpiration(ttl)) })
+}
+
+func (n mcNode) Close() error { return n.mc.Close() }

@@ -1,0 +1,286 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/shardcache/shardcache/migration"
+	"github.com/shardcache/shardcache/ring"
+)
+
+// batch is the part of a multi-key operation that goes to one node: one
+// round trip, run in parallel with the other nodes' batches.
+type batch struct {
+	node  ring.Node
+	conn  node
+	items []item
+	idx   []int // idx[i] is the position of items[i]'s key in the caller's keys
+	err   error // the conn lookup's or the round trip's
+
+	got    []item // getMulti's answer
+	stored []bool // addMulti's answer
+}
+
+// batches groups items by node.
+type batches struct {
+	st     *state
+	byAddr map[string]*batch
+	list   []*batch
+}
+
+func newBatches(st *state) *batches {
+	return &batches{st: st, byAddr: make(map[string]*batch)}
+}
+
+func (bs *batches) add(n ring.Node, it item, idx int) {
+	b := bs.byAddr[n.Addr]
+	if b == nil {
+		b = &batch{node: n}
+		b.conn, b.err = bs.st.conn(n)
+		bs.byAddr[n.Addr] = b
+		bs.list = append(bs.list, b)
+	}
+	b.items = append(b.items, it)
+	b.idx = append(b.idx, idx)
+}
+
+// run calls fn on every batch whose node is known, in parallel, and stores
+// its error in the batch.
+func (bs *batches) run(fn func(b *batch) error) {
+	var wg sync.WaitGroup
+	for i, b := range bs.list {
+		if b.err != nil {
+			continue
+		}
+		if i == len(bs.list)-1 { // the last one on this goroutine
+			b.err = fn(b)
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.err = fn(b)
+		}()
+	}
+	wg.Wait()
+}
+
+func (b *batch) keys() []string {
+	keys := make([]string, len(b.items))
+	for i, it := range b.items {
+		keys[i] = it.key
+	}
+	return keys
+}
+
+// GetMulti returns the values of the keys that are present; a key missing
+// from the map is a miss. Keys are sent one round trip per node, all nodes in
+// parallel (Redis MGET, Memcached multi-get). When a node fails, the hits of
+// the others are returned with an error that joins one *NodeError per failed
+// node. During a migration the new owners' misses are looked up on their old
+// owners in a second parallel round, and backfilled in a third.
+func (c *Client) GetMulti(ctx context.Context, keys []string) (map[string][]byte, error) {
+	for _, k := range keys {
+		if err := c.checkKey(k); err != nil {
+			return nil, err
+		}
+	}
+	st, now := c.load()
+	if st == nil {
+		return nil, ErrClosed
+	}
+	hits := make(map[string][]byte, len(keys))
+	if len(keys) == 0 {
+		return hits, nil
+	}
+	var routes []migration.Route
+	first := newBatches(st)
+	for i, k := range keys {
+		if st.mig == nil {
+			first.add(st.placement.Locate(k), item{key: k}, i)
+			continue
+		}
+		if routes == nil {
+			routes = make([]migration.Route, len(keys))
+		}
+		routes[i] = st.mig.Route(k, now)
+		first.add(routes[i].New, item{key: k}, i)
+	}
+	first.run(func(b *batch) (err error) {
+		b.got, err = b.conn.getMulti(ctx, b.keys(), false)
+		return err
+	})
+	var errs []error
+	fallback := newBatches(st)
+	for _, b := range first.list {
+		if b.err != nil {
+			errs = append(errs, nodeErr("get_multi", b.node, b.keys(), b.err))
+			continue
+		}
+		for i, it := range b.got {
+			switch k := b.idx[i]; {
+			case it.found:
+				hits[it.key] = it.value
+				if routes != nil {
+					st.mig.Counters.NewHits.Add(1)
+				}
+			case routes != nil && routes[k].Dual:
+				fallback.add(routes[k].Old, item{key: it.key}, k)
+			}
+		}
+	}
+	if len(fallback.list) > 0 {
+		c.fallbackMulti(ctx, st, now, routes, fallback, hits)
+	}
+	return hits, errors.Join(errs...)
+}
+
+// fallbackMulti reads the new owners' misses from their old owners, adds the
+// hits to hits and backfills them.
+func (c *Client) fallbackMulti(ctx context.Context, st *state, now time.Time, routes []migration.Route, fallback *batches, hits map[string][]byte) {
+	cs := st.mig.Counters
+	fallback.run(func(b *batch) (err error) {
+		b.got, err = b.conn.getMulti(ctx, b.keys(), true)
+		return err
+	})
+	copies := newBatches(st)
+	for _, b := range fallback.list {
+		if b.err != nil {
+			cs.FallbackErrors.Add(int64(len(b.items)))
+			continue
+		}
+		for i, it := range b.got {
+			if !it.found {
+				cs.FallbackMisses.Add(1)
+				continue
+			}
+			cs.FallbackHits.Add(1)
+			hits[it.key] = it.value
+			var ok bool
+			if it.ttl, ok = st.mig.BackfillTTL(now, it.ttl, it.ttlKnown); ok {
+				copies.add(routes[b.idx[i]].New, it, b.idx[i])
+			}
+		}
+	}
+	if c.queue != nil {
+		for _, b := range copies.list {
+			c.enqueue(st, b.node, b.items)
+		}
+		return
+	}
+	// Where a newer value beat the copy to the new owner, return that one.
+	newer := newBatches(st)
+	for _, b := range copies.list {
+		for i, stored := range c.backfill(ctx, st, b.node, b.items) {
+			if !stored {
+				newer.add(b.node, item{key: b.items[i].key}, b.idx[i])
+			}
+		}
+	}
+	newer.run(func(b *batch) (err error) {
+		b.got, err = b.conn.getMulti(ctx, b.keys(), false)
+		return err
+	})
+	for _, b := range newer.list {
+		for _, it := range b.got {
+			if it.found {
+				hits[it.key] = it.value
+			}
+		}
+	}
+}
+
+// SetMulti stores every item with the same TTL, one round trip per node
+// (Redis pipeline; Memcached sends its sets in turn), all nodes in parallel.
+// When a node fails, the others' items are stored and the error joins one
+// *NodeError per failed node, naming its keys.
+func (c *Client) SetMulti(ctx context.Context, items map[string][]byte, ttl time.Duration) error {
+	if err := checkTTL(ttl); err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(items))
+	for k := range items {
+		if err := c.checkKey(k); err != nil {
+			return err
+		}
+		keys = append(keys, k)
+	}
+	return c.multiWrite(ctx, "set_multi", keys, func(i int) item {
+		return item{key: keys[i], value: items[keys[i]], ttl: ttl}
+	}, func(n node, its []item) error { return n.setMulti(ctx, its) })
+}
+
+// DeleteMulti deletes the keys, one round trip per node, all nodes in
+// parallel. During a migration it deletes from old owners too, and a failure
+// there is an error like any other.
+func (c *Client) DeleteMulti(ctx context.Context, keys []string) error {
+	for _, k := range keys {
+		if err := c.checkKey(k); err != nil {
+			return err
+		}
+	}
+	return c.multiWrite(ctx, "delete_multi", keys, func(i int) item {
+		return item{key: keys[i]}
+	}, func(n node, its []item) error {
+		ks := make([]string, len(its))
+		for i, it := range its {
+			ks[i] = it.key
+		}
+		return n.deleteMulti(ctx, ks)
+	})
+}
+
+// multiWrite sends item(i) for every key to its owner and, during a
+// migration, to its old owner too. Deletes fail on either owner's failure;
+// for other writes a failed copy to an old owner is only counted.
+func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk func(i int) item, send func(node, []item) error) error {
+	st, now := c.load()
+	if st == nil {
+		return ErrClosed
+	}
+	del := op == "delete_multi"
+	bs := newBatches(st)
+	copies := 0
+	for i, k := range keys {
+		if st.mig == nil {
+			bs.add(st.placement.Locate(k), mk(i), i)
+			continue
+		}
+		r := st.mig.Route(k, now)
+		bs.add(r.New, mk(i), i)
+		if r.Dual {
+			copies++
+			it := mk(i)
+			it.oldCopy = true
+			bs.add(r.Old, it, i)
+		}
+	}
+	if copies > 0 {
+		if del {
+			st.mig.Counters.DualDeletes.Add(int64(copies))
+		} else {
+			st.mig.Counters.DualWrites.Add(int64(copies))
+		}
+	}
+	bs.run(func(b *batch) error { return send(b.conn, b.items) })
+	var errs []error
+	for _, b := range bs.list {
+		if b.err == nil {
+			continue
+		}
+		var failed []string
+		for _, it := range b.items {
+			if it.oldCopy && !del {
+				st.mig.Counters.DualWriteErrors.Add(1)
+				continue
+			}
+			failed = append(failed, it.key)
+		}
+		if len(failed) > 0 {
+			errs = append(errs, nodeErr(op, b.node, failed, b.err))
+		}
+	}
+	return errors.Join(errs...)
+}

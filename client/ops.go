@@ -1,0 +1,277 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/shardcache/shardcache/migration"
+)
+
+// route is where one key's operation goes: the owner in the current
+// placement and, during a migration, the old owner (r.Dual).
+type route struct {
+	migration.Route
+	st  *state
+	now time.Time
+}
+
+// begin validates key and routes it.
+func (c *Client) begin(key string) (route, error) {
+	if err := c.checkKey(key); err != nil {
+		return route{}, err
+	}
+	st, now := c.load()
+	if st == nil {
+		return route{}, ErrClosed
+	}
+	if st.mig == nil {
+		return route{Route: migration.Route{New: st.placement.Locate(key)}, st: st}, nil
+	}
+	return route{Route: st.mig.Route(key, now), st: st, now: now}, nil
+}
+
+// counters returns the running migration's counters, nil when none runs.
+func (r *route) counters() *migration.Counters {
+	if r.st.mig == nil {
+		return nil
+	}
+	return r.st.mig.Counters
+}
+
+// Get returns the value of key, or ErrCacheMiss. During a migration a miss
+// on the new owner falls back to the old owner; a value found there is
+// returned and copied to the new owner.
+func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
+	r, err := c.begin(key)
+	if err != nil {
+		return nil, err
+	}
+	return c.get(ctx, r, key)
+}
+
+func (c *Client) get(ctx context.Context, r route, key string) ([]byte, error) {
+	n, err := r.st.conn(r.New)
+	if err != nil {
+		return nil, nodeErr("get", r.New, []string{key}, err)
+	}
+	v, err := n.get(ctx, key)
+	if cs := r.counters(); cs != nil {
+		switch {
+		case err == nil:
+			cs.NewHits.Add(1)
+		case err == ErrCacheMiss && r.Dual:
+			return c.fallback(ctx, r, key)
+		}
+	}
+	if err != nil {
+		return nil, nodeErr("get", r.New, []string{key}, err)
+	}
+	return v, nil
+}
+
+// fallback reads key from its old owner after a miss on the new one, and
+// backfills the new owner with what it finds. A failure of the old owner is
+// counted and reads as a miss: the value is out of reach either way.
+func (c *Client) fallback(ctx context.Context, r route, key string) ([]byte, error) {
+	cs := r.counters()
+	old, err := r.st.conn(r.Old)
+	var items []item
+	if err == nil {
+		items, err = old.getMulti(ctx, []string{key}, true)
+	}
+	if err != nil {
+		cs.FallbackErrors.Add(1)
+		return nil, ErrCacheMiss
+	}
+	if !items[0].found {
+		cs.FallbackMisses.Add(1)
+		return nil, ErrCacheMiss
+	}
+	cs.FallbackHits.Add(1)
+	it := items[0]
+	var ok bool
+	if it.ttl, ok = r.st.mig.BackfillTTL(r.now, it.ttl, it.ttlKnown); !ok {
+		return it.value, nil
+	}
+	if c.queue != nil {
+		c.enqueue(r.st, r.New, []item{it})
+		return it.value, nil
+	}
+	if stored := c.backfill(ctx, r.st, r.New, []item{it}); stored[0] {
+		return it.value, nil
+	}
+	// The new owner got a newer value since the miss: that one is current.
+	if n, err := r.st.conn(r.New); err == nil {
+		if v, err := n.get(ctx, key); err == nil {
+			return v, nil
+		}
+	}
+	return it.value, nil
+}
+
+// both runs op on the new owner and, when the route is dual, on the old owner
+// at the same time. It returns the two errors.
+func both(r route, op func(node) error) (newErr, oldErr error) {
+	var wg sync.WaitGroup
+	if r.Dual {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var n node
+			if n, oldErr = r.st.conn(r.Old); oldErr == nil {
+				oldErr = op(n)
+			}
+		}()
+	}
+	n, newErr := r.st.conn(r.New)
+	if newErr == nil {
+		newErr = op(n)
+	}
+	wg.Wait()
+	return newErr, oldErr
+}
+
+// write runs a write on the new owner and copies it to the old owner during
+// a migration. The caller gets the new owner's result; a failed copy is
+// counted in DualWriteErrors, since the old owner only serves processes that
+// still run the old configuration.
+func (c *Client) write(opName string, r route, key string, op func(node) error) error {
+	newErr, oldErr := both(r, op)
+	if r.Dual {
+		cs := r.counters()
+		cs.DualWrites.Add(1)
+		if oldErr != nil && oldErr != ErrCacheMiss && oldErr != ErrNotStored {
+			cs.DualWriteErrors.Add(1)
+		}
+	}
+	return nodeErr(opName, r.New, []string{key}, newErr)
+}
+
+// copyToOld runs op on the old owner alone, counted as a dual write.
+func (c *Client) copyToOld(r route, op func(node) error) {
+	cs := r.counters()
+	cs.DualWrites.Add(1)
+	n, err := r.st.conn(r.Old)
+	if err == nil {
+		err = op(n)
+	}
+	if err != nil && err != ErrCacheMiss && err != ErrNotStored {
+		cs.DualWriteErrors.Add(1)
+	}
+}
+
+// Set stores value under key for ttl (0: no expiry). A nil value stores an
+// empty one.
+func (c *Client) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if err := checkTTL(ttl); err != nil {
+		return err
+	}
+	r, err := c.begin(key)
+	if err != nil {
+		return err
+	}
+	return c.write("set", r, key, func(n node) error { return n.set(ctx, key, value, ttl) })
+}
+
+// Add stores value under key only if the key is absent; otherwise it returns
+// ErrNotStored. During a migration a key still on its old owner counts as
+// present.
+func (c *Client) Add(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if err := checkTTL(ttl); err != nil {
+		return err
+	}
+	r, err := c.begin(key)
+	if err != nil {
+		return err
+	}
+	if !r.Dual {
+		return c.write("add", r, key, func(n node) error { return n.add(ctx, key, value, ttl) })
+	}
+	if _, err := c.get(ctx, r, key); err != ErrCacheMiss {
+		if err == nil {
+			err = ErrNotStored // present, if only on the old owner
+		}
+		return err
+	}
+	n, err := r.st.conn(r.New)
+	if err == nil {
+		err = n.add(ctx, key, value, ttl)
+	}
+	if err != nil {
+		return nodeErr("add", r.New, []string{key}, err)
+	}
+	// Stored: copy to the old owner, for processes still reading there.
+	c.copyToOld(r, func(n node) error { return n.set(ctx, key, value, ttl) })
+	return nil
+}
+
+// Delete removes key. It returns nil whether or not the key existed. During
+// a migration it deletes from both owners, and a failure on either is an
+// error: a stale value must never come back.
+func (c *Client) Delete(ctx context.Context, key string) error {
+	r, err := c.begin(key)
+	if err != nil {
+		return err
+	}
+	newErr, oldErr := both(r, func(n node) error { return n.delete(ctx, key) })
+	if r.Dual {
+		r.counters().DualDeletes.Add(1)
+	}
+	if newErr != nil {
+		return nodeErr("delete", r.New, []string{key}, newErr)
+	}
+	return nodeErr("delete", r.Old, []string{key}, oldErr)
+}
+
+// Incr adds delta to the integer stored under key and returns the new value.
+// A missing key is created with the value delta and no expiry, on both
+// backends. On Memcached counters are unsigned: a decrement stops at 0 and a
+// missing key decremented is created at 0. A value that is not an integer is
+// an error from the server.
+//
+// During a migration the counter is first brought to the new owner if only
+// the old owner has it, and the old owner's copy is deleted rather than
+// incremented, so that it cannot drift.
+func (c *Client) Incr(ctx context.Context, key string, delta int64) (int64, error) {
+	r, err := c.begin(key)
+	if err != nil {
+		return 0, err
+	}
+	if r.Dual {
+		c.get(ctx, r, key) // brings the counter to the new owner if only the old has it
+	}
+	n, err := r.st.conn(r.New)
+	var v int64
+	if err == nil {
+		v, err = n.incr(ctx, key, delta)
+	}
+	if err != nil {
+		return 0, nodeErr("incr", r.New, []string{key}, err)
+	}
+	if r.Dual {
+		c.copyToOld(r, func(n node) error { return n.delete(ctx, key) })
+	}
+	return v, nil
+}
+
+// Touch sets a new TTL on key (0: no expiry), or returns ErrCacheMiss.
+func (c *Client) Touch(ctx context.Context, key string, ttl time.Duration) error {
+	if err := checkTTL(ttl); err != nil {
+		return err
+	}
+	r, err := c.begin(key)
+	if err != nil {
+		return err
+	}
+	touch := func(n node) error { return n.touch(ctx, key, ttl) }
+	err = c.write("touch", r, key, touch)
+	if err == ErrCacheMiss && r.Dual {
+		// Only the old owner had it: bring it over, then touch it there too.
+		if _, ferr := c.fallback(ctx, r, key); ferr == nil {
+			r.Dual = false
+			err = c.write("touch", r, key, touch)
+		}
+	}
+	return err
+}

@@ -1,0 +1,162 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisNode is a node served by Redis through go-redis, whose client holds
+// the node's connection pool.
+type redisNode struct{ rdb *redis.Client }
+
+// redisTTL converts a TTL for go-redis: 0 stays "no expiry", and a TTL under
+// a millisecond becomes one, the smallest Redis accepts.
+func redisTTL(ttl time.Duration) time.Duration {
+	if ttl > 0 && ttl < time.Millisecond {
+		return time.Millisecond
+	}
+	return ttl
+}
+
+func redisErr(err error) error {
+	if err == redis.Nil {
+		return ErrCacheMiss
+	}
+	return err
+}
+
+func (n redisNode) get(ctx context.Context, key string) ([]byte, error) {
+	v, err := n.rdb.Get(ctx, key).Bytes()
+	return v, redisErr(err)
+}
+
+func (n redisNode) getMulti(ctx context.Context, keys []string, withTTL bool) ([]item, error) {
+	items := make([]item, len(keys))
+	if !withTTL {
+		vals, err := n.rdb.MGet(ctx, keys...).Result()
+		if err != nil {
+			return nil, err
+		}
+		for i, v := range vals {
+			items[i].key = keys[i]
+			if s, ok := v.(string); ok {
+				items[i].value, items[i].found = []byte(s), true
+			}
+		}
+		return items, nil
+	}
+	// GET and PTTL of every key in one round trip.
+	gets := make([]*redis.StringCmd, len(keys))
+	ttls := make([]*redis.DurationCmd, len(keys))
+	_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			gets[i], ttls[i] = p.Get(ctx, k), p.PTTL(ctx, k)
+		}
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return nil, err
+	}
+	for i, k := range keys {
+		items[i].key = k
+		v, err := gets[i].Bytes()
+		ttl := ttls[i].Val()
+		if err != nil || ttl == -2 { // missing, or expired between the two commands
+			continue
+		}
+		items[i].value, items[i].found, items[i].ttlKnown = v, true, true
+		switch {
+		case ttl == -1: // no expiry
+		case ttl <= 0:
+			items[i].ttl = time.Millisecond
+		default:
+			items[i].ttl = ttl
+		}
+	}
+	return items, nil
+}
+
+func (n redisNode) set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	return n.rdb.Set(ctx, key, value, redisTTL(ttl)).Err()
+}
+
+func (n redisNode) setMulti(ctx context.Context, items []item) error {
+	_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, it := range items {
+			p.Set(ctx, it.key, it.value, redisTTL(it.ttl))
+		}
+		return nil
+	})
+	return err
+}
+
+func (n redisNode) add(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	ok, err := n.rdb.SetNX(ctx, key, value, redisTTL(ttl)).Result()
+	if err == nil && !ok {
+		return ErrNotStored
+	}
+	return err
+}
+
+func (n redisNode) addMulti(ctx context.Context, items []item) ([]bool, error) {
+	cmds := make([]*redis.BoolCmd, len(items))
+	_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, it := range items {
+			cmds[i] = p.SetNX(ctx, it.key, it.value, redisTTL(it.ttl))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	stored := make([]bool, len(items))
+	for i, c := range cmds {
+		stored[i] = c.Val()
+	}
+	return stored, nil
+}
+
+func (n redisNode) delete(ctx context.Context, key string) error {
+	return n.rdb.Del(ctx, key).Err()
+}
+
+func (n redisNode) deleteMulti(ctx context.Context, keys []string) error {
+	return n.rdb.Del(ctx, keys...).Err()
+}
+
+// incr is INCRBY: a missing key is created with the value delta and no
+// expiry.
+func (n redisNode) incr(ctx context.Context, key string, delta int64) (int64, error) {
+	return n.rdb.IncrBy(ctx, key, delta).Result()
+}
+
+func (n redisNode) touch(ctx context.Context, key string, ttl time.Duration) error {
+	if ttl > 0 {
+		ok, err := n.rdb.PExpire(ctx, key, redisTTL(ttl)).Result()
+		if err == nil && !ok {
+			return ErrCacheMiss
+		}
+		return err
+	}
+	// PERSIST answers 0 both for a missing key and for one without expiry.
+	var exists *redis.IntCmd
+	_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Persist(ctx, key)
+		exists = p.Exists(ctx, key)
+		return nil
+	})
+	if err == nil && exists.Val() == 0 {
+		return ErrCacheMiss
+	}
+	return err
+}
+
+func (n redisNode) Close() error {
+	if err := n.rdb.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
+		return err
+	}
+	return nil
+}

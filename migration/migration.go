@@ -1,0 +1,162 @@
+// Package migration is the dual-ring resharding policy: while a migration is
+// active, which owners a key has, when a read falls back to the old owner,
+// how long a backfilled copy may live, and the counters that show how the
+// migration is going.
+//
+// A migration moves keys from an old placement to a new one. For one window
+// (the longest TTL the application writes) after its start, reads ask the new
+// owner first and fall back to the old owner on a miss, backfilling the new
+// owner with what they find; writes and deletes go to both owners. When the
+// window has passed, every key written before the start has expired, the old
+// placement holds nothing the new one lacks, and it is dropped.
+//
+// The package computes; it does no I/O. The client applies the policy.
+package migration
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardcache/shardcache/ring"
+)
+
+// ErrBadWindow is returned for a negative window.
+var ErrBadWindow = errors.New("shardcache/migration: negative window")
+
+// Migration is an immutable description of one resharding.
+type Migration struct {
+	old, new ring.Locator
+	start    time.Time
+	end      time.Time
+	moved    float64
+
+	// Counters is shared by every copy of the migration's state; the client
+	// adds to it as it applies the policy.
+	Counters *Counters
+}
+
+// New describes a migration from old to new that starts at start and lasts
+// window. A zero window is a cut-over: the migration is over as it starts.
+func New(old, new ring.Locator, start time.Time, window time.Duration) (*Migration, error) {
+	if window < 0 {
+		return nil, fmt.Errorf("%w: %v", ErrBadWindow, window)
+	}
+	return &Migration{
+		old: old, new: new,
+		start: start, end: start.Add(window),
+		moved:    Moved(old, new),
+		Counters: &Counters{},
+	}, nil
+}
+
+// Moved returns the exact fraction of keys whose owner differs between two
+// placements when both are *ring.Ring, else NaN (unknown).
+func Moved(old, new ring.Locator) float64 {
+	o, ok1 := old.(*ring.Ring)
+	n, ok2 := new.(*ring.Ring)
+	if !ok1 || !ok2 {
+		return math.NaN()
+	}
+	return ring.Moved(o, n)
+}
+
+// Old returns the placement keys move from.
+func (m *Migration) Old() ring.Locator { return m.old }
+
+// New returns the placement keys move to.
+func (m *Migration) New() ring.Locator { return m.new }
+
+// Start returns when the migration started.
+func (m *Migration) Start() time.Time { return m.start }
+
+// End returns when the migration is over: start + window.
+func (m *Migration) End() time.Time { return m.end }
+
+// Active reports whether now is inside the window, when both placements are
+// in use.
+func (m *Migration) Active(now time.Time) bool { return now.Before(m.end) }
+
+// Route is where one key's operations go.
+type Route struct {
+	// New is the key's owner in the new placement: every operation asks it.
+	New ring.Node
+	// Old is the key's owner in the old placement; valid when Dual is set.
+	Old ring.Node
+	// Dual is set while the migration is active and the two owners are
+	// different servers (compared by Addr: that is where the data is). Reads
+	// then fall back to Old on a miss; writes and deletes go to both.
+	Dual bool
+}
+
+// Route returns where key's operations go at time now.
+func (m *Migration) Route(key string, now time.Time) Route {
+	r := Route{New: m.new.Locate(key)}
+	if m.Active(now) {
+		r.Old = m.old.Locate(key)
+		r.Dual = r.Old.Addr != r.New.Addr
+	}
+	return r
+}
+
+// BackfillTTL returns the TTL to give a copy of a value found on the old owner
+// when it is written to the new owner; ok is false when the copy is not worth
+// writing because it would expire at once.
+//
+// When the remaining TTL is known (Redis reads it with the value), the copy
+// keeps it: remaining 0 means no expiry. When it is unknown (Memcached cannot
+// read it), the copy expires at the end of the window at the latest: any item
+// written before the start has expired by then, and items written during the
+// window were written to the new owner too.
+func (m *Migration) BackfillTTL(now time.Time, remaining time.Duration, known bool) (ttl time.Duration, ok bool) {
+	if known {
+		return remaining, remaining >= 0
+	}
+	left := m.end.Sub(now)
+	return left, left > 0
+}
+
+// Counters count what the client did while applying a migration. All fields
+// are updated atomically.
+type Counters struct {
+	NewHits          atomic.Int64 // reads answered by the new owner
+	FallbackHits     atomic.Int64 // new-owner misses found on the old owner
+	FallbackMisses   atomic.Int64 // misses on both owners
+	FallbackErrors   atomic.Int64 // old-owner reads that failed (counted as misses)
+	Backfills        atomic.Int64 // copies written to the new owner
+	BackfillsSkipped atomic.Int64 // copies not written: the new owner had a newer value
+	BackfillsDropped atomic.Int64 // asynchronous copies dropped: queue full, or failed
+	DualWrites       atomic.Int64 // writes copied to the old owner
+	DualWriteErrors  atomic.Int64 // copies to the old owner that failed
+	DualDeletes      atomic.Int64 // deletes sent to the old owner too
+}
+
+// Status is a snapshot of a migration, as the client reports it.
+type Status struct {
+	Active     bool      // inside the window: reads fall back, writes go to both
+	Start, End time.Time // the window; zero when there never was a migration
+	OldNodes   []ring.Node
+	NewNodes   []ring.Node
+	Moved      float64 // exact fraction of keys whose owner changes; NaN if unknown
+
+	NewHits, FallbackHits, FallbackMisses, FallbackErrors int64
+	Backfills, BackfillsSkipped, BackfillsDropped         int64
+	DualWrites, DualWriteErrors, DualDeletes              int64
+}
+
+// Status returns a snapshot of m at time now.
+func (m *Migration) Status(now time.Time) Status {
+	c := m.Counters
+	return Status{
+		Active: m.Active(now), Start: m.start, End: m.end,
+		OldNodes: m.old.Nodes(), NewNodes: m.new.Nodes(), Moved: m.moved,
+		NewHits: c.NewHits.Load(), FallbackHits: c.FallbackHits.Load(),
+		FallbackMisses: c.FallbackMisses.Load(), FallbackErrors: c.FallbackErrors.Load(),
+		Backfills: c.Backfills.Load(), BackfillsSkipped: c.BackfillsSkipped.Load(),
+		BackfillsDropped: c.BackfillsDropped.Load(),
+		DualWrites:       c.DualWrites.Load(), DualWriteErrors: c.DualWriteErrors.Load(),
+		DualDeletes: c.DualDeletes.Load(),
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,15 +89,26 @@ func newCluster(t testing.TB, kind string, n int) *cluster {
 	default:
 		t.Fatalf("unknown cluster kind %q", kind)
 	}
+	readers := map[string]directReader{} // one client per server, made on first use
+	var mu sync.Mutex
 	c.raw = func(addr string) directReader {
+		mu.Lock()
+		defer mu.Unlock()
+		if r, ok := readers[addr]; ok {
+			return r
+		}
+		var r directReader
 		if c.backend == Memcached {
 			mc := memcache.New(addr)
 			t.Cleanup(func() { mc.Close() })
-			return rawMemcache{mc}
+			r = rawMemcache{mc}
+		} else {
+			rdb := redis.NewClient(&redis.Options{Addr: addr})
+			t.Cleanup(func() { rdb.Close() })
+			r = rawRedis{rdb}
 		}
-		rdb := redis.NewClient(&redis.Options{Addr: addr})
-		t.Cleanup(func() { rdb.Close() })
-		return rawRedis{rdb}
+		readers[addr] = r
+		return r
 	}
 	return c
 }

@@ -1,0 +1,135 @@
+package migration
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/shardcache/shardcache/ring"
+)
+
+func nodes(n int) []ring.Node {
+	ns := make([]ring.Node, n)
+	for i := range ns {
+		ns[i] = ring.Node{Name: fmt.Sprintf("n%d", i), Addr: fmt.Sprintf("10.0.0.%d:6379", i+1)}
+	}
+	return ns
+}
+
+func rings(t *testing.T, from, to int) (*ring.Ring, *ring.Ring) {
+	t.Helper()
+	a, err := ring.New(nodes(from))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ring.New(nodes(to))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
+var start = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+func TestRoute(t *testing.T) {
+	old, cur := rings(t, 8, 6)
+	m, err := New(old, cur, start, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dual := 0
+	for i := range 10000 {
+		k := fmt.Sprintf("key:%d", i)
+		r := m.Route(k, start.Add(30*time.Minute))
+		if r.New != cur.Locate(k) {
+			t.Fatalf("Route(%q).New = %v, want the new ring's owner %v", k, r.New, cur.Locate(k))
+		}
+		if r.Dual != (old.Locate(k).Addr != r.New.Addr) || (r.Dual && r.Old != old.Locate(k)) {
+			t.Fatalf("Route(%q) = %+v, old owner %v", k, r, old.Locate(k))
+		}
+		if r.Dual {
+			dual++
+		}
+		if after := m.Route(k, m.End()); after.Dual || after.New != r.New {
+			t.Fatalf("Route(%q) at the end of the window = %+v, want the new owner alone", k, after)
+		}
+	}
+	if got, want := float64(dual)/10000, m.Status(start).Moved; math.Abs(got-want) > 0.02 {
+		t.Errorf("%.3f of keys routed to both owners, exact moved fraction %.3f", got, want)
+	}
+}
+
+func TestRouteComparesAddresses(t *testing.T) {
+	a, _ := ring.New([]ring.Node{{Name: "x", Addr: "h:1"}})
+	b, _ := ring.New([]ring.Node{{Name: "renamed", Addr: "h:1"}})
+	m, _ := New(a, b, start, time.Hour)
+	if r := m.Route("k", start); r.Dual {
+		t.Errorf("a node renamed at the same address is not a different server: %+v", r)
+	}
+}
+
+func TestBackfillTTL(t *testing.T) {
+	old, cur := rings(t, 8, 6)
+	m, _ := New(old, cur, start, time.Hour)
+	now := start.Add(20 * time.Minute)
+	for _, tc := range []struct {
+		remaining time.Duration
+		known     bool
+		want      time.Duration
+		ok        bool
+	}{
+		{5 * time.Minute, true, 5 * time.Minute, true}, // Redis: keeps the remaining TTL
+		{0, true, 0, true},                             // Redis: no expiry stays no expiry
+		{0, false, 40 * time.Minute, true},             // Memcached: the rest of the window
+	} {
+		got, ok := m.BackfillTTL(now, tc.remaining, tc.known)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("BackfillTTL(%v, %v) = %v, %v; want %v, %v", tc.remaining, tc.known, got, ok, tc.want, tc.ok)
+		}
+	}
+	if _, ok := m.BackfillTTL(m.End(), 0, false); ok {
+		t.Error("a Memcached copy at the end of the window is worth writing")
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	old, cur := rings(t, 2, 3)
+	if _, err := New(old, cur, start, -time.Second); !errors.Is(err, ErrBadWindow) {
+		t.Errorf("negative window: %v", err)
+	}
+	m, err := New(old, cur, start, 0)
+	if err != nil || m.Active(start) {
+		t.Errorf("zero window must be a cut-over: %v, active %v", err, m.Active(start))
+	}
+}
+
+func TestStatus(t *testing.T) {
+	old, cur := rings(t, 8, 6)
+	m, _ := New(old, cur, start, time.Hour)
+	m.Counters.FallbackHits.Add(3)
+	m.Counters.Backfills.Add(2)
+	st := m.Status(start.Add(time.Minute))
+	if !st.Active || st.FallbackHits != 3 || st.Backfills != 2 || len(st.OldNodes) != 8 || len(st.NewNodes) != 6 {
+		t.Errorf("Status = %+v", st)
+	}
+	if st.Moved != ring.Moved(old, cur) {
+		t.Errorf("Moved = %v, want ring.Moved %v", st.Moved, ring.Moved(old, cur))
+	}
+	if st := m.Status(m.End()); st.Active {
+		t.Error("active at the end of the window")
+	}
+}
+
+type modN []ring.Node
+
+func (m modN) Locate(key string) ring.Node { return m[ring.Hash(key)%uint64(len(m))] }
+func (m modN) Nodes() []ring.Node          { return m }
+
+func TestMovedUnknownForOtherPlacements(t *testing.T) {
+	old, _ := rings(t, 2, 2)
+	if !math.IsNaN(Moved(old, modN(nodes(2)))) {
+		t.Error("Moved of a non-ring placement should be NaN (unknown)")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shardcache/shardcache/migration"
+	"github.com/shardcache/shardcache/ring"
 )
 
 // route is where one key's operation goes: the owner in the current
@@ -53,7 +54,7 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 func (c *Client) get(ctx context.Context, r route, key string) ([]byte, error) {
 	n, err := r.st.conn(r.New)
 	if err != nil {
-		return nil, nodeErr("get", r.New, []string{key}, err)
+		return nil, fail("get", r.New, key, err)
 	}
 	v, err := n.get(ctx, key)
 	if cs := r.counters(); cs != nil {
@@ -65,7 +66,7 @@ func (c *Client) get(ctx context.Context, r route, key string) ([]byte, error) {
 		}
 	}
 	if err != nil {
-		return nil, nodeErr("get", r.New, []string{key}, err)
+		return nil, fail("get", r.New, key, err)
 	}
 	return v, nil
 }
@@ -110,6 +111,15 @@ func (c *Client) fallback(ctx context.Context, r route, key string) ([]byte, err
 	return it.value, nil
 }
 
+// fail wraps err from a single-key operation on node n; it allocates only
+// for a real failure.
+func fail(op string, n ring.Node, key string, err error) error {
+	if err == nil || err == ErrCacheMiss || err == ErrNotStored {
+		return err
+	}
+	return nodeErr(op, n, []string{key}, err)
+}
+
 // both runs op on the new owner and, when the route is dual, on the old owner
 // at the same time. It returns the two errors.
 func both(r route, op func(node) error) (newErr, oldErr error) {
@@ -145,7 +155,7 @@ func (c *Client) write(opName string, r route, key string, op func(node) error) 
 			cs.DualWriteErrors.Add(1)
 		}
 	}
-	return nodeErr(opName, r.New, []string{key}, newErr)
+	return fail(opName, r.New, key, newErr)
 }
 
 // copyToOld runs op on the old owner alone, counted as a dual write.
@@ -171,6 +181,13 @@ func (c *Client) Set(ctx context.Context, key string, value []byte, ttl time.Dur
 	if err != nil {
 		return err
 	}
+	if !r.Dual { // no closure, no goroutine: the common case costs nothing extra
+		n, err := r.st.conn(r.New)
+		if err == nil {
+			err = n.set(ctx, key, value, ttl)
+		}
+		return fail("set", r.New, key, err)
+	}
 	return c.write("set", r, key, func(n node) error { return n.set(ctx, key, value, ttl) })
 }
 
@@ -186,7 +203,11 @@ func (c *Client) Add(ctx context.Context, key string, value []byte, ttl time.Dur
 		return err
 	}
 	if !r.Dual {
-		return c.write("add", r, key, func(n node) error { return n.add(ctx, key, value, ttl) })
+		n, err := r.st.conn(r.New)
+		if err == nil {
+			err = n.add(ctx, key, value, ttl)
+		}
+		return fail("add", r.New, key, err)
 	}
 	if _, err := c.get(ctx, r, key); err != ErrCacheMiss {
 		if err == nil {
@@ -199,7 +220,7 @@ func (c *Client) Add(ctx context.Context, key string, value []byte, ttl time.Dur
 		err = n.add(ctx, key, value, ttl)
 	}
 	if err != nil {
-		return nodeErr("add", r.New, []string{key}, err)
+		return fail("add", r.New, key, err)
 	}
 	// Stored: copy to the old owner, for processes still reading there.
 	c.copyToOld(r, func(n node) error { return n.set(ctx, key, value, ttl) })
@@ -214,14 +235,19 @@ func (c *Client) Delete(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
+	if !r.Dual {
+		n, err := r.st.conn(r.New)
+		if err == nil {
+			err = n.delete(ctx, key)
+		}
+		return fail("delete", r.New, key, err)
+	}
 	newErr, oldErr := both(r, func(n node) error { return n.delete(ctx, key) })
-	if r.Dual {
-		r.counters().DualDeletes.Add(1)
-	}
+	r.counters().DualDeletes.Add(1)
 	if newErr != nil {
-		return nodeErr("delete", r.New, []string{key}, newErr)
+		return fail("delete", r.New, key, newErr)
 	}
-	return nodeErr("delete", r.Old, []string{key}, oldErr)
+	return fail("delete", r.Old, key, oldErr)
 }
 
 // Incr adds delta to the integer stored under key and returns the new value.
@@ -247,7 +273,7 @@ func (c *Client) Incr(ctx context.Context, key string, delta int64) (int64, erro
 		v, err = n.incr(ctx, key, delta)
 	}
 	if err != nil {
-		return 0, nodeErr("incr", r.New, []string{key}, err)
+		return 0, fail("incr", r.New, key, err)
 	}
 	if r.Dual {
 		c.copyToOld(r, func(n node) error { return n.delete(ctx, key) })

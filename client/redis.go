@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,16 +23,30 @@ func redisTTL(ttl time.Duration) time.Duration {
 	return ttl
 }
 
-func redisErr(err error) error {
-	if err == redis.Nil {
+// redisErr maps go-redis errors: redis.Nil is a miss, and a network timeout
+// caused by the context's deadline says so (go-redis returns the bare
+// timeout when it does not retry).
+func redisErr(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case err == redis.Nil:
 		return ErrCacheMiss
+	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
+		return fmt.Errorf("%w: %w", ctx.Err(), err)
+	}
+	// The connection's deadline is the context's, and may fire a moment
+	// before the context's own timer does.
+	var ne net.Error
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) && errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 	}
 	return err
 }
 
 func (n redisNode) get(ctx context.Context, key string) ([]byte, error) {
 	v, err := n.rdb.Get(ctx, key).Bytes()
-	return v, redisErr(err)
+	return v, redisErr(ctx, err)
 }
 
 func (n redisNode) getMulti(ctx context.Context, keys []string, withTTL bool) ([]item, error) {
@@ -38,7 +54,7 @@ func (n redisNode) getMulti(ctx context.Context, keys []string, withTTL bool) ([
 	if !withTTL {
 		vals, err := n.rdb.MGet(ctx, keys...).Result()
 		if err != nil {
-			return nil, err
+			return nil, redisErr(ctx, err)
 		}
 		for i, v := range vals {
 			items[i].key = keys[i]
@@ -58,7 +74,7 @@ func (n redisNode) getMulti(ctx context.Context, keys []string, withTTL bool) ([
 		return nil
 	})
 	if err != nil && err != redis.Nil {
-		return nil, err
+		return nil, redisErr(ctx, err)
 	}
 	for i, k := range keys {
 		items[i].key = k
@@ -80,7 +96,7 @@ func (n redisNode) getMulti(ctx context.Context, keys []string, withTTL bool) ([
 }
 
 func (n redisNode) set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	return n.rdb.Set(ctx, key, value, redisTTL(ttl)).Err()
+	return redisErr(ctx, n.rdb.Set(ctx, key, value, redisTTL(ttl)).Err())
 }
 
 func (n redisNode) setMulti(ctx context.Context, items []item) error {
@@ -90,7 +106,7 @@ func (n redisNode) setMulti(ctx context.Context, items []item) error {
 		}
 		return nil
 	})
-	return err
+	return redisErr(ctx, err)
 }
 
 func (n redisNode) add(ctx context.Context, key string, value []byte, ttl time.Duration) error {
@@ -98,7 +114,7 @@ func (n redisNode) add(ctx context.Context, key string, value []byte, ttl time.D
 	if err == nil && !ok {
 		return ErrNotStored
 	}
-	return err
+	return redisErr(ctx, err)
 }
 
 func (n redisNode) addMulti(ctx context.Context, items []item) ([]bool, error) {
@@ -110,7 +126,7 @@ func (n redisNode) addMulti(ctx context.Context, items []item) ([]bool, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, redisErr(ctx, err)
 	}
 	stored := make([]bool, len(items))
 	for i, c := range cmds {
@@ -120,17 +136,18 @@ func (n redisNode) addMulti(ctx context.Context, items []item) ([]bool, error) {
 }
 
 func (n redisNode) delete(ctx context.Context, key string) error {
-	return n.rdb.Del(ctx, key).Err()
+	return redisErr(ctx, n.rdb.Del(ctx, key).Err())
 }
 
 func (n redisNode) deleteMulti(ctx context.Context, keys []string) error {
-	return n.rdb.Del(ctx, keys...).Err()
+	return redisErr(ctx, n.rdb.Del(ctx, keys...).Err())
 }
 
 // incr is INCRBY: a missing key is created with the value delta and no
 // expiry.
 func (n redisNode) incr(ctx context.Context, key string, delta int64) (int64, error) {
-	return n.rdb.IncrBy(ctx, key, delta).Result()
+	v, err := n.rdb.IncrBy(ctx, key, delta).Result()
+	return v, redisErr(ctx, err)
 }
 
 func (n redisNode) touch(ctx context.Context, key string, ttl time.Duration) error {
@@ -139,7 +156,7 @@ func (n redisNode) touch(ctx context.Context, key string, ttl time.Duration) err
 		if err == nil && !ok {
 			return ErrCacheMiss
 		}
-		return err
+		return redisErr(ctx, err)
 	}
 	// PERSIST answers 0 both for a missing key and for one without expiry.
 	var exists *redis.IntCmd
@@ -151,7 +168,7 @@ func (n redisNode) touch(ctx context.Context, key string, ttl time.Duration) err
 	if err == nil && exists.Val() == 0 {
 		return ErrCacheMiss
 	}
-	return err
+	return redisErr(ctx, err)
 }
 
 func (n redisNode) Close() error {

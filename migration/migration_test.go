@@ -81,8 +81,8 @@ func TestBackfillTTL(t *testing.T) {
 		ok        bool
 	}{
 		{5 * time.Minute, true, 5 * time.Minute, true}, // Redis: keeps the remaining TTL
-		{0, true, 0, true},                             // Redis: no expiry stays no expiry
-		{0, false, 40 * time.Minute, true},             // Memcached: the rest of the window
+		{0, true, 0, true},                 // Redis: no expiry stays no expiry
+		{0, false, 40 * time.Minute, true}, // Memcached: the rest of the window
 	} {
 		got, ok := m.BackfillTTL(now, tc.remaining, tc.known)
 		if got != tc.want || ok != tc.ok {

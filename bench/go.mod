@@ -1,0 +1,15 @@
+module github.com/shardcache/shardcache/bench
+
+go 1.26.8
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0
+	github.com/dgryski/go-jump v0.0.0-20170409065014-e1f439676b57
+	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f
+	github.com/golang/groupcache v0.0.0-20241129210726-2c02b8208cf8
+	github.com/shardcache/shardcache v0.0.0-00010101000000-000000000000
+	github.com/stathat/consistent v1.0.0
+	github.com/twmb/murmur3 v1.2.2
+)
+
+replace github.com/shardcache/shardcache => ../

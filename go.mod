@@ -7,6 +7,7 @@ require (
 	github.com/bradfitz/gomemcache v0.0.0-20260422231931-4d751bb6e37c
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/twmb/murmur3 v1.2.2
+	go.yaml.in/yaml/v3 v3.0.5
 )
 
 require (

@@ -1,0 +1,170 @@
+// Command shardcache shows what adding, removing or re-weighting cache nodes
+// will do, before anyone touches production.
+//
+//	shardcache plan [flags]       exact shares, keys moved and flows of a change
+//	shardcache simulate [flags]   a workload through the change, in three modes
+//
+// plan computes from the ring itself: each node's share of the keys before
+// and after, the fraction of keys that move and where they go, and the hit
+// rate right after the switch with and without a dual-ring migration.
+//
+// simulate runs a read-heavy cache-aside workload through the change, on
+// embedded servers by default or on real Redis or Memcached servers, with
+// mod-N placement, the ring, and the ring with a dual-ring migration side by
+// side, and reports the hit rate and the database load step by step, as a
+// table and an SVG chart.
+//
+// Run "shardcache help COMMAND" for a command's flags. Bad input exits with
+// status 2, a failure while running with status 1.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"text/tabwriter"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitFail  = 1 // the command could not do its job
+	exitUsage = 2 // bad command line or input
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// command is a subcommand.
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+var commands = []command{
+	{"plan", "exact shares, keys moved and flows of a change of nodes", runPlan},
+	{"simulate", "a workload through the change: mod-N, ring, ring + dual-ring", runSimulate},
+}
+
+// run runs the command line args (without the program name) and returns the
+// exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		if len(rest) == 0 {
+			usage(stdout)
+			return exitOK
+		}
+		name, rest = rest[0], []string{"-h"}
+	}
+	for _, c := range commands {
+		if c.name == name {
+			return c.run(ctx, rest, stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "shardcache: unknown command %q\n\n", name)
+	usage(stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: shardcache COMMAND [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "See what adding, removing or re-weighting cache nodes will do, before doing it.")
+	fmt.Fprintln(w)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, `Run "shardcache help COMMAND" for its flags.`)
+}
+
+// newFlagSet returns a flag set for a command whose help starts with what
+// it does (synopsis, then the lines of about) and ends with the flags and
+// the node-list grammar.
+func newFlagSet(name, synopsis, about string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: shardcache %s [flags]\n\n%s\n\n%s\n\nFlags:\n", name, synopsis, about)
+		fs.PrintDefaults()
+		fmt.Fprintf(w, "\n%s\n", nodesHelp)
+	}
+	return fs
+}
+
+// parseFlags parses args, and reports how the command should end when it
+// should: on -h with exitOK, the help on stdout; on a bad flag or a stray
+// argument with exitUsage, the error and the help on stderr.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, done bool) {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
+			fs.SetOutput(stdout)
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, true
+		}
+		return exitUsage, true // the flag package has said why, and shown the usage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "shardcache %s: unexpected argument %q (flags come as -name value)\n", fs.Name(), fs.Arg(0))
+		return exitUsage, true
+	}
+	return 0, false
+}
+
+// badInput reports a bad value and returns exitUsage.
+func badInput(stderr io.Writer, cmd string, format string, args ...any) int {
+	msg := fmt.Sprintf(format, args...)
+	fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, strings.TrimSpace(msg))
+	fmt.Fprintf(stderr, "Run \"shardcache help %s\" for the flags.\n", cmd)
+	return exitUsage
+}
+
+// newTable returns a tabwriter for w with two spaces between columns, whose
+// lines reach w without trailing spaces.
+func newTable(w io.Writer, flags uint) *tabwriter.Writer {
+	return tabwriter.NewWriter(&trimWriter{w: w}, 0, 0, 2, ' ', flags)
+}
+
+// trimWriter writes whole lines to w, without their trailing spaces.
+type trimWriter struct {
+	w    io.Writer
+	line []byte
+}
+
+func (t *trimWriter) Write(p []byte) (int, error) {
+	for _, b := range p {
+		if b != '\n' {
+			t.line = append(t.line, b)
+			continue
+		}
+		t.line = append(bytes.TrimRight(t.line, " "), '\n')
+		if _, err := t.w.Write(t.line); err != nil {
+			return 0, err
+		}
+		t.line = t.line[:0]
+	}
+	return len(p), nil
+}

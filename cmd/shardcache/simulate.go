@@ -1,0 +1,488 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/shardcache/shardcache/client"
+	"github.com/shardcache/shardcache/internal/sim"
+	"github.com/shardcache/shardcache/ring"
+)
+
+const simulateAbout = `Runs a read-heavy cache-aside workload through a change of nodes, in three
+modes side by side, each on servers of its own and with the same requests:
+  mod-N      hash(key) % N placement, switched at once
+  ring       the consistent-hash ring, switched at once
+  dual-ring  the ring with a dual-ring migration of one window
+Keys are drawn with Zipf popularity. A read is a Get; a miss loads the value
+from the database and Sets it with the TTL. A write goes to the database and
+then Sets the new value (write-through). The cache starts in its steady state.
+Each step prints the hit rate and the database load (loads + writes) per mode;
+the summary gives the steady state before the reshard, the lowest hit rate and
+the peak load after it. --svg writes them as a chart.
+
+By default the servers are embedded (miniredis) and the clock is simulated:
+it jumps one --step after each step, so the default run, 20 minutes of
+traffic, takes seconds, and is the same for the same --seed. With --redis or
+--memcached the servers are real and so is the clock: each step lasts
+--real-step, and the TTL and window shrink in proportion; the modes share the
+servers, with keys of their own, and the results vary from run to run. With
+no flags: 8 nodes down to 6, the collapse the README describes.`
+
+// simFlags are simulate's command line.
+type simFlags struct {
+	from, to          string
+	vnodes, keys      int
+	zipfS, zipfV      float64
+	requests          int
+	writes            float64
+	step, ttl, window time.Duration
+	steps, reshardAt  int
+	seed              uint64
+	workers           int
+	modes             string
+	redis, memcached  string
+	realStep          time.Duration
+	svg               string
+	asJSON, quiet     bool
+	every             int
+}
+
+func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("simulate", "Simulate a change of cache nodes under load.", simulateAbout, stderr)
+	var f simFlags
+	d := sim.DefaultConfig()
+	fs.StringVar(&f.from, "from", formatNodes(d.From), "the nodes before the reshard: a node `list` (see below); on embedded servers only the names, weights and distinct addresses matter")
+	fs.StringVar(&f.to, "to", formatNodes(d.To), "the nodes after the reshard: a node `list`")
+	fs.IntVar(&f.vnodes, "vnodes", d.Vnodes, "ring points per unit of weight")
+	fs.IntVar(&f.keys, "keys", d.Keys, "distinct keys")
+	fs.Float64Var(&f.zipfS, "zipf-s", d.ZipfS, "Zipf exponent s > 1: key k (0 the most popular) is drawn with probability ∝ (v+k)^-s")
+	fs.Float64Var(&f.zipfV, "zipf-v", d.ZipfV, "Zipf offset v >= 1: a larger v flattens the most popular keys")
+	fs.IntVar(&f.requests, "requests", d.Requests, "requests per step")
+	fs.Float64Var(&f.writes, "writes", d.WriteRatio, "fraction of requests that are writes, in [0, 1)")
+	fs.DurationVar(&f.step, "step", d.Step, "simulated time per step")
+	fs.DurationVar(&f.ttl, "ttl", d.TTL, "TTL of every cached value")
+	fs.DurationVar(&f.window, "window", 0, "the dual-ring migration's window (default the TTL: the shortest that loses nothing)")
+	fs.IntVar(&f.steps, "steps", d.Steps, "steps to run")
+	fs.IntVar(&f.reshardAt, "reshard-at", d.ReshardAt, "the step at whose start the client reshards (steps before it measure the steady state)")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the workload: the same seed gives the same run on embedded servers")
+	fs.IntVar(&f.workers, "workers", d.Workers, "concurrent requests per mode")
+	fs.StringVar(&f.modes, "modes", "mod-N,ring,dual-ring", "the modes to run, comma-separated")
+	fs.StringVar(&f.redis, "redis", "", "run on real Redis `servers`, comma-separated host:port, one per distinct address of --from and --to in the order they first appear")
+	fs.StringVar(&f.memcached, "memcached", "", "run on real Memcached `servers`, as --redis")
+	fs.DurationVar(&f.realStep, "real-step", 500*time.Millisecond, "with --redis or --memcached, the wall time per step; --ttl and --window are scaled by real-step/step")
+	fs.StringVar(&f.svg, "svg", "", "write an SVG chart of the hit rate and the database load to `file`")
+	fs.BoolVar(&f.asJSON, "json", false, "print JSON, every step included, instead of tables")
+	fs.IntVar(&f.every, "every", 5, "print every Nth step in the table (the reshard and the extremes always)")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar on stderr")
+	if code, done := parseFlags(fs, args, stdout); done {
+		return code
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+
+	cfg, note, err := f.config(set)
+	if err != nil {
+		return badInput(stderr, "simulate", "%v", err)
+	}
+	if note != "" && !f.quiet {
+		fmt.Fprintln(stderr, note)
+	}
+	// Open the chart's file first: a bad path must not cost a whole run.
+	var svg *os.File
+	if f.svg != "" {
+		if svg, err = os.Create(f.svg); err != nil {
+			fmt.Fprintf(stderr, "shardcache simulate: %v\n", err)
+			return exitFail
+		}
+		defer func() {
+			if svg != nil { // not written: do not leave an empty chart behind
+				svg.Close()
+				os.Remove(f.svg)
+			}
+		}()
+	}
+	var bar *progressBar
+	if !f.quiet {
+		bar = &progressBar{w: stderr, last: -1, draw: isTerminal(stderr)}
+		cfg.Progress = bar.update
+	}
+	res, err := sim.Run(ctx, cfg)
+	if bar != nil {
+		bar.finish(res)
+	}
+	switch {
+	case errors.Is(err, sim.ErrBadConfig):
+		return badInput(stderr, "simulate", "%v", err)
+	case ctx.Err() != nil:
+		fmt.Fprintln(stderr, "shardcache simulate: interrupted")
+		return exitFail
+	case err != nil:
+		fmt.Fprintf(stderr, "shardcache simulate: %v\n", err)
+		return exitFail
+	}
+
+	if f.asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(jsonResult(res, &f))
+	} else {
+		writeSimulation(stdout, res, &f)
+	}
+	if err == nil && svg != nil {
+		if err = writeSVG(svg, res, describe(res, &f)); err == nil {
+			err = svg.Close()
+		}
+		if err != nil {
+			err = fmt.Errorf("%s: %w", f.svg, err)
+		} else {
+			svg = nil
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "shardcache simulate: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// config checks the flags and turns them into a sim.Config. set names the
+// flags given on the command line. note, when not empty, tells how a run on
+// real servers scales time.
+func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err error) {
+	from, err := parseNodes(f.from)
+	if err != nil {
+		return cfg, "", fmt.Errorf("--from: %w", err)
+	}
+	to, err := parseNodes(f.to)
+	if err != nil {
+		return cfg, "", fmt.Errorf("--to: %w", err)
+	}
+	// sim.Config reads zero as "the default": explicit zeros are refused here.
+	checks := []struct {
+		ok   bool
+		flag string
+		v    any
+		want string
+	}{
+		{f.vnodes >= 1 && f.vnodes <= ring.MaxVnodes, "vnodes", f.vnodes, fmt.Sprintf("1..%d", ring.MaxVnodes)},
+		{f.keys >= 1 && f.keys <= 1<<24, "keys", f.keys, fmt.Sprintf("1..%d", 1<<24)},
+		{f.zipfS > 1, "zipf-s", f.zipfS, "> 1"},
+		{f.zipfV >= 1, "zipf-v", f.zipfV, ">= 1"},
+		{f.requests >= 1, "requests", f.requests, ">= 1"},
+		{f.writes >= 0 && f.writes < 1, "writes", f.writes, "a fraction in [0, 1)"},
+		{f.step > 0, "step", f.step, "> 0"},
+		{f.ttl > 0, "ttl", f.ttl, "> 0"},
+		{f.window > 0 || !set["window"], "window", f.window, "> 0 (a zero window is the ring mode)"},
+		{f.steps >= 2, "steps", f.steps, ">= 2"},
+		{f.reshardAt >= 1 && f.reshardAt < f.steps, "reshard-at", f.reshardAt, fmt.Sprintf("1..%d (steps before and after it)", f.steps-1)},
+		{f.workers >= 1, "workers", f.workers, ">= 1"},
+		{f.every >= 1, "every", f.every, ">= 1"},
+		{f.realStep > 0, "real-step", f.realStep, "> 0"},
+		{f.redis == "" || f.memcached == "", "memcached", f.memcached, "not with --redis"},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			return cfg, "", fmt.Errorf("--%s %v: want %s", c.flag, c.v, c.want)
+		}
+	}
+	cfg = sim.Config{
+		From: from, To: to, Vnodes: f.vnodes,
+		Keys: f.keys, ZipfS: f.zipfS, ZipfV: f.zipfV,
+		Requests: f.requests, WriteRatio: f.writes,
+		Step: f.step, TTL: f.ttl, Window: f.window,
+		Steps: f.steps, ReshardAt: f.reshardAt,
+		Seed: f.seed, Workers: f.workers,
+	}
+	if f.writes == 0 {
+		cfg.WriteRatio = -1 // none; zero would be the default
+	}
+	if cfg.Window == 0 {
+		cfg.Window = cfg.TTL
+	}
+	for _, name := range strings.Split(f.modes, ",") {
+		m, err := sim.ParseMode(name)
+		if err != nil {
+			return cfg, "", fmt.Errorf("--modes: %q: want mod-N, ring or dual-ring", strings.TrimSpace(name))
+		}
+		if slices.Contains(cfg.Modes, m) {
+			return cfg, "", fmt.Errorf("--modes: %v twice", m)
+		}
+		cfg.Modes = append(cfg.Modes, m)
+	}
+	servers, flagName := f.redis, "redis"
+	if f.memcached != "" {
+		servers, flagName, cfg.Backend = f.memcached, "memcached", client.Memcached
+	}
+	if servers == "" {
+		return cfg, "", nil
+	}
+	for _, a := range strings.Split(servers, ",") {
+		a = strings.TrimSpace(a)
+		if err := checkAddr(a); err != nil {
+			return cfg, "", fmt.Errorf("--%s: %w", flagName, err)
+		}
+		cfg.Servers = append(cfg.Servers, a)
+	}
+	// Real servers expire keys in real time: scale the clock down.
+	scale := float64(f.realStep) / float64(f.step)
+	cfg.Step = f.realStep
+	cfg.TTL = time.Duration(float64(cfg.TTL) * scale)
+	cfg.Window = time.Duration(float64(cfg.Window) * scale)
+	note = fmt.Sprintf("real servers, real time: each step lasts %v, the TTL is %v, the window %v; the run takes about %v",
+		cfg.Step, cfg.TTL.Round(time.Millisecond), cfg.Window.Round(time.Millisecond), time.Duration(f.steps)*cfg.Step)
+	if cfg.Backend == client.Memcached && cfg.TTL < 5*time.Second {
+		note += "\n(Memcached counts TTLs in whole seconds: one under 5s is coarse; raise --real-step)"
+	}
+	return cfg, note, nil
+}
+
+// progressBar draws the progress of a run on a terminal line.
+type progressBar struct {
+	w     io.Writer
+	draw  bool // false: only the closing line, for a log rather than a terminal
+	mu    sync.Mutex
+	last  int // percentage drawn last
+	drawn bool
+}
+
+// isTerminal reports whether w is a terminal, or something else than a
+// file (a test's buffer): not a file or pipe that a bar's \r would litter.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return true
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+const barWidth = 30
+
+func (p *progressBar) update(done, total int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pc := done * 100 / total
+	if !p.draw || pc == p.last {
+		return
+	}
+	p.last, p.drawn = pc, true
+	full := barWidth * done / total
+	bar := strings.Repeat("=", full)
+	if full < barWidth {
+		bar += ">" + strings.Repeat(" ", barWidth-full-1)
+	}
+	fmt.Fprintf(p.w, "\r[%s] %3d%%  %d/%d steps", bar, pc, done, total)
+}
+
+// finish ends the bar's line with the run's duration.
+func (p *progressBar) finish(res *sim.Result) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drawn {
+		fmt.Fprint(p.w, "\r"+strings.Repeat(" ", barWidth+24)+"\r")
+	}
+	if res != nil {
+		fmt.Fprintf(p.w, "%d modes × %d steps in %v\n", len(res.Modes), res.Config.Steps, res.Elapsed.Round(10*time.Millisecond))
+	}
+}
+
+// fmtOffset formats a time since the reshard as [-]m:ss or [-]h:mm:ss, or
+// in seconds with a decimal when steps are shorter than a second.
+func fmtOffset(d, step time.Duration) string {
+	if step < time.Second {
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	}
+	sign := ""
+	if d < 0 {
+		sign, d = "-", -d
+	}
+	d = d.Round(time.Second)
+	h, m, s := int(d/time.Hour), int(d/time.Minute)%60, int(d/time.Second)%60
+	if h > 0 {
+		return fmt.Sprintf("%s%d:%02d:%02d", sign, h, m, s)
+	}
+	return fmt.Sprintf("%s%d:%02d", sign, m, s)
+}
+
+// windowEnd returns the step at whose start the dual-ring window is over.
+func windowEnd(cfg *sim.Config) int {
+	return cfg.ReshardAt + int(math.Ceil(float64(cfg.Window)/float64(cfg.Step)))
+}
+
+// tableSteps returns the steps the table prints: every f.every-th, the
+// steps around the reshard, the end of the window, each mode's low and
+// peak, and the last.
+func tableSteps(res *sim.Result, every int) []int {
+	cfg := &res.Config
+	steps := []int{cfg.ReshardAt - 1, cfg.ReshardAt, cfg.ReshardAt + 1, windowEnd(cfg), cfg.Steps - 1}
+	for i := 0; i < cfg.Steps; i += every {
+		steps = append(steps, i)
+	}
+	for _, m := range res.Modes {
+		steps = append(steps, m.MinHitStep, m.PeakDBStep)
+	}
+	slices.Sort(steps)
+	steps = slices.Compact(steps)
+	return slices.DeleteFunc(steps, func(i int) bool { return i < 0 || i >= cfg.Steps })
+}
+
+// describe sums up the run's set-up in one line.
+func describe(res *sim.Result, f *simFlags) string {
+	cfg := &res.Config
+	where := "embedded servers, simulated clock"
+	if cfg.Servers != nil {
+		where = fmt.Sprintf("%d %v servers, real time", len(cfg.Servers), cfg.Backend)
+	}
+	return fmt.Sprintf("%s → %s (%s)\n%d keys (Zipf s=%g v=%g), %d requests per %v step, %s writes, TTL %v, dual-ring window %v, seed %d",
+		nodeNames(cfg.From), nodeNames(cfg.To), where,
+		cfg.Keys, cfg.ZipfS, cfg.ZipfV, cfg.Requests, cfg.Step, pct(max(cfg.WriteRatio, 0), 1), cfg.TTL, cfg.Window, f.seed)
+}
+
+// writeSimulation prints the step table and the summary.
+func writeSimulation(w io.Writer, res *sim.Result, f *simFlags) {
+	cfg := &res.Config
+	fmt.Fprintf(w, "%s\n\n", describe(res, f))
+
+	tw := newTable(w, tabwriter.AlignRight)
+	head := "step\ttime\t"
+	for _, m := range res.Modes {
+		head += m.Mode.String() + " hit\tDB\t"
+	}
+	fmt.Fprintln(tw, head+" ")
+	end := windowEnd(cfg)
+	for _, i := range tableSteps(res, f.every) {
+		row := fmt.Sprintf("%d\t%s\t", i, fmtOffset(time.Duration(i-cfg.ReshardAt)*cfg.Step, cfg.Step))
+		for _, m := range res.Modes {
+			s := m.Steps[i]
+			row += fmt.Sprintf("%s\t%d\t", pct(s.HitRate(), 1), s.DBLoad())
+		}
+		switch i {
+		case cfg.ReshardAt:
+			row += " ← reshard"
+		case end:
+			row += " ← dual-ring window over"
+		default:
+			row += " "
+		}
+		fmt.Fprintln(tw, row)
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	tw = newTable(w, tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tkeys moved\tsteady hit\tmin hit\t(step)\tof steady\tsteady DB\t(max)\tpeak DB\t(step)\tof steady\tstale reads\t ")
+	for _, m := range res.Modes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t(%d)\t%s\t%.0f\t(%d)\t%d\t(%d)\t×%.2f\t%d\t \n",
+			m.Mode, pct(m.Moved, 1), pct(m.SteadyHitRate, 1), pct(m.MinHitRate, 1), m.MinHitStep,
+			pct(m.MinHitRate/m.SteadyHitRate, 1), m.SteadyDBLoad, m.SteadyPeakDBLoad, m.PeakDBLoad, m.PeakDBStep,
+			float64(m.PeakDBLoad)/m.SteadyDBLoad, m.Total.Stale)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "DB is the database's load per step: loads after misses, plus writes. Steady: the mean over the steps")
+	fmt.Fprintln(w, "before the reshard, and in brackets their highest, which chance alone reached. Min and peak: from the reshard on.")
+	var late []string
+	for _, m := range res.Modes {
+		if m.Mode == sim.ModeDualRing {
+			fmt.Fprintf(w, "dual-ring: %d reads found their key on its old owner after a miss on the new one, and copied it there (%d backfills).\n",
+				m.Total.FallbackHits, m.Backfills)
+		}
+		if m.Total.Errors > 0 {
+			fmt.Fprintf(w, "%v: %d cache operations failed (each counted as a miss).\n", m.Mode, m.Total.Errors)
+		}
+		if m.Late > 0 {
+			late = append(late, fmt.Sprintf("%v %d", m.Mode, m.Late))
+		}
+	}
+	if late != nil {
+		fmt.Fprintf(w, "Steps that took longer than %v (%s): the TTLs ran ahead of the steps; raise --real-step or lower --requests.\n",
+			cfg.Step, strings.Join(late, ", "))
+	}
+}
+
+// jsonResult is simulate's --json output.
+func jsonResult(res *sim.Result, f *simFlags) any {
+	cfg := &res.Config
+	type step struct {
+		Step         int     `json:"step"`
+		Time         float64 `json:"time"` // seconds since the reshard
+		HitRate      float64 `json:"hit_rate"`
+		DBLoad       int64   `json:"db_load"`
+		Reads        int64   `json:"reads"`
+		Hits         int64   `json:"hits"`
+		Loads        int64   `json:"loads"`
+		Writes       int64   `json:"writes"`
+		FallbackHits int64   `json:"fallback_hits"`
+		Stale        int64   `json:"stale"`
+		Errors       int64   `json:"errors"`
+	}
+	type mode struct {
+		Mode          string  `json:"mode"`
+		Moved         float64 `json:"moved"`
+		SteadyHitRate float64 `json:"steady_hit_rate"`
+		MinHitRate    float64 `json:"min_hit_rate"`
+		MinHitStep    int     `json:"min_hit_step"`
+		SteadyDBLoad  float64 `json:"steady_db_load"`
+		SteadyPeakDB  int64   `json:"steady_peak_db_load"`
+		PeakDBLoad    int64   `json:"peak_db_load"`
+		PeakDBStep    int     `json:"peak_db_step"`
+		Stale         int64   `json:"stale"`
+		Errors        int64   `json:"errors"`
+		Backfills     int64   `json:"backfills"`
+		LateSteps     int     `json:"late_steps"`
+		Steps         []step  `json:"steps"`
+	}
+	out := struct {
+		From          string  `json:"from"`
+		To            string  `json:"to"`
+		Servers       string  `json:"servers"`
+		Keys          int     `json:"keys"`
+		ZipfS         float64 `json:"zipf_s"`
+		ZipfV         float64 `json:"zipf_v"`
+		Requests      int     `json:"requests_per_step"`
+		Writes        float64 `json:"writes"`
+		StepSeconds   float64 `json:"step_seconds"`
+		TTLSeconds    float64 `json:"ttl_seconds"`
+		WindowSeconds float64 `json:"window_seconds"`
+		Steps         int     `json:"steps"`
+		ReshardAt     int     `json:"reshard_at"`
+		Seed          uint64  `json:"seed"`
+		Modes         []mode  `json:"modes"`
+	}{
+		From: formatNodes(cfg.From), To: formatNodes(cfg.To), Servers: "embedded",
+		Keys: cfg.Keys, ZipfS: cfg.ZipfS, ZipfV: cfg.ZipfV, Requests: cfg.Requests, Writes: max(cfg.WriteRatio, 0),
+		StepSeconds: cfg.Step.Seconds(), TTLSeconds: cfg.TTL.Seconds(), WindowSeconds: cfg.Window.Seconds(),
+		Steps: cfg.Steps, ReshardAt: cfg.ReshardAt, Seed: f.seed,
+	}
+	if cfg.Servers != nil {
+		out.Servers = cfg.Backend.String() + ":" + strings.Join(cfg.Servers, ",")
+	}
+	for _, m := range res.Modes {
+		jm := mode{
+			Mode: m.Mode.String(), Moved: m.Moved,
+			SteadyHitRate: m.SteadyHitRate, MinHitRate: m.MinHitRate, MinHitStep: m.MinHitStep,
+			SteadyDBLoad: m.SteadyDBLoad, SteadyPeakDB: m.SteadyPeakDBLoad, PeakDBLoad: m.PeakDBLoad, PeakDBStep: m.PeakDBStep,
+			Stale: m.Total.Stale, Errors: m.Total.Errors, Backfills: m.Backfills, LateSteps: m.Late,
+		}
+		for i, s := range m.Steps {
+			jm.Steps = append(jm.Steps, step{
+				Step: i, Time: (time.Duration(i-cfg.ReshardAt) * cfg.Step).Seconds(),
+				HitRate: s.HitRate(), DBLoad: s.DBLoad(), Reads: s.Reads, Hits: s.Hits,
+				Loads: s.Loads, Writes: s.Writes, FallbackHits: s.FallbackHits, Stale: s.Stale, Errors: s.Errors,
+			})
+		}
+		out.Modes = append(out.Modes, jm)
+	}
+	return out
+}

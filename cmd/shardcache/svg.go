@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bufio"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shardcache/shardcache/internal/sim"
+)
+
+// The chart's geometry, in SVG user units (pixels).
+const (
+	svgWidth   = 860
+	svgLeft    = 70  // room for the y labels
+	svgRight   = 150 // room for the legend
+	panelH     = 190 // height of a panel's plot area
+	hitTop     = 78  // top of the hit-rate panel
+	loadTop    = hitTop + panelH + 60
+	svgHeight  = loadTop + panelH + 56
+	plotWidth  = svgWidth - svgLeft - svgRight
+	panelTitle = 10 // gap between a panel's title and its plot
+)
+
+// modeColors are the series' colours, by mode (colour-blind safe).
+var modeColors = map[sim.Mode]string{
+	sim.ModeModN:     "#d55e00",
+	sim.ModeRing:     "#e69f00",
+	sim.ModeDualRing: "#0072b2",
+}
+
+// writeSVG draws the run as two panels, the hit rate and the database load
+// per step, one line per mode, with the reshard marked by a dashed line and
+// the end of the dual-ring window by a dotted one. title is printed on top,
+// one line per line of it.
+func writeSVG(w io.Writer, res *sim.Result, title string) error {
+	cfg := &res.Config
+	bw := bufio.NewWriter(w)
+	p := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
+
+	maxLoad := int64(1)
+	for _, m := range res.Modes {
+		for _, s := range m.Steps {
+			maxLoad = max(maxLoad, s.DBLoad())
+		}
+	}
+	loadTicks := niceTicks(float64(maxLoad))
+	loadMax := loadTicks[len(loadTicks)-1]
+
+	x := func(step int) float64 {
+		return svgLeft + float64(step)*plotWidth/float64(max(cfg.Steps-1, 1))
+	}
+	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
+		svgWidth, svgHeight, svgWidth, svgHeight)
+	p(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
+	for i, line := range strings.Split(title, "\n") {
+		size, weight := 12, "normal"
+		if i == 0 {
+			size, weight = 15, "bold"
+		}
+		if i == 0 {
+			line = "Resharding " + line
+		}
+		p(`<text x="%d" y="%d" font-size="%d" font-weight="%s">%s</text>`+"\n", svgLeft, 22+18*i, size, weight, esc(line))
+	}
+
+	type panel struct {
+		id, title string
+		top       float64
+		ticks     []float64
+		max       float64
+		label     func(float64) string
+		value     func(sim.Step) float64
+	}
+	panels := []panel{
+		{"hit", "Hit rate (%)", hitTop, []float64{0, 20, 40, 60, 80, 100}, 100,
+			func(v float64) string { return fmt.Sprintf("%g%%", v) },
+			func(s sim.Step) float64 { return 100 * s.HitRate() }},
+		{"load", "Database load (loads + writes per step)", loadTop, loadTicks, loadMax,
+			func(v float64) string { return fmtTick(v, loadTicks[1]) },
+			func(s sim.Step) float64 { return float64(s.DBLoad()) }},
+	}
+	unit, unitName := time.Minute, "minutes"
+	if span := time.Duration(cfg.Steps) * cfg.Step; span < 5*time.Minute {
+		unit, unitName = time.Second, "seconds"
+	}
+	xTicks := niceTicks(float64(time.Duration(cfg.Steps-1)*cfg.Step) / float64(unit))
+	end := windowEnd(cfg)
+
+	for _, pn := range panels {
+		y := func(v float64) float64 { return pn.top + panelH - v*panelH/pn.max }
+		p(`<g id="%s">`+"\n", pn.id)
+		p(`<text x="%d" y="%.1f" font-weight="bold">%s</text>`+"\n", svgLeft, pn.top-panelTitle, esc(pn.title))
+		for _, t := range pn.ticks {
+			p(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>`+"\n", svgLeft, y(t), svgLeft+plotWidth, y(t))
+			p(`<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", svgLeft-6, y(t)+4, pn.label(t))
+		}
+		// Time ticks: multiples of the tick from the reshard on both sides.
+		reshardAt := float64(time.Duration(cfg.ReshardAt)*cfg.Step) / float64(unit)
+		span := float64(time.Duration(cfg.Steps-1)*cfg.Step) / float64(unit)
+		tick := xTicks[1] - xTicks[0]
+		for k := -int(math.Floor(reshardAt / tick)); float64(k)*tick <= span-reshardAt+1e-9; k++ {
+			t := float64(k) * tick
+			xt := svgLeft + (t+reshardAt)*plotWidth/span
+			p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#999"/>`+"\n", xt, pn.top+panelH, xt, pn.top+panelH+4)
+			p(`<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", xt, pn.top+panelH+17, fmtTick(t, tick))
+		}
+		p(`<rect x="%d" y="%.1f" width="%d" height="%d" fill="none" stroke="#333"/>`+"\n", svgLeft, pn.top, plotWidth, panelH)
+		p(`<line class="reshard" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#333" stroke-dasharray="6 4"/>`+"\n",
+			x(cfg.ReshardAt), pn.top, x(cfg.ReshardAt), pn.top+panelH)
+		// Labels where the lines are not: low on the hit rate, high on the load.
+		labelY := pn.top + 12
+		if pn.id == "hit" {
+			labelY = pn.top + panelH - 6
+		}
+		p(`<text x="%.1f" y="%.1f" font-size="11">reshard</text>`+"\n", x(cfg.ReshardAt)+4, labelY)
+		if end < cfg.Steps && hasMode(res, sim.ModeDualRing) {
+			p(`<line class="window-end" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#0072b2" stroke-dasharray="2 3"/>`+"\n",
+				x(end), pn.top, x(end), pn.top+panelH)
+			p(`<text x="%.1f" y="%.1f" font-size="11" text-anchor="end">dual-ring window over</text>`+"\n", x(end)-4, labelY)
+		}
+		for _, m := range res.Modes {
+			p(`<polyline class="series" data-panel="%s" data-mode="%s" fill="none" stroke="%s" stroke-width="1.6" stroke-linejoin="round" points="`,
+				pn.id, m.Mode, modeColors[m.Mode])
+			for i, s := range m.Steps {
+				if i > 0 {
+					p(" ")
+				}
+				p("%.1f,%.1f", x(i), y(min(pn.value(s), pn.max)))
+			}
+			p(`"/>` + "\n")
+		}
+		p("</g>\n")
+	}
+	p(`<text x="%d" y="%d" text-anchor="middle">%s since the reshard (one step: %v)</text>`+"\n",
+		svgLeft+plotWidth/2, svgHeight-14, unitName, cfg.Step)
+
+	// Legend, with each mode's low and peak.
+	lx, ly := svgLeft+plotWidth+16, hitTop+8
+	p(`<g id="legend">` + "\n")
+	for i, m := range res.Modes {
+		yy := ly + 54*i
+		p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>`+"\n", lx, yy, lx+22, yy, modeColors[m.Mode])
+		p(`<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", lx+28, yy+4, m.Mode)
+		p(`<text x="%d" y="%d" font-size="11">min hit %s</text>`+"\n", lx+28, yy+20, pct(m.MinHitRate, 1))
+		p(`<text x="%d" y="%d" font-size="11">peak DB ×%.1f</text>`+"\n", lx+28, yy+34, float64(m.PeakDBLoad)/m.SteadyDBLoad)
+	}
+	p("</g>\n</svg>\n")
+	return bw.Flush()
+}
+
+func hasMode(res *sim.Result, mode sim.Mode) bool {
+	for _, m := range res.Modes {
+		if m.Mode == mode {
+			return true
+		}
+	}
+	return false
+}
+
+// niceTicks returns ticks from 0 to at least hi, 1, 2 or 5 times a power of
+// ten apart, about five of them.
+func niceTicks(hi float64) []float64 {
+	if hi <= 0 {
+		hi = 1
+	}
+	exp := int(math.Floor(math.Log10(hi / 5)))
+	mult := 10
+	for _, m := range []int{1, 2, 5} {
+		if hi/(float64(m)*math.Pow10(exp)) <= 6 {
+			mult = m
+			break
+		}
+	}
+	// k·mult·10^exp, divided rather than multiplied by a power of ten when
+	// exp < 0, is the float64 nearest the decimal: 0.6, not 0.6000000000000001.
+	tick := func(k int) float64 {
+		if exp < 0 {
+			return float64(k*mult) / math.Pow10(-exp)
+		}
+		return float64(k*mult) * math.Pow10(exp)
+	}
+	var ticks []float64
+	for k := 0; ; k++ {
+		ticks = append(ticks, tick(k))
+		if tick(k) >= hi-1e-9 {
+			return ticks
+		}
+	}
+}
+
+// fmtTick formats a tick value with as many decimals as the spacing of the
+// ticks needs.
+func fmtTick(v, spacing float64) string {
+	decimals := 0
+	for scaled := spacing; decimals < 6 && math.Abs(scaled-math.Round(scaled)) > 1e-9; decimals++ {
+		scaled *= 10
+	}
+	return strconv.FormatFloat(v, 'f', decimals, 64)
+}
+
+// esc escapes text for XML.
+func esc(s string) string {
+	var b strings.Builder
+	xml.EscapeText(&b, []byte(s))
+	return b.String()
+}

@@ -1,0 +1,214 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/shardcache/shardcache/client"
+	"github.com/shardcache/shardcache/ring"
+)
+
+// database is the store behind the cache: a version per key, which writes
+// bump and cached values carry. Its load is counted in each Step (Loads,
+// Writes). Each key is only touched by the worker that owns it, so it needs
+// no lock.
+type database struct {
+	version []uint32
+}
+
+// runMode runs the whole workload in one mode on cl.
+func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *cluster, keys []string, progress func()) (ModeResult, error) {
+	res := ModeResult{Mode: mode, Steps: make([]Step, cfg.Steps)}
+	opts := client.Options{Backend: cfg.Backend, Vnodes: cfg.Vnodes, Now: cl.clock.Now, NewRedisClient: cl.redis}
+	var reshard func(*client.Client) error
+	if mode == ModeModN {
+		from, err := NewModN(cl.from)
+		if err != nil {
+			return res, err
+		}
+		to, err := NewModN(cl.to)
+		if err != nil {
+			return res, err
+		}
+		opts.Placement = from
+		res.Moved = ModNMoved(from, to)
+		reshard = func(c *client.Client) error { return c.ReshardTo(to, 0) }
+	} else {
+		opts.Nodes = cl.from
+		from, err := ring.New(cl.from, ring.WithVnodes(cfg.Vnodes))
+		if err != nil {
+			return res, err
+		}
+		to, err := ring.New(cl.to, ring.WithVnodes(cfg.Vnodes))
+		if err != nil {
+			return res, err
+		}
+		res.Moved = ring.Moved(from, to)
+		window := time.Duration(0)
+		if mode == ModeDualRing {
+			window = cfg.Window
+		}
+		reshard = func(c *client.Client) error { return c.Reshard(cl.to, window) }
+	}
+	c, err := client.New(opts)
+	if err != nil {
+		return res, err
+	}
+	defer c.Close()
+
+	db := &database{version: make([]uint32, cfg.Keys)}
+	if err := prefill(ctx, c, w, keys); err != nil {
+		return res, err
+	}
+	m := &modeRun{cfg: cfg, c: c, db: db, keys: keys}
+	reqs := make([]request, cfg.Requests)
+	buckets := make([][]request, cfg.Workers)
+	stream := w.stream()
+	var fallbackHits int64
+	cl.clock.begin()
+	for i := range cfg.Steps {
+		if i == cfg.ReshardAt {
+			if err := reshard(c); err != nil {
+				return res, fmt.Errorf("reshard: %w", err)
+			}
+		}
+		stream.next(reqs)
+		for b := range buckets {
+			buckets[b] = buckets[b][:0]
+		}
+		for _, r := range reqs {
+			b := int(r.key) % cfg.Workers
+			buckets[b] = append(buckets[b], r)
+		}
+		st := m.step(ctx, buckets)
+		fh := c.Migration().FallbackHits
+		st.FallbackHits, fallbackHits = fh-fallbackHits, fh
+		res.Steps[i] = st
+		late, err := cl.clock.advance(ctx, i)
+		if err != nil {
+			return res, err
+		}
+		if late {
+			res.Late++
+		}
+		progress()
+	}
+	res.Backfills = c.Migration().Backfills
+	res.summarize(cfg.ReshardAt)
+	return res, nil
+}
+
+// prefill fills the cache as if the workload had run forever (see
+// workload.prefill), one SetMulti per remaining TTL.
+func prefill(ctx context.Context, c *client.Client, w *workload, keys []string) error {
+	byTTL := map[time.Duration]map[string][]byte{}
+	for k, ttl := range w.prefill() {
+		if ttl == 0 {
+			continue
+		}
+		if byTTL[ttl] == nil {
+			byTTL[ttl] = map[string][]byte{}
+		}
+		byTTL[ttl][keys[k]] = []byte("0") // version 0, as the database holds
+	}
+	for ttl, items := range byTTL {
+		if err := c.SetMulti(ctx, items, ttl); err != nil {
+			return fmt.Errorf("prefill: %w", err)
+		}
+	}
+	return nil
+}
+
+// modeRun is what a mode's workers share.
+type modeRun struct {
+	cfg  *Config
+	c    *client.Client
+	db   *database
+	keys []string
+}
+
+// step runs one step: one worker per bucket, each running its requests in
+// order.
+func (m *modeRun) step(ctx context.Context, buckets [][]request) Step {
+	stats := make([]Step, len(buckets))
+	var wg sync.WaitGroup
+	for b, reqs := range buckets {
+		wg.Go(func() {
+			for _, r := range reqs {
+				m.do(ctx, r, &stats[b])
+			}
+		})
+	}
+	wg.Wait()
+	var total Step
+	for _, s := range stats {
+		total.add(s)
+	}
+	return total
+}
+
+// do runs one request the cache-aside way.
+func (m *modeRun) do(ctx context.Context, r request, st *Step) {
+	key := m.keys[r.key]
+	if r.write {
+		st.Writes++
+		m.db.version[r.key]++
+		m.set(ctx, r, st)
+		return
+	}
+	st.Reads++
+	v, err := m.c.Get(ctx, key)
+	switch {
+	case err == nil:
+		st.Hits++
+		if ver, perr := strconv.ParseUint(string(v), 10, 32); perr != nil || uint32(ver) < m.db.version[r.key] {
+			st.Stale++
+		}
+		return
+	case !errors.Is(err, client.ErrCacheMiss):
+		st.Errors++
+	}
+	st.Loads++
+	m.set(ctx, r, st)
+}
+
+// set writes the database's value of r's key to the cache.
+func (m *modeRun) set(ctx context.Context, r request, st *Step) {
+	v := strconv.AppendUint(nil, uint64(m.db.version[r.key]), 10)
+	if err := m.c.Set(ctx, m.keys[r.key], v, m.cfg.TTL); err != nil {
+		st.Errors++
+	}
+}
+
+// summarize computes the steady state before step reshard, and the low and
+// peak from it on.
+func (r *ModeResult) summarize(reshard int) {
+	r.Total = Step{}
+	for _, s := range r.Steps {
+		r.Total.add(s)
+	}
+	hits, load := 0.0, 0.0
+	r.SteadyPeakDBLoad = 0
+	for _, s := range r.Steps[:reshard] {
+		hits += s.HitRate()
+		load += float64(s.DBLoad())
+		r.SteadyPeakDBLoad = max(r.SteadyPeakDBLoad, s.DBLoad())
+	}
+	r.SteadyHitRate = hits / float64(reshard)
+	r.SteadyDBLoad = load / float64(reshard)
+	r.MinHitRate, r.MinHitStep = 2, -1
+	r.PeakDBLoad, r.PeakDBStep = -1, -1
+	for i := reshard; i < len(r.Steps); i++ {
+		s := r.Steps[i]
+		if h := s.HitRate(); h < r.MinHitRate {
+			r.MinHitRate, r.MinHitStep = h, i
+		}
+		if l := s.DBLoad(); l > r.PeakDBLoad {
+			r.PeakDBLoad, r.PeakDBStep = l, i
+		}
+	}
+}

@@ -1,0 +1,397 @@
+// Package sim simulates a read-heavy cache-aside workload through a
+// resharding, to show what the change does to the hit rate and to the
+// database behind the cache before anyone touches production.
+//
+// The same request stream runs in each of three modes, through the real
+// client package, each against servers of its own:
+//
+//   - ModeModN: placement by hash(key) % N (ModN), switched at once with
+//     ReshardTo(ModN, 0), as a plain sharded client does;
+//   - ModeRing: the consistent-hash ring, switched at once with Reshard(nodes, 0);
+//   - ModeDualRing: the ring with a dual-ring migration, Reshard(nodes, Window).
+//
+// The workload: keys drawn from a Zipf distribution (math/rand/v2, seeded),
+// a fraction of writes, and a database that counts its load. A read is a
+// Get; on a miss the value is loaded from the database (one load) and Set
+// with the TTL. A write goes to the database (one write) and then Set with
+// the TTL, write-through: the cache keeps the new value rather than losing
+// it to a Delete, so writes do not lower the hit rate. Values carry the
+// database's version of the key, and a hit on an older version is counted
+// as stale. The caches start full, as after running the workload forever
+// (see workload.prefill), so no warm-up is needed.
+//
+// Time runs in steps. By default each mode gets embedded miniredis servers
+// and a simulated clock: all of a step's requests happen at its start, then
+// the clock and the servers jump one Step forward (miniredis FastForward),
+// expiring what has run out, so hours of traffic take seconds. The client
+// reaches embedded servers through in-memory pipes rather than loopback TCP,
+// with the same go-redis client and protocol. With Config.Servers the
+// servers are real and so is the clock: each step lasts Step of wall time.
+//
+// A run is deterministic for a seed (on embedded servers): the requests of
+// a step are split among workers by key, so each key's requests run in
+// order, and with no eviction no key's fate depends on another's.
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardcache/shardcache/client"
+	"github.com/shardcache/shardcache/ring"
+)
+
+// ErrBadConfig is returned by Run for a Config that cannot run.
+var ErrBadConfig = errors.New("shardcache/sim: bad config")
+
+// Mode is how a simulated client places keys and reshards.
+type Mode int
+
+// Modes, in the order they are reported.
+const (
+	ModeModN     Mode = iota // hash(key) % N, switched at once
+	ModeRing                 // consistent-hash ring, switched at once
+	ModeDualRing             // consistent-hash ring with a dual-ring migration
+)
+
+// Modes lists every mode.
+var Modes = []Mode{ModeModN, ModeRing, ModeDualRing}
+
+// String returns the mode's name: "mod-N", "ring" or "dual-ring".
+func (m Mode) String() string {
+	switch m {
+	case ModeModN:
+		return "mod-N"
+	case ModeRing:
+		return "ring"
+	case ModeDualRing:
+		return "dual-ring"
+	}
+	return "Mode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// MarshalText encodes the mode as its name.
+func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// ParseMode returns the mode named s, case-insensitively; "modn" and "dual"
+// are accepted too.
+func ParseMode(s string) (Mode, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "mod-n", "modn":
+		return ModeModN, nil
+	case "ring":
+		return ModeRing, nil
+	case "dual-ring", "dual":
+		return ModeDualRing, nil
+	}
+	return 0, fmt.Errorf("%w: unknown mode %q (want mod-N, ring or dual-ring)", ErrBadConfig, s)
+}
+
+// DefaultFrom returns the nodes of the default run's cluster: eight nodes a
+// to h of weight 1.
+func DefaultFrom() []ring.Node { return letterNodes(8) }
+
+// DefaultTo returns the default run's cluster after the reshard: a to f, g
+// and h removed.
+func DefaultTo() []ring.Node { return letterNodes(6) }
+
+func letterNodes(n int) []ring.Node {
+	nodes := make([]ring.Node, n)
+	for i := range nodes {
+		name := string(rune('a' + i))
+		nodes[i] = ring.Node{Name: name, Addr: "cache-" + name + ":6379"}
+	}
+	return nodes
+}
+
+// Config describes a run. The zero value runs the default: eight nodes down
+// to six, with a steady hit rate of about 95%.
+type Config struct {
+	// From and To are the nodes before and after the reshard. Each distinct
+	// address is one server, embedded or taken from Servers: a node that
+	// keeps its address keeps its data. Default DefaultFrom and DefaultTo;
+	// give both or neither.
+	From, To []ring.Node
+	// Vnodes is the ring's points per unit of weight. Default
+	// ring.DefaultVnodes.
+	Vnodes int
+
+	// Keys is the number of distinct keys. Default 15000.
+	Keys int
+	// ZipfS and ZipfV shape key popularity: key k (0 the most popular) is
+	// drawn with probability proportional to (ZipfV+k)^-ZipfS, as by
+	// rand.NewZipf. ZipfS > 1 (default 1.01); ZipfV >= 1 (default 450) flattens the
+	// head, so that the most popular keys do not take most requests.
+	ZipfS, ZipfV float64
+	// Requests is the number of requests per step. Default 3000.
+	Requests int
+	// WriteRatio is the fraction of requests that are writes, in [0, 1).
+	// Default 0.03; give a negative value for none.
+	WriteRatio float64
+
+	// Step is the duration of one step. Default 10s.
+	Step time.Duration
+	// TTL is the TTL of every value written to the cache. Default 15m.
+	TTL time.Duration
+	// Window is the dual-ring migration's window. Default the TTL: the
+	// shortest window after which the old nodes hold nothing the new ones
+	// lack.
+	Window time.Duration
+	// Steps is the number of steps measured. Default 120.
+	Steps int
+	// ReshardAt is the step at whose start the client reshards, at least 1
+	// so the steady state is measured before it. Default 20.
+	ReshardAt int
+
+	// Seed seeds the workload; a run on embedded servers depends on nothing
+	// else.
+	Seed uint64
+	// Workers is the number of concurrent requests per mode. Default 8.
+	Workers int
+	// Modes are the modes to run, concurrently. Default all three.
+	Modes []Mode
+
+	// Servers, when set, are real servers to run on instead of embedded
+	// miniredis ones, one per distinct address of From and To (those of
+	// From in order, then those only in To). They speak Backend (default
+	// Redis). The clock is then the wall clock: each step lasts Step, so
+	// choose a short Step and TTL. The modes share the servers, with key
+	// prefixes of their own, and run at the same time.
+	Servers []string
+	Backend client.Backend
+
+	// Progress, when set, is called after each step of each mode, from the
+	// modes' goroutines, with the steps done and the total.
+	Progress func(done, total int) `json:"-"`
+}
+
+// DefaultConfig returns the zero Config with its defaults applied: what
+// Run runs for Config{}.
+func DefaultConfig() Config {
+	var c Config
+	c.setDefaults()
+	return c
+}
+
+// setDefaults replaces zero fields by their defaults.
+func (c *Config) setDefaults() {
+	if c.From == nil && c.To == nil {
+		c.From, c.To = DefaultFrom(), DefaultTo()
+	}
+	setDefault(&c.Vnodes, ring.DefaultVnodes)
+	setDefault(&c.Keys, 15000)
+	setDefault(&c.ZipfS, 1.01)
+	setDefault(&c.ZipfV, 450)
+	setDefault(&c.Requests, 3000)
+	setDefault(&c.WriteRatio, 0.03)
+	c.WriteRatio = max(c.WriteRatio, 0)
+	setDefault(&c.Step, 10*time.Second)
+	setDefault(&c.TTL, 15*time.Minute)
+	setDefault(&c.Window, c.TTL)
+	setDefault(&c.Steps, 120)
+	setDefault(&c.ReshardAt, 20)
+	setDefault(&c.Workers, 8)
+	if len(c.Modes) == 0 {
+		c.Modes = slices.Clone(Modes)
+	}
+}
+
+// init applies defaults and checks the configuration.
+func (c *Config) init() error {
+	c.setDefaults()
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrBadConfig}, args...)...)
+	}
+	switch {
+	case len(c.From) == 0 || len(c.To) == 0:
+		return bad("give both From and To nodes")
+	case c.Keys < 1 || c.Keys > 1<<24:
+		return bad("Keys %d (want 1..%d)", c.Keys, 1<<24)
+	case !(c.ZipfS > 1):
+		return bad("ZipfS %v (want > 1)", c.ZipfS)
+	case !(c.ZipfV >= 1):
+		return bad("ZipfV %v (want >= 1)", c.ZipfV)
+	case c.Requests < 1:
+		return bad("Requests %d (want >= 1)", c.Requests)
+	case !(c.WriteRatio < 1):
+		return bad("WriteRatio %v (want < 1)", c.WriteRatio)
+	case c.Step <= 0:
+		return bad("Step %v (want > 0)", c.Step)
+	case c.TTL <= 0:
+		return bad("TTL %v (want > 0)", c.TTL)
+	case c.Window < 0:
+		return bad("Window %v (want >= 0)", c.Window)
+	case c.Steps < 2:
+		return bad("Steps %d (want >= 2)", c.Steps)
+	case c.ReshardAt < 1 || c.ReshardAt >= c.Steps:
+		return bad("ReshardAt %d (want 1..%d, so that steps run before and after it)", c.ReshardAt, c.Steps-1)
+	case c.Workers < 1:
+		return bad("Workers %d (want >= 1)", c.Workers)
+	}
+	for _, m := range c.Modes {
+		if m < ModeModN || m > ModeDualRing {
+			return bad("unknown mode %v", m)
+		}
+	}
+	// The placements must build: the same checks the client makes.
+	for _, nodes := range [][]ring.Node{c.From, c.To} {
+		if _, err := ring.New(nodes, ring.WithVnodes(c.Vnodes)); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadConfig, err)
+		}
+		if _, err := NewModN(nodes); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadConfig, err)
+		}
+	}
+	if c.Servers != nil {
+		if want := len(serverAddrs(c)); len(c.Servers) != want {
+			return bad("%d servers for %d node addresses (%s)", len(c.Servers), want, strings.Join(serverAddrs(c), ", "))
+		}
+		if c.Backend != client.Redis && c.Backend != client.Memcached {
+			return bad("unknown backend %v", c.Backend)
+		}
+	} else if c.Backend != client.Redis {
+		return bad("embedded servers speak Redis, not %v", c.Backend)
+	}
+	return nil
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// Step is what happened in one step of one mode.
+type Step struct {
+	Reads  int64 // reads (Get)
+	Hits   int64 // reads the cache answered, from the new owner or, in a migration, the old one
+	Stale  int64 // hits on a value older than the database's
+	Loads  int64 // database reads: one per read the cache missed
+	Writes int64 // database writes: one per write request
+	Errors int64 // cache operations that failed (a failed read also loads)
+	// FallbackHits are the hits that a dual-ring migration found on a
+	// key's old owner after a miss on its new one.
+	FallbackHits int64
+}
+
+// HitRate returns Hits/Reads, or 1 for a step without reads.
+func (s Step) HitRate() float64 {
+	if s.Reads == 0 {
+		return 1
+	}
+	return float64(s.Hits) / float64(s.Reads)
+}
+
+// DBLoad returns the database's load in the step: loads plus writes.
+func (s Step) DBLoad() int64 { return s.Loads + s.Writes }
+
+func (s *Step) add(o Step) {
+	s.Reads += o.Reads
+	s.Hits += o.Hits
+	s.Stale += o.Stale
+	s.Loads += o.Loads
+	s.Writes += o.Writes
+	s.Errors += o.Errors
+	s.FallbackHits += o.FallbackHits
+}
+
+// ModeResult is one mode's run.
+type ModeResult struct {
+	// Mode is the mode run.
+	Mode Mode
+	// Moved is the exact fraction of keys whose node changes at the
+	// reshard (ring.Moved, or ModNMoved).
+	Moved float64
+	// Steps has one entry per step; step ReshardAt is the first after the
+	// reshard.
+	Steps []Step
+
+	// SteadyHitRate and SteadyDBLoad are the means over the steps before
+	// the reshard, and SteadyPeakDBLoad the highest load among them: how far
+	// the load strays from its mean by chance alone.
+	SteadyHitRate, SteadyDBLoad float64
+	SteadyPeakDBLoad            int64
+	// MinHitRate is the lowest hit rate from the reshard on, at step
+	// MinHitStep; PeakDBLoad the highest database load, at PeakDBStep.
+	MinHitRate float64
+	MinHitStep int
+	PeakDBLoad int64
+	PeakDBStep int
+
+	// Total is the sum of Steps.
+	Total Step
+	// Backfills are the copies a dual-ring migration wrote to new owners.
+	Backfills int64
+	// Late counts the steps, on real servers, whose requests took longer
+	// than Step; the run then lags the clock and the TTLs.
+	Late int
+}
+
+// Result is a whole run.
+type Result struct {
+	// Config is the configuration run, with defaults applied.
+	Config Config
+	// Modes has one result per mode, in Config.Modes order.
+	Modes []ModeResult
+	// Elapsed is the wall time of the run.
+	Elapsed time.Duration
+}
+
+// Run simulates cfg. It returns an error wrapping ErrBadConfig for a
+// configuration that cannot run, or the first failure to set up a mode;
+// failed cache operations during the run are counted, not returned.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.init(); err != nil {
+		return nil, err
+	}
+	begin := time.Now()
+	w := newWorkload(&cfg)
+	res := &Result{Config: cfg, Modes: make([]ModeResult, len(cfg.Modes))}
+
+	var done atomic.Int64
+	total := len(cfg.Modes) * cfg.Steps
+	progress := func() {
+		if cfg.Progress != nil {
+			cfg.Progress(int(done.Add(1)), total)
+		}
+	}
+	// On real servers every mode writes keys of its own, new on every run.
+	run := strconv.FormatInt(begin.UnixNano(), 36)
+
+	errs := make([]error, len(cfg.Modes))
+	var wg sync.WaitGroup
+	for i, m := range cfg.Modes {
+		wg.Go(func() {
+			var cl *cluster
+			prefix := ""
+			if cfg.Servers == nil {
+				cl, errs[i] = embeddedCluster(&cfg)
+				if errs[i] != nil {
+					return
+				}
+			} else {
+				cl = realCluster(&cfg)
+				prefix = "shardcache-sim:" + run + ":" + m.String() + ":"
+			}
+			defer cl.close()
+			res.Modes[i], errs[i] = runMode(ctx, &cfg, w, m, cl, w.keys(prefix), progress)
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("%v: %w", m, errs[i])
+			}
+		})
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(begin)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return res, nil
+}

@@ -159,7 +159,7 @@ func (c *Client) fallbackMulti(ctx context.Context, st *state, now time.Time, ro
 			cs.FallbackHits.Add(1)
 			hits[it.key] = it.value
 			var ok bool
-			if it.ttl, ok = st.mig.BackfillTTL(now, it.ttl, it.ttlKnown); ok {
+			if it.ttl, ok = st.mig.BackfillTTL(it.key, now, it.ttl, it.ttlKnown); ok {
 				copies.add(routes[b.idx[i]].New, it, b.idx[i])
 			}
 		}

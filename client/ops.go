@@ -92,7 +92,7 @@ func (c *Client) fallback(ctx context.Context, r route, key string) ([]byte, err
 	cs.FallbackHits.Add(1)
 	it := items[0]
 	var ok bool
-	if it.ttl, ok = r.st.mig.BackfillTTL(r.now, it.ttl, it.ttlKnown); !ok {
+	if it.ttl, ok = r.st.mig.BackfillTTL(key, r.now, it.ttl, it.ttlKnown); !ok {
 		return it.value, nil
 	}
 	if c.queue != nil {

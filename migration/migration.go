@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/murmur3"
+
 	"github.com/shardcache/shardcache/ring"
 )
 
@@ -101,21 +103,30 @@ func (m *Migration) Route(key string, now time.Time) Route {
 	return r
 }
 
-// BackfillTTL returns the TTL to give a copy of a value found on the old owner
-// when it is written to the new owner; ok is false when the copy is not worth
-// writing because it would expire at once.
+// BackfillTTL returns the TTL to give a copy of key's value found on the old
+// owner when it is written to the new owner; ok is false when the copy is not
+// worth writing because it would expire at once.
 //
 // When the remaining TTL is known (Redis reads it with the value), the copy
 // keeps it: remaining 0 means no expiry. When it is unknown (Memcached cannot
-// read it), the copy expires at the end of the window at the latest: any item
-// written before the start has expired by then, and items written during the
-// window were written to the new owner too.
-func (m *Migration) BackfillTTL(now time.Time, remaining time.Duration, known bool) (ttl time.Duration, ok bool) {
+// read it), the copy must expire by the end of the window, when every item
+// written before the start has expired. Giving every copy the whole rest of
+// the window would make them all expire at that instant, a burst of misses
+// the ring was meant to avoid; the true remaining TTL of a value alive now is
+// spread evenly over (0, rest of the window], so the copy gets a point in that
+// range drawn from a hash of the key: deterministic, and spread as the
+// originals would have expired.
+func (m *Migration) BackfillTTL(key string, now time.Time, remaining time.Duration, known bool) (ttl time.Duration, ok bool) {
 	if known {
 		return remaining, remaining >= 0
 	}
 	left := m.end.Sub(now)
-	return left, left > 0
+	if left <= 0 {
+		return 0, false
+	}
+	// A fraction in (0, 1] from the top 53 bits of the key's hash.
+	frac := float64(murmur3.StringSum64(key)>>11+1) / (1 << 53)
+	return max(time.Duration(frac*float64(left)), time.Second), true
 }
 
 // Counters count what the client did while applying a migration. All fields

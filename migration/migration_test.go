@@ -81,16 +81,42 @@ func TestBackfillTTL(t *testing.T) {
 		ok        bool
 	}{
 		{5 * time.Minute, true, 5 * time.Minute, true}, // Redis: keeps the remaining TTL
-		{0, true, 0, true},                 // Redis: no expiry stays no expiry
-		{0, false, 40 * time.Minute, true}, // Memcached: the rest of the window
+		{0, true, 0, true}, // Redis: no expiry stays no expiry
 	} {
-		got, ok := m.BackfillTTL(now, tc.remaining, tc.known)
+		got, ok := m.BackfillTTL("k", now, tc.remaining, tc.known)
 		if got != tc.want || ok != tc.ok {
 			t.Errorf("BackfillTTL(%v, %v) = %v, %v; want %v, %v", tc.remaining, tc.known, got, ok, tc.want, tc.ok)
 		}
 	}
-	if _, ok := m.BackfillTTL(m.End(), 0, false); ok {
+	if _, ok := m.BackfillTTL("k", m.End(), 0, false); ok {
 		t.Error("a Memcached copy at the end of the window is worth writing")
+	}
+}
+
+// TestBackfillTTLUnknownIsSpread checks that copies whose TTL cannot be read
+// expire within the window, spread over it rather than all at its end.
+func TestBackfillTTLUnknownIsSpread(t *testing.T) {
+	old, cur := rings(t, 8, 6)
+	m, _ := New(old, cur, start, time.Hour)
+	now := start.Add(20 * time.Minute)
+	left := m.End().Sub(now)
+	var sum time.Duration
+	lo, hi := left, time.Duration(0)
+	const n = 10000
+	for i := range n {
+		ttl, ok := m.BackfillTTL(fmt.Sprintf("key:%d", i), now, 0, false)
+		if !ok || ttl <= 0 || ttl > left {
+			t.Fatalf("BackfillTTL = %v, %v; want in (0, %v]", ttl, ok, left)
+		}
+		if again, _ := m.BackfillTTL(fmt.Sprintf("key:%d", i), now, 0, false); again != ttl {
+			t.Fatalf("BackfillTTL not deterministic: %v then %v", ttl, again)
+		}
+		sum += ttl
+		lo, hi = min(lo, ttl), max(hi, ttl)
+	}
+	mean := float64(sum/n) / float64(left)
+	if mean < 0.45 || mean > 0.55 || lo > left/50 || hi < left*49/50 {
+		t.Errorf("copies' TTLs span [%v, %v], mean %.2f of the %v left: want spread evenly", lo, hi, mean, left)
 	}
 }
 

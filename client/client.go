@@ -46,6 +46,7 @@ const (
 	Memcached                // Memcached, through gomemcache
 )
 
+// String returns the backend's name: "redis" or "memcached".
 func (b Backend) String() string {
 	switch b {
 	case Redis:

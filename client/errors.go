@@ -44,6 +44,7 @@ type NodeError struct {
 	Err  error     // the cause: a network error, a context error, ...
 }
 
+// Error names the operation, the node and its address, and the cause.
 func (e *NodeError) Error() string {
 	keys := ""
 	switch len(e.Keys) {

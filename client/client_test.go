@@ -634,10 +634,11 @@ func TestNewBadOptions(t *testing.T) {
 	}
 }
 
-// refused bounds how long an operation on a node that refuses connections
-// may take: the default DialTimeout. A refused dial is an immediate answer;
-// hidden retries with sleeps in between must not multiply it.
-const refused = 500 * time.Millisecond
+// refused bounds how long a call to a node that refuses connections may
+// take. A refused dial is an immediate answer; hidden retries with sleeps in
+// between (go-redis's defaults: 1.7s a call) must not multiply it. The bound
+// leaves room for a loaded machine under -race.
+const refused = 1200 * time.Millisecond
 
 // TestStoppedNode checks that a node down fails its own keys, promptly and
 // with an error that names it, and no others.
@@ -695,7 +696,7 @@ func TestStoppedNode(t *testing.T) {
 				t.Fatalf("Get(%q) on the stopped node = %q, %v; want a *NodeError for %s", k, v, err, down.Addr)
 			}
 			if d := time.Since(start); d > refused {
-				t.Errorf("Get(%q) on the stopped node failed after %v; a refused connection must fail within the %v DialTimeout", k, d, refused)
+				t.Errorf("Get(%q) on the stopped node failed after %v; a refused connection must fail within %v", k, d, refused)
 			}
 			checkNodeErr("get", err, []string{k})
 			checkNodeErr("set", c.Set(ctx, k, nil, 0), []string{k})
@@ -705,7 +706,7 @@ func TestStoppedNode(t *testing.T) {
 		start := time.Now()
 		hits, err := c.GetMulti(ctx, all)
 		if d := time.Since(start); d > refused {
-			t.Errorf("GetMulti with a node refusing connections took %v; want the live nodes' hits within the %v DialTimeout", d, refused)
+			t.Errorf("GetMulti with a node refusing connections took %v; want the live nodes' hits within %v", d, refused)
 		}
 		checkNodeErr("get_multi", err, keys[down.Addr])
 		want := map[string][]byte{}

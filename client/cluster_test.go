@@ -132,6 +132,14 @@ func (c *cluster) nodes(idx ...int) []ring.Node {
 func (c *cluster) client(t testing.TB, opts Options) *Client {
 	t.Helper()
 	opts.Backend = c.backend
+	// Generous network timeouts: -race on a loaded 2-core machine can stall
+	// an in-process miniredis past the 500ms default.
+	if opts.ReadTimeout == 0 {
+		opts.ReadTimeout = 5 * time.Second
+	}
+	if opts.WriteTimeout == 0 {
+		opts.WriteTimeout = 5 * time.Second
+	}
 	if opts.Nodes == nil && opts.Placement == nil {
 		opts.Nodes = c.nodes()
 	}

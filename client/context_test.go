@@ -12,10 +12,13 @@ import (
 	"github.com/shardcache/shardcache/ring"
 )
 
-// prompt bounds how long an operation may take to notice its context. The
-// client's default ReadTimeout is 500ms, so a call that returns within prompt
-// against a server that never answers was ended by its context.
-const prompt = 400 * time.Millisecond
+// These tests give the client a long network timeout, slow, so that a call
+// that returns within prompt against a server that never answers was ended
+// by its context, with room to spare on a loaded machine under -race.
+const (
+	slow   = 3 * time.Second
+	prompt = 1500 * time.Millisecond
+)
 
 // blackHole starts a TCP server that accepts connections and reads them but
 // never answers, and returns its address.
@@ -102,12 +105,12 @@ func TestCancelledContext(t *testing.T) {
 
 // TestContextDeadline runs every operation against a server that never
 // answers, with a 100ms deadline: it must return context.DeadlineExceeded,
-// wrapped in a *NodeError, well before the 500ms ReadTimeout.
+// wrapped in a *NodeError, well before the client's ReadTimeout.
 func TestContextDeadline(t *testing.T) {
 	for _, b := range []Backend{Redis, Memcached} {
 		t.Run(b.String(), func(t *testing.T) {
 			hole := ring.Node{Name: "hole", Addr: blackHole(t)}
-			c, err := New(Options{Backend: b, Nodes: []ring.Node{hole}})
+			c, err := New(Options{Backend: b, Nodes: []ring.Node{hole}, ReadTimeout: slow, WriteTimeout: slow})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,7 +120,7 @@ func TestContextDeadline(t *testing.T) {
 			// black hole does hold calls, so the bound below tests the context.
 			start := time.Now()
 			if _, err := c.Get(context.Background(), "k"); err == nil || time.Since(start) < prompt {
-				t.Fatalf("Get without deadline from a black hole = %v after %v; want a timeout after about 500ms", err, time.Since(start))
+				t.Fatalf("Get without deadline from a black hole = %v after %v; want a timeout after about %v", err, time.Since(start), slow)
 			}
 
 			for name, op := range ctxOps(c) {
@@ -146,7 +149,7 @@ func TestContextDeadline(t *testing.T) {
 // stops waiting for it.
 func TestCancelMidCall(t *testing.T) {
 	hole := ring.Node{Name: "hole", Addr: blackHole(t)}
-	c, err := New(Options{Backend: Memcached, Nodes: []ring.Node{hole}})
+	c, err := New(Options{Backend: Memcached, Nodes: []ring.Node{hole}, ReadTimeout: slow, WriteTimeout: slow})
 	if err != nil {
 		t.Fatal(err)
 	}

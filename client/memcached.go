@@ -79,6 +79,13 @@ func call0(ctx context.Context, fn func() error) error {
 }
 
 func (n mcNode) get(ctx context.Context, key string) ([]byte, error) {
+	if ctx.Done() == nil { // call's fast path, without allocating the closure
+		it, err := n.mc.Get(key)
+		if err != nil {
+			return nil, mcErr(err)
+		}
+		return it.Value, nil
+	}
 	it, err := call(ctx, func() (*memcache.Item, error) { return n.mc.Get(key) })
 	if err != nil {
 		return nil, err
@@ -104,9 +111,11 @@ func (n mcNode) getMulti(ctx context.Context, keys []string, _ bool) ([]item, er
 }
 
 func (n mcNode) set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	return call0(ctx, func() error {
-		return n.mc.Set(&memcache.Item{Key: key, Value: value, Expiration: mcExpiration(ttl)})
-	})
+	it := &memcache.Item{Key: key, Value: value, Expiration: mcExpiration(ttl)}
+	if ctx.Done() == nil { // call's fast path, without allocating the closures
+		return mcErr(n.mc.Set(it))
+	}
+	return call0(ctx, func() error { return n.mc.Set(it) })
 }
 
 // setMulti sends the sets one after the other on one connection's worth of

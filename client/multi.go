@@ -28,6 +28,7 @@ type batches struct {
 	st     *state
 	byAddr map[string]*batch
 	list   []*batch
+	hint   int // capacity of a new batch's items; 0 lets them grow
 }
 
 func newBatches(st *state) *batches {
@@ -37,7 +38,7 @@ func newBatches(st *state) *batches {
 func (bs *batches) add(n ring.Node, it item, idx int) {
 	b := bs.byAddr[n.Addr]
 	if b == nil {
-		b = &batch{node: n}
+		b = &batch{node: n, items: make([]item, 0, bs.hint), idx: make([]int, 0, bs.hint)}
 		b.conn, b.err = bs.st.conn(n)
 		bs.byAddr[n.Addr] = b
 		bs.list = append(bs.list, b)
@@ -97,6 +98,9 @@ func (c *Client) GetMulti(ctx context.Context, keys []string) (map[string][]byte
 	}
 	var routes []migration.Route
 	first := newBatches(st)
+	// A node's share of the keys and half again: most batches never grow,
+	// and growing them was up to half the bytes GetMulti allocated.
+	first.hint = min(len(keys), len(keys)/max(len(st.own), 1)*3/2+1)
 	for i, k := range keys {
 		if st.mig == nil {
 			first.add(st.placement.Locate(k), item{key: k}, i)

@@ -52,6 +52,7 @@ func fleet(n int) []ring.Node {
 type placements struct {
 	names      []string // node names, in fleet order
 	shardcache *ring.Ring
+	bucket     *bucketRing
 	binary     *binaryRing
 	rendezvous *rendezvous.Rendezvous
 	stathat    *consistent.Consistent
@@ -86,10 +87,12 @@ func build(tb testing.TB, n int) *placements {
 	st.Set(names)
 	gc := consistenthash.New(groupcacheReplicas, nil) // nil: crc32.ChecksumIEEE
 	gc.Add(names...)
+	binary := newBinaryRing(nodes, ring.DefaultVnodes)
 	p := &placements{
 		names:      names,
 		shardcache: r,
-		binary:     newBinaryRing(nodes, ring.DefaultVnodes),
+		bucket:     newBucketRing(binary),
+		binary:     binary,
 		// go-redis v9 Ring's default: rendezvous hashing over xxhash.
 		rendezvous: rendezvous.New(names, xxhash.Sum64String),
 		stathat:    st,
@@ -110,7 +113,9 @@ func (p *placements) locators() []struct {
 		locate func(string) string
 	}{
 		{"shardcache", func(k string) string { return p.shardcache.Locate(k).Name }},
+		{"bucketscan", func(k string) string { return p.bucket.Locate(k).Name }},
 		{"binarysearch", func(k string) string { return p.binary.Locate(k).Name }},
+		{"hash", func(k string) string { return p.names[ring.Hash(k)>>32*uint64(len(p.names))>>32] }},
 		{"jump", func(k string) string { return p.names[jump.Hash(murmur3.StringSum64(k), len(p.names))] }},
 		{"rendezvous", p.rendezvous.Lookup},
 		{"stathat", func(k string) string {
@@ -124,8 +129,8 @@ func (p *placements) locators() []struct {
 	}
 }
 
-// TestBinaryRingMatchesShardcache makes the binarysearch row a fair
-// comparison: it must place every key where ring.Ring does.
+// TestBinaryRingMatchesShardcache makes the binarysearch and bucketscan rows
+// a fair comparison: they must place every key where ring.Ring does.
 func TestBinaryRingMatchesShardcache(t *testing.T) {
 	for _, n := range nodeCounts {
 		p := build(t, n)
@@ -133,8 +138,12 @@ func TestBinaryRingMatchesShardcache(t *testing.T) {
 			t.Fatalf("%d nodes: binary ring has %d points, ring.Ring %d", n, got, want)
 		}
 		for _, k := range keys[:10000] {
-			if got, want := p.binary.Locate(k), p.shardcache.Locate(k); got != want {
+			want := p.shardcache.Locate(k)
+			if got := p.binary.Locate(k); got != want {
 				t.Fatalf("%d nodes: key %q: binary ring gives %+v, ring.Ring %+v", n, k, got, want)
+			}
+			if got := p.bucket.Locate(k); got != want {
+				t.Fatalf("%d nodes: key %q: bucket ring gives %+v, ring.Ring %+v", n, k, got, want)
 			}
 		}
 	}
@@ -183,12 +192,32 @@ func BenchmarkLocate(b *testing.B) {
 				}
 				sink = s
 			})
+			b.Run("bucketscan", func(b *testing.B) {
+				b.ReportAllocs()
+				r := p.bucket
+				var s string
+				for i := 0; b.Loop(); i++ {
+					s = r.Locate(keys[i&keyMask]).Name
+				}
+				sink = s
+			})
 			b.Run("binarysearch", func(b *testing.B) {
 				b.ReportAllocs()
 				r := p.binary
 				var s string
 				for i := 0; b.Loop(); i++ {
 					s = r.Locate(keys[i&keyMask]).Name
+				}
+				sink = s
+			})
+			// The floor of any placement that hashes keys as the ring
+			// does: ring.Hash, then a multiply-shift onto the node list.
+			b.Run("hash", func(b *testing.B) {
+				b.ReportAllocs()
+				names := p.names
+				var s string
+				for i := 0; b.Loop(); i++ {
+					s = names[ring.Hash(keys[i&keyMask])>>32*uint64(len(names))>>32]
 				}
 				sink = s
 			})

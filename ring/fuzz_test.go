@@ -3,6 +3,8 @@ package ring
 import (
 	"errors"
 	"testing"
+
+	"github.com/twmb/murmur3"
 )
 
 // FuzzLocate checks that any key maps, without panicking, to the node the
@@ -24,6 +26,9 @@ func FuzzLocate(f *testing.F) {
 		}
 		if want := r.nodes[r.points[i%len(r.points)].owner]; got != want {
 			t.Fatalf("Locate(%q) = %v, want %v", key, got, want)
+		}
+		if h != murmur3.StringSum64(HashTag(key)) {
+			t.Fatalf("Hash(%q) = %#x, not the murmur3 of its tag %q", key, h, HashTag(key))
 		}
 		if tag := HashTag(key); r.Locate(tag) != got && tag != key {
 			t.Fatalf("Locate(%q) differs from its tag %q", key, tag)

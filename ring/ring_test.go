@@ -3,10 +3,14 @@ package ring
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
+
+	"github.com/twmb/murmur3"
 )
 
 // equalNodes returns n nodes of weight 1 named like a fleet of hosts.
@@ -36,30 +40,172 @@ func randomKeys(n int, seed uint64) []string {
 	return keys
 }
 
-// TestLocateMatchesBinarySearch checks the bucket index against the
-// definition: the first point at or after the hash, wrapping round.
+// TestLocateMatchesBinarySearch checks the look-up table against the
+// definition, the first point at or after the hash, wrapping round, on hashes
+// chosen to take every path through the table of either width.
 func TestLocateMatchesBinarySearch(t *testing.T) {
+	paths := map[string]map[string]int{"16-bit": {}, "32-bit": {}}
 	for _, tc := range []struct {
-		nodes  int
-		vnodes int
-	}{{1, 1}, {2, 1}, {3, 7}, {10, 512}, {100, 160}} {
+		nodes, vnodes int
+	}{
+		{1, 1}, {2, 1}, {3, 7}, {10, 512}, {100, 160}, {narrowNodes, 4},
+		{narrowNodes + 1, 4}, {70000, 1}, // 32-bit entries, beyond 16-bit node indexes too
+	} {
 		r := mustNew(t, equalNodes(tc.nodes), WithVnodes(tc.vnodes))
-		hashes := []uint64{0, 1, 1<<63 - 1, 1 << 63, ^uint64(0)}
-		for _, p := range r.points {
-			hashes = append(hashes, p.hash-1, p.hash, p.hash+1)
+		name := fmt.Sprintf("%d nodes × %d vnodes", tc.nodes, tc.vnodes)
+		if wide := tc.nodes > narrowNodes; (r.wide != nil) != wide || (r.narrow != nil) == wide {
+			t.Fatalf("%s: 16-bit table %v, 32-bit table %v", name, r.narrow != nil, r.wide != nil)
 		}
-		rng := rand.New(rand.NewPCG(1, 2))
-		for range 10000 {
-			hashes = append(hashes, rng.Uint64())
+		if r.narrow != nil {
+			checkTable(t, name, r.narrow, r.points, paths["16-bit"])
+		} else {
+			checkTable(t, name, r.wide, r.points, paths["32-bit"])
 		}
-		for _, h := range hashes {
-			want := sort.Search(len(r.points), func(i int) bool { return r.points[i].hash >= h })
-			if want == len(r.points) {
-				want = 0
+		for _, k := range randomKeys(1000, 5) {
+			h := Hash(k)
+			i := sort.Search(len(r.points), func(i int) bool { return r.points[i].hash >= h })
+			if want := r.nodes[r.points[i%len(r.points)].owner]; r.Locate(k) != want {
+				t.Fatalf("%s: Locate(%q) = %v, want %v", name, k, r.Locate(k), want)
 			}
-			if got := r.search(h); got != want {
-				t.Fatalf("%d nodes × %d vnodes: search(%#x) = %d, want %d", tc.nodes, tc.vnodes, h, got, want)
+		}
+	}
+	// Points placed by hand, for the paths a real ring may miss: a lone
+	// point in the last bucket, whose hashes above it wrap round, and points
+	// closer than more can tell apart.
+	pts := []point{{0, 2}, {1, 1}, {1 << 62, 0}, {1<<62 + 1, 1}, {1<<62 + 1<<40, 2}, {1<<63 - 1, 0}, {^uint64(0) - 1<<50, 1}}
+	checkTable(t, "hand-placed", newTable[uint16](pts, 3), pts, paths["16-bit"])
+	checkTable(t, "hand-placed", newTable[uint32](pts, 3), pts, paths["32-bit"])
+
+	for width, seen := range paths {
+		want := []string{
+			"empty bucket", "empty bucket, wraps", "at the split, one owner",
+			"below the point", "above the point", "above the point, next bucket several",
+			"above the point, wraps", "at the split: scan, too close: search",
+			"several points: scan", "several points: scan, past the group",
+			"several points: scan, too close: search",
+		}
+		if width == "16-bit" { // more is finer than a 16-bit split, coarser than a 32-bit one
+			want = append(want, "at the split: scan", "at the split: scan, past the group")
+		}
+		for _, path := range want {
+			if seen[path] == 0 {
+				t.Errorf("%s entries: no hash took the path %q (paths: %v)", width, path, seen)
 			}
+		}
+	}
+}
+
+// checkTable checks owner and search against a binary search on hashes that
+// probe every part of t, and counts the paths they take.
+func checkTable[E uint16 | uint32](t *testing.T, name string, tbl *table[E], points []point, paths map[string]int) {
+	t.Helper()
+	for _, h := range tableHashes(tbl, points) {
+		want := sort.Search(len(points), func(i int) bool { return points[i].hash >= h })
+		if want == len(points) {
+			want = 0
+		}
+		path := tablePath(tbl, h, points)
+		if got := tbl.search(h, points); got != want {
+			t.Fatalf("%s: search(%#x) = %d, want %d", name, h, got, want)
+		}
+		if got, want := tbl.owner(h, points), int(points[want].owner); got != want {
+			t.Fatalf("%s: owner(%#x) = %d, want %d (path %q)", name, h, got, want, path)
+		}
+		paths[path]++
+	}
+}
+
+// tableHashes returns hashes that probe every part of t: ends of the ring,
+// ends of every bucket, every point and its neighbours, both ends of the
+// stretch that shares its split, the stretches on either side, and random
+// hashes.
+func tableHashes[E uint16 | uint32](t *table[E], points []point) []uint64 {
+	hashes := []uint64{0, 1, 1<<63 - 1, 1 << 63, ^uint64(0)}
+	shift := 64 - t.bits
+	for b := range uint64(1) << t.bits {
+		hashes = append(hashes, b<<shift, b<<shift|(1<<shift-1))
+	}
+	// The split keeps the top width-1-m bits of the offset: a stretch of 2^k
+	// hashes shares it.
+	k := shift - uint(bits.Len64(uint64(^E(0)))-1-bits.OnesCount64(uint64(t.mask)))
+	for _, p := range points {
+		lo, hi := p.hash&^(1<<k-1), p.hash|(1<<k-1)
+		hashes = append(hashes, p.hash-1, p.hash, p.hash+1, lo, hi, lo-1, hi+1)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 10000 {
+		hashes = append(hashes, rng.Uint64())
+	}
+	return hashes
+}
+
+// tablePath names the way owner finds the owner of h.
+func tablePath[E uint16 | uint32](t *table[E], h uint64, points []point) string {
+	shift := 64 - t.bits
+	b := h >> shift
+	first := sort.Search(len(points), func(i int) bool { return points[i].hash>>shift >= b })
+	n := 0
+	for first+n < len(points) && points[first+n].hash>>shift == b {
+		n++
+	}
+	e, next := t.entries[b], t.entries[b+1]
+	at, split := t.offset(h), e&^t.mask
+	wraps := ""
+	if b == 1<<t.bits-1 {
+		wraps = ", wraps"
+	}
+	scan := func() string {
+		g := h >> t.group
+		i, end := int(t.start[g]), int(t.start[g+1])
+		for i < end && t.more[i]&^uint32(t.mask) < t.inGroup(h) {
+			i++
+		}
+		switch {
+		case i == end:
+			return ": scan, past the group"
+		case t.more[i]&^uint32(t.mask) == t.inGroup(h):
+			return ": scan, too close: search"
+		}
+		return ": scan"
+	}
+	switch {
+	case n >= 2:
+		return "several points" + scan()
+	case at == split && (e^next)&t.mask != 0:
+		return "at the split" + scan()
+	case at == split:
+		return "at the split, one owner"
+	case n == 0:
+		return "empty bucket" + wraps
+	case at < split:
+		return "below the point"
+	case next > ^E(0)>>1:
+		return "above the point, next bucket several"
+	}
+	return "above the point" + wraps
+}
+
+// TestTableSize checks the bytes per point that the look-up table is
+// documented to take.
+func TestTableSize(t *testing.T) {
+	for _, tc := range []struct {
+		nodes, vnodes int
+		min, max      float64
+	}{
+		{10, 512, 8.25, 12.5}, {100, 160, 8.25, 12.5}, {1000, 512, 8.25, 12.5},
+		{narrowNodes + 1, 4, 12.25, 20.5}, {70000, 1, 12.25, 20.5},
+	} {
+		r := mustNew(t, equalNodes(tc.nodes), WithVnodes(tc.vnodes))
+		var bytes int
+		if r.narrow != nil {
+			bytes = 2*len(r.narrow.entries) + 4*len(r.narrow.start) + 4*len(r.narrow.more)
+		} else {
+			bytes = 4*len(r.wide.entries) + 4*len(r.wide.start) + 4*len(r.wide.more)
+		}
+		perPoint := float64(bytes) / float64(len(r.points))
+		t.Logf("%d nodes × %d vnodes: %d points, table %d bytes, %.2f per point", tc.nodes, tc.vnodes, len(r.points), bytes, perPoint)
+		if perPoint < tc.min || perPoint > tc.max+8/float64(len(r.points)) { // the wrapping entry and last start
+			t.Errorf("%d nodes × %d vnodes: %.2f table bytes per point, want %v to %v", tc.nodes, tc.vnodes, perPoint, tc.min, tc.max)
 		}
 	}
 }
@@ -197,9 +343,38 @@ func TestNodesDefaultsAndCopy(t *testing.T) {
 }
 
 func TestLocateDoesNotAllocate(t *testing.T) {
-	r := mustNew(t, equalNodes(10))
-	if a := testing.AllocsPerRun(1000, func() { _ = r.Locate("user:42:session") }); a != 0 {
-		t.Errorf("Locate allocates %v times per call, want 0", a)
+	for _, r := range []*Ring{mustNew(t, equalNodes(10)), mustNew(t, equalNodes(narrowNodes+1), WithVnodes(2))} {
+		for _, k := range []string{"user:42:session", "{user42}:cart", "k"} {
+			if a := testing.AllocsPerRun(1000, func() { _ = r.Locate(k) }); a != 0 {
+				t.Errorf("%d nodes: Locate(%q) allocates %v times per call, want 0", len(r.nodes), k, a)
+			}
+		}
+	}
+}
+
+// TestHashScansForTags checks hasBrace, Hash's shortcut for keys without a
+// tag, against its definition: a '{' or '}' at every place of keys of every
+// length up to 40 bytes.
+func TestHashScansForTags(t *testing.T) {
+	for n := range 41 {
+		base := strings.Repeat("x", n)
+		keys := []string{base}
+		for i := range n {
+			for _, c := range []string{"{", "}", "\x7b\x7b", "\xfb", "\x00"} {
+				keys = append(keys, (base[:i] + c + base[i:])[:n])
+			}
+			if i+2 < n {
+				keys = append(keys, base[:i]+"{y}"+base[i+3:])
+			}
+		}
+		for _, k := range keys {
+			if got, want := hasBrace(k), strings.IndexByte(k, '{') >= 0; got != want {
+				t.Fatalf("hasBrace(%q) = %v, want %v", k, got, want)
+			}
+			if got, want := Hash(k), murmur3.StringSum64(HashTag(k)); got != want {
+				t.Fatalf("Hash(%q) = %#x, want murmur3 of %q = %#x", k, got, HashTag(k), want)
+			}
+		}
 	}
 }
 

@@ -35,3 +35,20 @@ type item struct {
 	ttlKnown bool          // getMulti withTTL: ttl was read from the server
 	oldCopy  bool          // a migration's copy to the old owner, not the caller's write
 }
+
+// unknownNode stands for a node the client has no connection to.
+type unknownNode struct{}
+
+func (unknownNode) get(context.Context, string) ([]byte, error) { return nil, ErrUnknownNode }
+func (unknownNode) getMulti(context.Context, []string, bool) ([]item, error) {
+	return nil, ErrUnknownNode
+}
+func (unknownNode) set(context.Context, string, []byte, time.Duration) error { return ErrUnknownNode }
+func (unknownNode) setMulti(context.Context, []item) error                   { return ErrUnknownNode }
+func (unknownNode) add(context.Context, string, []byte, time.Duration) error { return ErrUnknownNode }
+func (unknownNode) addMulti(context.Context, []item) ([]bool, error)         { return nil, ErrUnknownNode }
+func (unknownNode) delete(context.Context, string) error                     { return ErrUnknownNode }
+func (unknownNode) deleteMulti(context.Context, []string) error              { return ErrUnknownNode }
+func (unknownNode) incr(context.Context, string, int64) (int64, error)       { return 0, ErrUnknownNode }
+func (unknownNode) touch(context.Context, string, time.Duration) error       { return ErrUnknownNode }
+func (unknownNode) Close() error                                             { return nil }

@@ -12,11 +12,7 @@ import (
 // round trip stores none and counts them as dropped.
 func (c *Client) backfill(ctx context.Context, st *state, n ring.Node, items []item) []bool {
 	cs := st.mig.Counters
-	conn, err := st.conn(n)
-	var stored []bool
-	if err == nil {
-		stored, err = conn.addMulti(ctx, items)
-	}
+	stored, err := st.conn(n).addMulti(ctx, items)
 	if err != nil {
 		cs.BackfillsDropped.Add(int64(len(items)))
 		return make([]bool, len(items))

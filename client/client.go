@@ -459,12 +459,14 @@ func (c *Client) load() (*state, time.Time) {
 	return st, now
 }
 
-// conn returns the client of node n in st.
-func (st *state) conn(n ring.Node) (node, error) {
+// conn returns the client of node n in st. A placement that locates a key on
+// a node it does not list gets a client whose every call fails with
+// ErrUnknownNode, so callers handle it as any other node failure.
+func (st *state) conn(n ring.Node) node {
 	if c, ok := st.conns[n.Addr]; ok {
-		return c, nil
+		return c
 	}
-	return nil, ErrUnknownNode
+	return unknownNode{}
 }
 
 func checkTTL(ttl time.Duration) error {

@@ -871,3 +871,30 @@ func TestClientHooks(t *testing.T) {
 		}
 	})
 }
+
+// liar lists one node but locates every key on another.
+type liar struct{ listed, located ring.Node }
+
+func (l liar) Locate(string) ring.Node { return l.located }
+func (l liar) Nodes() []ring.Node      { return []ring.Node{l.listed} }
+
+// TestPlacementLocatesUnlistedNode checks that a placement that locates a key
+// on a node it does not list gets a typed error, not a panic.
+func TestPlacementLocatesUnlistedNode(t *testing.T) {
+	cl := newCluster(t, "miniredis", 1)
+	ghost := ring.Node{Name: "ghost", Addr: "127.0.0.1:1"}
+	c := cl.client(t, Options{Placement: liar{listed: cl.nodes(0)[0], located: ghost}})
+	ctx := t.Context()
+	for name, err := range map[string]error{
+		"Get":      func() error { _, err := c.Get(ctx, "k"); return err }(),
+		"Set":      c.Set(ctx, "k", nil, 0),
+		"Delete":   c.Delete(ctx, "k"),
+		"GetMulti": func() error { _, err := c.GetMulti(ctx, []string{"a", "b"}); return err }(),
+		"SetMulti": c.SetMulti(ctx, map[string][]byte{"a": nil}, 0),
+	} {
+		var ne *NodeError
+		if !errors.Is(err, ErrUnknownNode) || !errors.As(err, &ne) || ne.Node != ghost {
+			t.Errorf("%s via a placement that locates an unlisted node: %v; want ErrUnknownNode naming it", name, err)
+		}
+	}
+}

@@ -17,7 +17,7 @@ type batch struct {
 	conn  node
 	items []item
 	idx   []int // idx[i] is the position of items[i]'s key in the caller's keys
-	err   error // the conn lookup's or the round trip's
+	err   error // the round trip's
 
 	got    []item // getMulti's answer
 	stored []bool // addMulti's answer
@@ -38,8 +38,7 @@ func newBatches(st *state) *batches {
 func (bs *batches) add(n ring.Node, it item, idx int) {
 	b := bs.byAddr[n.Addr]
 	if b == nil {
-		b = &batch{node: n, items: make([]item, 0, bs.hint), idx: make([]int, 0, bs.hint)}
-		b.conn, b.err = bs.st.conn(n)
+		b = &batch{node: n, conn: bs.st.conn(n), items: make([]item, 0, bs.hint), idx: make([]int, 0, bs.hint)}
 		bs.byAddr[n.Addr] = b
 		bs.list = append(bs.list, b)
 	}
@@ -47,14 +46,11 @@ func (bs *batches) add(n ring.Node, it item, idx int) {
 	b.idx = append(b.idx, idx)
 }
 
-// run calls fn on every batch whose node is known, in parallel, and stores
-// its error in the batch.
+// run calls fn on every batch, in parallel, and stores its error in the
+// batch.
 func (bs *batches) run(fn func(b *batch) error) {
 	var wg sync.WaitGroup
 	for i, b := range bs.list {
-		if b.err != nil {
-			continue
-		}
 		if i == len(bs.list)-1 { // the last one on this goroutine
 			b.err = fn(b)
 			break

@@ -32,6 +32,14 @@ func (c *Client) begin(key string) (route, error) {
 	return route{Route: st.mig.Route(key, now), st: st, now: now}, nil
 }
 
+// beginTTL is begin for writes that take a TTL, which must not be negative.
+func (c *Client) beginTTL(key string, ttl time.Duration) (route, error) {
+	if err := checkTTL(ttl); err != nil {
+		return route{}, err
+	}
+	return c.begin(key)
+}
+
 // counters returns the running migration's counters, nil when none runs.
 func (r *route) counters() *migration.Counters {
 	if r.st.mig == nil {
@@ -52,11 +60,7 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 }
 
 func (c *Client) get(ctx context.Context, r route, key string) ([]byte, error) {
-	n, err := r.st.conn(r.New)
-	if err != nil {
-		return nil, fail("get", r.New, key, err)
-	}
-	v, err := n.get(ctx, key)
+	v, err := r.st.conn(r.New).get(ctx, key)
 	if cs := r.counters(); cs != nil {
 		switch {
 		case err == nil:
@@ -76,11 +80,7 @@ func (c *Client) get(ctx context.Context, r route, key string) ([]byte, error) {
 // counted and reads as a miss: the value is out of reach either way.
 func (c *Client) fallback(ctx context.Context, r route, key string) ([]byte, error) {
 	cs := r.counters()
-	old, err := r.st.conn(r.Old)
-	var items []item
-	if err == nil {
-		items, err = old.getMulti(ctx, []string{key}, true)
-	}
+	items, err := r.st.conn(r.Old).getMulti(ctx, []string{key}, true)
 	if err != nil {
 		cs.FallbackErrors.Add(1)
 		return nil, ErrCacheMiss
@@ -103,10 +103,8 @@ func (c *Client) fallback(ctx context.Context, r route, key string) ([]byte, err
 		return it.value, nil
 	}
 	// The new owner got a newer value since the miss: that one is current.
-	if n, err := r.st.conn(r.New); err == nil {
-		if v, err := n.get(ctx, key); err == nil {
-			return v, nil
-		}
+	if v, err := r.st.conn(r.New).get(ctx, key); err == nil {
+		return v, nil
 	}
 	return it.value, nil
 }
@@ -128,16 +126,10 @@ func both(r route, op func(node) error) (newErr, oldErr error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var n node
-			if n, oldErr = r.st.conn(r.Old); oldErr == nil {
-				oldErr = op(n)
-			}
+			oldErr = op(r.st.conn(r.Old))
 		}()
 	}
-	n, newErr := r.st.conn(r.New)
-	if newErr == nil {
-		newErr = op(n)
-	}
+	newErr = op(r.st.conn(r.New))
 	wg.Wait()
 	return newErr, oldErr
 }
@@ -162,11 +154,7 @@ func (c *Client) write(opName string, r route, key string, op func(node) error) 
 func (c *Client) copyToOld(r route, op func(node) error) {
 	cs := r.counters()
 	cs.DualWrites.Add(1)
-	n, err := r.st.conn(r.Old)
-	if err == nil {
-		err = op(n)
-	}
-	if err != nil && err != ErrCacheMiss && err != ErrNotStored {
+	if err := op(r.st.conn(r.Old)); err != nil && err != ErrCacheMiss && err != ErrNotStored {
 		cs.DualWriteErrors.Add(1)
 	}
 }
@@ -174,19 +162,12 @@ func (c *Client) copyToOld(r route, op func(node) error) {
 // Set stores value under key for ttl (0: no expiry). A nil value stores an
 // empty one.
 func (c *Client) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	if err := checkTTL(ttl); err != nil {
-		return err
-	}
-	r, err := c.begin(key)
+	r, err := c.beginTTL(key, ttl)
 	if err != nil {
 		return err
 	}
 	if !r.Dual { // no closure, no goroutine: the common case costs nothing extra
-		n, err := r.st.conn(r.New)
-		if err == nil {
-			err = n.set(ctx, key, value, ttl)
-		}
-		return fail("set", r.New, key, err)
+		return fail("set", r.New, key, r.st.conn(r.New).set(ctx, key, value, ttl))
 	}
 	return c.write("set", r, key, func(n node) error { return n.set(ctx, key, value, ttl) })
 }
@@ -195,19 +176,12 @@ func (c *Client) Set(ctx context.Context, key string, value []byte, ttl time.Dur
 // ErrNotStored. During a migration a key still on its old owner counts as
 // present.
 func (c *Client) Add(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	if err := checkTTL(ttl); err != nil {
-		return err
-	}
-	r, err := c.begin(key)
+	r, err := c.beginTTL(key, ttl)
 	if err != nil {
 		return err
 	}
 	if !r.Dual {
-		n, err := r.st.conn(r.New)
-		if err == nil {
-			err = n.add(ctx, key, value, ttl)
-		}
-		return fail("add", r.New, key, err)
+		return fail("add", r.New, key, r.st.conn(r.New).add(ctx, key, value, ttl))
 	}
 	if _, err := c.get(ctx, r, key); err != ErrCacheMiss {
 		if err == nil {
@@ -215,11 +189,7 @@ func (c *Client) Add(ctx context.Context, key string, value []byte, ttl time.Dur
 		}
 		return err
 	}
-	n, err := r.st.conn(r.New)
-	if err == nil {
-		err = n.add(ctx, key, value, ttl)
-	}
-	if err != nil {
+	if err := r.st.conn(r.New).add(ctx, key, value, ttl); err != nil {
 		return fail("add", r.New, key, err)
 	}
 	// Stored: copy to the old owner, for processes still reading there.
@@ -236,11 +206,7 @@ func (c *Client) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	if !r.Dual {
-		n, err := r.st.conn(r.New)
-		if err == nil {
-			err = n.delete(ctx, key)
-		}
-		return fail("delete", r.New, key, err)
+		return fail("delete", r.New, key, r.st.conn(r.New).delete(ctx, key))
 	}
 	newErr, oldErr := both(r, func(n node) error { return n.delete(ctx, key) })
 	r.counters().DualDeletes.Add(1)
@@ -267,11 +233,7 @@ func (c *Client) Incr(ctx context.Context, key string, delta int64) (int64, erro
 	if r.Dual {
 		c.get(ctx, r, key) // brings the counter to the new owner if only the old has it
 	}
-	n, err := r.st.conn(r.New)
-	var v int64
-	if err == nil {
-		v, err = n.incr(ctx, key, delta)
-	}
+	v, err := r.st.conn(r.New).incr(ctx, key, delta)
 	if err != nil {
 		return 0, fail("incr", r.New, key, err)
 	}
@@ -283,10 +245,7 @@ func (c *Client) Incr(ctx context.Context, key string, delta int64) (int64, erro
 
 // Touch sets a new TTL on key (0: no expiry), or returns ErrCacheMiss.
 func (c *Client) Touch(ctx context.Context, key string, ttl time.Duration) error {
-	if err := checkTTL(ttl); err != nil {
-		return err
-	}
-	r, err := c.begin(key)
+	r, err := c.beginTTL(key, ttl)
 	if err != nil {
 		return err
 	}

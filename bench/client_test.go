@@ -267,6 +267,26 @@ func checkHits(n int) error {
 //   - GetMulti100: the façade's GetMulti of 100 keys (one MGET per node, in
 //     parallel) vs go-redis's Ring over the same 4 servers with a pipeline of
 //     100 GETs, and vs one MGET of the 100 keys on a single server.
+// loadData picks the single-key keys (all on node addr) and the multi-key
+// sets (spread over the nodes), and writes all of them through the façade. It
+// returns the sets' keys flattened too.
+func loadData(b *testing.B, sc *client.Client, addr string) (keys []string, sets [][]string, all []string) {
+	keys = keysOn(sc, addr, singleKeys)
+	sets = multiKeySets()
+	spread(b, sc, sets)
+	for _, ks := range sets {
+		all = append(all, ks...)
+	}
+	items := make(map[string][]byte, len(all)+len(keys))
+	for _, k := range slices.Concat(all, keys) {
+		items[k] = benchValue
+	}
+	if err := sc.SetMulti(context.Background(), items, 0); err != nil {
+		b.Fatal(err)
+	}
+	return keys, sets, all
+}
+
 func BenchmarkRedis(b *testing.B) {
 	addrs := testserver.Addrs(testserver.Redis(b, benchNodes))
 	ctx := context.Background()
@@ -276,23 +296,10 @@ func BenchmarkRedis(b *testing.B) {
 	rg := redisRing(addrs)
 	defer rg.Close()
 
-	keys := keysOn(sc, addrs[0], singleKeys)
-	sets := multiKeySets()
-	spread(b, sc, sets)
-	var all []string
-	for _, ks := range sets {
-		all = append(all, ks...)
-	}
+	keys, sets, all := loadData(b, sc, addrs[0])
 	// Every client writes the data where it will read it: the façade and
 	// direct on their owners (the same node for keys), the Ring on its own
 	// placement, and all the multi keys on the single MGET server.
-	items := make(map[string][]byte, len(all)+len(keys))
-	for _, k := range slices.Concat(all, keys) {
-		items[k] = benchValue
-	}
-	if err := sc.SetMulti(ctx, items, 0); err != nil {
-		b.Fatal(err)
-	}
 	for _, p := range []redis.Pipeliner{rg.Pipeline(), direct.Pipeline()} {
 		for _, k := range all {
 			p.Set(ctx, k, benchValue, 0)
@@ -417,20 +424,7 @@ func BenchmarkMemcached(b *testing.B) {
 	multi := directMemcache(addrs...)
 	defer multi.Close()
 
-	keys := keysOn(sc, addrs[0], singleKeys)
-	sets := multiKeySets()
-	spread(b, sc, sets)
-	var all []string
-	for _, ks := range sets {
-		all = append(all, ks...)
-	}
-	items := make(map[string][]byte, len(all)+len(keys))
-	for _, k := range slices.Concat(all, keys) {
-		items[k] = benchValue
-	}
-	if err := sc.SetMulti(ctx, items, 0); err != nil {
-		b.Fatal(err)
-	}
+	keys, sets, all := loadData(b, sc, addrs[0])
 	for _, mc := range []*memcache.Client{multi, direct} {
 		for _, k := range all {
 			if err := mc.Set(&memcache.Item{Key: k, Value: benchValue}); err != nil {

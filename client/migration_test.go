@@ -169,6 +169,14 @@ func TestReshardKeepsEveryKey(t *testing.T) {
 	})
 }
 
+// eightToSix opens a client with a fake clock on the cluster's 8 nodes, and
+// returns it with the nodes before and after retiring the last two.
+func eightToSix(t *testing.T, cl *cluster) (clock *fakeClock, from, to []ring.Node, c *Client) {
+	clock = newFakeClock()
+	from, to = cl.nodes(0, 1, 2, 3, 4, 5, 6, 7), cl.nodes(0, 1, 2, 3, 4, 5)
+	return clock, from, to, cl.client(t, Options{Nodes: from, Now: clock.Now})
+}
+
 // dualKeys returns n keys whose owner differs between from and to.
 func dualKeys(t testing.TB, prefix string, from, to []ring.Node, n int) []string {
 	oldRing, newRing := mustRing(t, from), mustRing(t, to)
@@ -188,9 +196,7 @@ func dualKeys(t testing.TB, prefix string, from, to []ring.Node, n int) []string
 func TestWindowWritesAndDeletes(t *testing.T) {
 	forEachCluster(t, 8, func(t *testing.T, cl *cluster) {
 		ctx := context.Background()
-		clock := newFakeClock()
-		from, to := cl.nodes(0, 1, 2, 3, 4, 5, 6, 7), cl.nodes(0, 1, 2, 3, 4, 5)
-		c := cl.client(t, Options{Nodes: from, Now: clock.Now})
+		_, from, to, c := eightToSix(t, cl)
 		keys := dualKeys(t, cl.kind, from, to, 40)
 		setAll(t, c, keys, time.Hour) // written before: only on the old owners
 		if err := c.Reshard(to, time.Hour); err != nil {
@@ -383,9 +389,7 @@ func (raceHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 func TestWindowEnd(t *testing.T) {
 	forEachCluster(t, 8, func(t *testing.T, cl *cluster) {
 		ctx := context.Background()
-		clock := newFakeClock()
-		from, to := cl.nodes(0, 1, 2, 3, 4, 5, 6, 7), cl.nodes(0, 1, 2, 3, 4, 5)
-		c := cl.client(t, Options{Nodes: from, Now: clock.Now})
+		clock, from, to, c := eightToSix(t, cl)
 		keys := numberedKeys(cl.kind, 2000)
 		setAll(t, c, keys, 0)
 		if err := c.Reshard(to, 10*time.Minute); err != nil {

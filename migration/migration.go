@@ -112,10 +112,10 @@ func (m *Migration) Route(key string, now time.Time) Route {
 // read it), the copy must expire by the end of the window, when every item
 // written before the start has expired. Giving every copy the whole rest of
 // the window would make them all expire at that instant, a burst of misses
-// the ring was meant to avoid; the true remaining TTL of a value alive now is
-// spread evenly over (0, rest of the window], so the copy gets a point in that
-// range drawn from a hash of the key: deterministic, and spread as the
-// originals would have expired.
+// the ring was meant to avoid. So each copy expires at a point of the second
+// half of the rest of the window, drawn from a hash of the key: spread out,
+// deterministic, and never so soon that the next read of a key just copied
+// has to ask the old owner again.
 func (m *Migration) BackfillTTL(key string, now time.Time, remaining time.Duration, known bool) (ttl time.Duration, ok bool) {
 	if known {
 		return remaining, remaining >= 0
@@ -124,9 +124,9 @@ func (m *Migration) BackfillTTL(key string, now time.Time, remaining time.Durati
 	if left <= 0 {
 		return 0, false
 	}
-	// A fraction in (0, 1] from the top 53 bits of the key's hash.
-	frac := float64(murmur3.StringSum64(key)>>11+1) / (1 << 53)
-	return max(time.Duration(frac*float64(left)), time.Second), true
+	// A fraction in (1/2, 1] from the top 53 bits of the key's hash.
+	frac := 0.5 + 0.5*float64(murmur3.StringSum64(key)>>11+1)/(1<<53)
+	return time.Duration(frac * float64(left)), true
 }
 
 // Counters count what the client did while applying a migration. All fields

@@ -15,9 +15,10 @@ import (
 type batch struct {
 	node  ring.Node
 	conn  node
-	items []item
-	idx   []int // idx[i] is the position of items[i]'s key in the caller's keys
-	err   error // the round trip's
+	keys  []string // the batch's keys, in order
+	items []item   // for writes: keys[i]'s item; reads have keys alone
+	idx   []int    // idx[i] is the position of keys[i] in the caller's keys
+	err   error    // the round trip's
 
 	got    []item // getMulti's answer
 	stored []bool // addMulti's answer
@@ -35,15 +36,30 @@ func newBatches(st *state) *batches {
 	return &batches{st: st, byAddr: make(map[string]*batch)}
 }
 
+// add puts a write of item it into the batch of node n.
 func (bs *batches) add(n ring.Node, it item, idx int) {
+	b := bs.get(n)
+	b.items = append(b.items, it)
+	b.keys = append(b.keys, it.key)
+	b.idx = append(b.idx, idx)
+}
+
+// addKey puts a read of key into the batch of node n.
+func (bs *batches) addKey(n ring.Node, key string, idx int) {
+	b := bs.get(n)
+	b.keys = append(b.keys, key)
+	b.idx = append(b.idx, idx)
+}
+
+// get returns the batch of node n, made on first use.
+func (bs *batches) get(n ring.Node) *batch {
 	b := bs.byAddr[n.Addr]
 	if b == nil {
-		b = &batch{node: n, conn: bs.st.conn(n), items: make([]item, 0, bs.hint), idx: make([]int, 0, bs.hint)}
+		b = &batch{node: n, conn: bs.st.conn(n), keys: make([]string, 0, bs.hint), idx: make([]int, 0, bs.hint)}
 		bs.byAddr[n.Addr] = b
 		bs.list = append(bs.list, b)
 	}
-	b.items = append(b.items, it)
-	b.idx = append(b.idx, idx)
+	return b
 }
 
 // run calls fn on every batch, in parallel, and stores its error in the
@@ -62,14 +78,6 @@ func (bs *batches) run(fn func(b *batch) error) {
 		}()
 	}
 	wg.Wait()
-}
-
-func (b *batch) keys() []string {
-	keys := make([]string, len(b.items))
-	for i, it := range b.items {
-		keys[i] = it.key
-	}
-	return keys
 }
 
 // GetMulti returns the values of the keys that are present; a key missing
@@ -99,24 +107,24 @@ func (c *Client) GetMulti(ctx context.Context, keys []string) (map[string][]byte
 	first.hint = min(len(keys), len(keys)/max(len(st.own), 1)*3/2+1)
 	for i, k := range keys {
 		if st.mig == nil {
-			first.add(st.placement.Locate(k), item{key: k}, i)
+			first.addKey(st.placement.Locate(k), k, i)
 			continue
 		}
 		if routes == nil {
 			routes = make([]migration.Route, len(keys))
 		}
 		routes[i] = st.mig.Route(k, now)
-		first.add(routes[i].New, item{key: k}, i)
+		first.addKey(routes[i].New, k, i)
 	}
 	first.run(func(b *batch) (err error) {
-		b.got, err = b.conn.getMulti(ctx, b.keys(), false)
+		b.got, err = b.conn.getMulti(ctx, b.keys, false)
 		return err
 	})
 	var errs []error
 	fallback := newBatches(st)
 	for _, b := range first.list {
 		if b.err != nil {
-			errs = append(errs, nodeErr("get_multi", b.node, b.keys(), b.err))
+			errs = append(errs, nodeErr("get_multi", b.node, b.keys, b.err))
 			continue
 		}
 		for i, it := range b.got {
@@ -127,7 +135,7 @@ func (c *Client) GetMulti(ctx context.Context, keys []string) (map[string][]byte
 					st.mig.Counters.NewHits.Add(1)
 				}
 			case routes != nil && routes[k].Dual:
-				fallback.add(routes[k].Old, item{key: it.key}, k)
+				fallback.addKey(routes[k].Old, it.key, k)
 			}
 		}
 	}
@@ -142,13 +150,13 @@ func (c *Client) GetMulti(ctx context.Context, keys []string) (map[string][]byte
 func (c *Client) fallbackMulti(ctx context.Context, st *state, now time.Time, routes []migration.Route, fallback *batches, hits map[string][]byte) {
 	cs := st.mig.Counters
 	fallback.run(func(b *batch) (err error) {
-		b.got, err = b.conn.getMulti(ctx, b.keys(), true)
+		b.got, err = b.conn.getMulti(ctx, b.keys, true)
 		return err
 	})
 	copies := newBatches(st)
 	for _, b := range fallback.list {
 		if b.err != nil {
-			cs.FallbackErrors.Add(int64(len(b.items)))
+			cs.FallbackErrors.Add(int64(len(b.keys)))
 			continue
 		}
 		for i, it := range b.got {
@@ -175,12 +183,12 @@ func (c *Client) fallbackMulti(ctx context.Context, st *state, now time.Time, ro
 	for _, b := range copies.list {
 		for i, stored := range c.backfill(ctx, st, b.node, b.items) {
 			if !stored {
-				newer.add(b.node, item{key: b.items[i].key}, b.idx[i])
+				newer.addKey(b.node, b.items[i].key, b.idx[i])
 			}
 		}
 	}
 	newer.run(func(b *batch) (err error) {
-		b.got, err = b.conn.getMulti(ctx, b.keys(), false)
+		b.got, err = b.conn.getMulti(ctx, b.keys, false)
 		return err
 	})
 	for _, b := range newer.list {
@@ -209,7 +217,7 @@ func (c *Client) SetMulti(ctx context.Context, items map[string][]byte, ttl time
 	}
 	return c.multiWrite(ctx, "set_multi", keys, func(i int) item {
 		return item{key: keys[i], value: items[keys[i]], ttl: ttl}
-	}, func(n node, its []item) error { return n.setMulti(ctx, its) })
+	}, func(b *batch) error { return b.conn.setMulti(ctx, b.items) })
 }
 
 // DeleteMulti deletes the keys, one round trip per node, all nodes in
@@ -223,19 +231,13 @@ func (c *Client) DeleteMulti(ctx context.Context, keys []string) error {
 	}
 	return c.multiWrite(ctx, "delete_multi", keys, func(i int) item {
 		return item{key: keys[i]}
-	}, func(n node, its []item) error {
-		ks := make([]string, len(its))
-		for i, it := range its {
-			ks[i] = it.key
-		}
-		return n.deleteMulti(ctx, ks)
-	})
+	}, func(b *batch) error { return b.conn.deleteMulti(ctx, b.keys) })
 }
 
 // multiWrite sends item(i) for every key to its owner and, during a
 // migration, to its old owner too. Deletes fail on either owner's failure;
 // for other writes a failed copy to an old owner is only counted.
-func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk func(i int) item, send func(node, []item) error) error {
+func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk func(i int) item, send func(*batch) error) error {
 	st, now := c.load()
 	if st == nil {
 		return ErrClosed
@@ -264,7 +266,7 @@ func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk fu
 			st.mig.Counters.DualWrites.Add(int64(copies))
 		}
 	}
-	bs.run(func(b *batch) error { return send(b.conn, b.items) })
+	bs.run(send)
 	var errs []error
 	for _, b := range bs.list {
 		if b.err == nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -59,7 +60,7 @@ func (n redisNode) getMulti(ctx context.Context, keys []string, withTTL bool) ([
 		for i, v := range vals {
 			items[i].key = keys[i]
 			if s, ok := v.(string); ok {
-				items[i].value, items[i].found = []byte(s), true
+				items[i].value, items[i].found = stringBytes(s), true
 			}
 		}
 		return items, nil
@@ -93,6 +94,16 @@ func (n redisNode) getMulti(ctx context.Context, keys []string, withTTL bool) ([
 		}
 	}
 	return items, nil
+}
+
+// stringBytes returns the bytes of a reply string without copying them, as
+// go-redis's own StringCmd.Bytes does: each reply string is freshly
+// allocated and referenced nowhere else, so nothing can see it change.
+func stringBytes(s string) []byte {
+	if s == "" {
+		return []byte{}
+	}
+	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
 func (n redisNode) set(ctx context.Context, key string, value []byte, ttl time.Duration) error {

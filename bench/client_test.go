@@ -260,13 +260,6 @@ func checkHits(n int) error {
 	return nil
 }
 
-// BenchmarkRedis compares the façade over 4 redis-server nodes with go-redis:
-//
-//   - Get, Set: the façade vs a go-redis Client with the façade's options on
-//     the node that owns the keys (all the keys of these rows are on it).
-//   - GetMulti100: the façade's GetMulti of 100 keys (one MGET per node, in
-//     parallel) vs go-redis's Ring over the same 4 servers with a pipeline of
-//     100 GETs, and vs one MGET of the 100 keys on a single server.
 // loadData picks the single-key keys (all on node addr) and the multi-key
 // sets (spread over the nodes), and writes all of them through the façade. It
 // returns the sets' keys flattened too.
@@ -287,6 +280,13 @@ func loadData(b *testing.B, sc *client.Client, addr string) (keys []string, sets
 	return keys, sets, all
 }
 
+// BenchmarkRedis compares the façade over 4 redis-server nodes with go-redis:
+//
+//   - Get, Set: the façade vs a go-redis Client with the façade's options on
+//     the node that owns the keys (all the keys of these rows are on it).
+//   - GetMulti100: the façade's GetMulti of 100 keys (one MGET per node, in
+//     parallel) vs go-redis's Ring over the same 4 servers with a pipeline of
+//     100 GETs, and vs one MGET of the 100 keys on a single server.
 func BenchmarkRedis(b *testing.B) {
 	addrs := testserver.Addrs(testserver.Redis(b, benchNodes))
 	ctx := context.Background()

@@ -60,10 +60,15 @@ func (e *NodeError) Error() string {
 // Unwrap returns the cause.
 func (e *NodeError) Unwrap() error { return e.Err }
 
-// nodeErr wraps err for node n unless it is nil or one of the sentinel
-// answers that are not failures.
+// failed reports whether err is a failure rather than nil or one of the
+// sentinel answers (a miss, a key not stored).
+func failed(err error) bool {
+	return err != nil && err != ErrCacheMiss && err != ErrNotStored
+}
+
+// nodeErr wraps err for node n if it is a failure.
 func nodeErr(op string, n ring.Node, keys []string, err error) error {
-	if err == nil || err == ErrCacheMiss || err == ErrNotStored {
+	if !failed(err) {
 		return err
 	}
 	return &NodeError{Op: op, Node: n, Keys: keys, Err: err}

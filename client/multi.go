@@ -20,8 +20,7 @@ type batch struct {
 	idx   []int    // idx[i] is the position of keys[i] in the caller's keys
 	err   error    // the round trip's
 
-	got    []item // getMulti's answer
-	stored []bool // addMulti's answer
+	got []item // getMulti's answer
 }
 
 // batches groups items by node.

@@ -112,7 +112,7 @@ func (c *Client) fallback(ctx context.Context, r route, key string) ([]byte, err
 // fail wraps err from a single-key operation on node n; it allocates only
 // for a real failure.
 func fail(op string, n ring.Node, key string, err error) error {
-	if err == nil || err == ErrCacheMiss || err == ErrNotStored {
+	if !failed(err) {
 		return err
 	}
 	return nodeErr(op, n, []string{key}, err)
@@ -141,20 +141,21 @@ func both(r route, op func(node) error) (newErr, oldErr error) {
 func (c *Client) write(opName string, r route, key string, op func(node) error) error {
 	newErr, oldErr := both(r, op)
 	if r.Dual {
-		cs := r.counters()
-		cs.DualWrites.Add(1)
-		if oldErr != nil && oldErr != ErrCacheMiss && oldErr != ErrNotStored {
-			cs.DualWriteErrors.Add(1)
-		}
+		countCopy(r, oldErr)
 	}
 	return fail(opName, r.New, key, newErr)
 }
 
 // copyToOld runs op on the old owner alone, counted as a dual write.
 func (c *Client) copyToOld(r route, op func(node) error) {
+	countCopy(r, op(r.st.conn(r.Old)))
+}
+
+// countCopy counts a write copied to the old owner, and its failure.
+func countCopy(r route, err error) {
 	cs := r.counters()
 	cs.DualWrites.Add(1)
-	if err := op(r.st.conn(r.Old)); err != nil && err != ErrCacheMiss && err != ErrNotStored {
+	if failed(err) {
 		cs.DualWriteErrors.Add(1)
 	}
 }

@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"time"
+
+	"github.com/shardcache/shardcache/ring"
 )
 
 // node is one cache server's client, reduced to what the façade needs. The
@@ -34,6 +36,7 @@ type item struct {
 	ttl      time.Duration // 0: no expiry
 	ttlKnown bool          // getMulti withTTL: ttl was read from the server
 	oldCopy  bool          // a migration's copy to the old owner, not the caller's write
+	src      ring.Node     // a copy's source: the old owner it was read from
 }
 
 // unknownNode stands for a node the client has no connection to.

@@ -6,10 +6,27 @@ import (
 	"github.com/shardcache/shardcache/ring"
 )
 
+// A copy from an old owner to a new one must never bring back a key deleted
+// meanwhile. A Delete that lands between the read of the old owner and the
+// write of the copy would otherwise be undone: the copy recreates on the new
+// owner the value the Delete had just removed there. Two rules close it, for
+// every copy the client makes (read-path backfills and the sweep alike):
+//
+//   - Delete removes the old owner's copy first, then the new owner's.
+//   - After a copy is stored, confirm asks its source whether it still holds
+//     the key, and deletes the copy if not.
+//
+// If a Delete's removal from the old owner comes before confirm's read, confirm
+// sees the key gone and deletes the copy; if it comes after, the Delete's
+// removal from the new owner comes after the copy too, and removes it. Either
+// way the key stays deleted. The price is one extra round trip per copy batch;
+// copies are rare, once per moved key.
+
 // backfill writes copies found on old owners to their new owner n, each only
 // if absent (Redis SET NX, Memcached add), so a value written since the miss
-// is never overwritten. It reports which copies were stored; a failed
-// round trip stores none and counts them as dropped.
+// is never overwritten, then confirms them. It reports which copies were
+// stored (and kept); a failed round trip stores none and counts them as
+// dropped.
 func (c *Client) backfill(ctx context.Context, st *state, n ring.Node, items []item) []bool {
 	cs := st.mig.Counters
 	stored, err := st.conn(n).addMulti(ctx, items)
@@ -17,14 +34,52 @@ func (c *Client) backfill(ctx context.Context, st *state, n ring.Node, items []i
 		cs.BackfillsDropped.Add(int64(len(items)))
 		return make([]bool, len(items))
 	}
-	for _, ok := range stored {
+	var copied []item
+	for i, ok := range stored {
 		if ok {
 			cs.Backfills.Add(1)
+			copied = append(copied, items[i])
 		} else {
 			cs.BackfillsSkipped.Add(1)
 		}
 	}
+	if len(copied) > 0 {
+		c.confirm(ctx, st, n, copied)
+	}
 	return stored
+}
+
+// confirm checks that the source of each copy just stored on dst still holds
+// its key, and deletes from dst the copies whose source lost it: a Delete
+// ran in between (see the rules above). A source that cannot be read counts
+// as having lost the key, since a copy that cannot be confirmed is not
+// safe to keep: the next read simply falls back again. It returns how many
+// copies were revoked, counted in BackfillsRevoked.
+func (c *Client) confirm(ctx context.Context, st *state, dst ring.Node, copies []item) int {
+	bySrc := newBatches(st)
+	for i, it := range copies {
+		bySrc.addKey(it.src, it.key, i)
+	}
+	bySrc.run(func(b *batch) (err error) {
+		b.got, err = b.conn.getMulti(ctx, b.keys, false)
+		return err
+	})
+	var gone []string
+	for _, b := range bySrc.list {
+		for i, k := range b.keys {
+			if b.err != nil || !b.got[i].found {
+				gone = append(gone, k)
+			}
+		}
+	}
+	if len(gone) == 0 {
+		return 0
+	}
+	st.mig.Counters.BackfillsRevoked.Add(int64(len(gone)))
+	if err := st.conn(dst).deleteMulti(ctx, gone); err != nil {
+		st.mig.Counters.BackfillsDropped.Add(int64(len(gone)))
+	}
+	return len(gone)
 }
 
 // pendingBackfill is a backfill waiting for the asynchronous worker.

@@ -165,6 +165,7 @@ func (c *Client) fallbackMulti(ctx context.Context, st *state, now time.Time, ro
 			}
 			cs.FallbackHits.Add(1)
 			hits[it.key] = it.value
+			it.src = b.node
 			var ok bool
 			if it.ttl, ok = st.mig.BackfillTTL(it.key, now, it.ttl, it.ttlKnown); ok {
 				copies.add(routes[b.idx[i]].New, it, b.idx[i])
@@ -243,6 +244,10 @@ func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk fu
 	}
 	del := op == "delete_multi"
 	bs := newBatches(st)
+	olds := bs // where copies to old owners go
+	if del {
+		olds = newBatches(st)
+	}
 	copies := 0
 	for i, k := range keys {
 		if st.mig == nil {
@@ -255,7 +260,7 @@ func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk fu
 			copies++
 			it := mk(i)
 			it.oldCopy = true
-			bs.add(r.Old, it, i)
+			olds.add(r.Old, it, i)
 		}
 	}
 	if copies > 0 {
@@ -265,9 +270,16 @@ func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk fu
 			st.mig.Counters.DualWrites.Add(int64(copies))
 		}
 	}
+	if olds != bs {
+		olds.run(send) // deletes: old owners first, then new ones (see backfill.go)
+	}
 	bs.run(send)
 	var errs []error
-	for _, b := range bs.list {
+	list := bs.list
+	if olds != bs {
+		list = append(olds.list, list...)
+	}
+	for _, b := range list {
 		if b.err == nil {
 			continue
 		}

@@ -91,6 +91,7 @@ func (c *Client) fallback(ctx context.Context, r route, key string) ([]byte, err
 	}
 	cs.FallbackHits.Add(1)
 	it := items[0]
+	it.src = r.Old
 	var ok bool
 	if it.ttl, ok = r.st.mig.BackfillTTL(key, r.now, it.ttl, it.ttlKnown); !ok {
 		return it.value, nil
@@ -199,8 +200,8 @@ func (c *Client) Add(ctx context.Context, key string, value []byte, ttl time.Dur
 }
 
 // Delete removes key. It returns nil whether or not the key existed. During
-// a migration it deletes from both owners, and a failure on either is an
-// error: a stale value must never come back.
+// a migration it deletes from both owners, the old one first, and a failure
+// on either is an error: a stale value must never come back.
 func (c *Client) Delete(ctx context.Context, key string) error {
 	r, err := c.begin(key)
 	if err != nil {
@@ -209,7 +210,9 @@ func (c *Client) Delete(ctx context.Context, key string) error {
 	if !r.Dual {
 		return fail("delete", r.New, key, r.st.conn(r.New).delete(ctx, key))
 	}
-	newErr, oldErr := both(r, func(n node) error { return n.delete(ctx, key) })
+	// The old owner first: see backfill.go for why the order matters.
+	oldErr := r.st.conn(r.Old).delete(ctx, key)
+	newErr := r.st.conn(r.New).delete(ctx, key)
 	r.counters().DualDeletes.Add(1)
 	if newErr != nil {
 		return fail("delete", r.New, key, newErr)

@@ -138,6 +138,7 @@ type Counters struct {
 	FallbackErrors   atomic.Int64 // old-owner reads that failed (counted as misses)
 	Backfills        atomic.Int64 // copies written to the new owner
 	BackfillsSkipped atomic.Int64 // copies not written: the new owner had a newer value
+	BackfillsRevoked atomic.Int64 // copies deleted again: the old owner lost the key meanwhile (a Delete)
 	BackfillsDropped atomic.Int64 // asynchronous copies dropped: queue full, or failed
 	DualWrites       atomic.Int64 // writes copied to the old owner
 	DualWriteErrors  atomic.Int64 // copies to the old owner that failed
@@ -153,7 +154,8 @@ type Status struct {
 	Moved      float64 // exact fraction of keys whose owner changes; NaN if unknown
 
 	NewHits, FallbackHits, FallbackMisses, FallbackErrors int64
-	Backfills, BackfillsSkipped, BackfillsDropped         int64
+	Backfills, BackfillsSkipped, BackfillsRevoked         int64
+	BackfillsDropped                                      int64
 	DualWrites, DualWriteErrors, DualDeletes              int64
 }
 
@@ -166,8 +168,8 @@ func (m *Migration) Status(now time.Time) Status {
 		NewHits: c.NewHits.Load(), FallbackHits: c.FallbackHits.Load(),
 		FallbackMisses: c.FallbackMisses.Load(), FallbackErrors: c.FallbackErrors.Load(),
 		Backfills: c.Backfills.Load(), BackfillsSkipped: c.BackfillsSkipped.Load(),
-		BackfillsDropped: c.BackfillsDropped.Load(),
-		DualWrites:       c.DualWrites.Load(), DualWriteErrors: c.DualWriteErrors.Load(),
+		BackfillsRevoked: c.BackfillsRevoked.Load(), BackfillsDropped: c.BackfillsDropped.Load(),
+		DualWrites: c.DualWrites.Load(), DualWriteErrors: c.DualWriteErrors.Load(),
 		DualDeletes: c.DualDeletes.Load(),
 	}
 }

@@ -99,6 +99,26 @@ type Options struct {
 	AsyncBackfill bool
 	BackfillQueue int
 
+	// FailureThreshold connection-level failures of a node in a row (a
+	// refused or timed-out dial, an i/o timeout, a reset, a connection closed
+	// mid-reply) mark it down: its calls then fail at once, without touching
+	// the network, with a *NodeError whose cause is ErrNodeDown, until a
+	// background probe (Redis PING, Memcached "version") gets an answer. The
+	// first probe waits ProbeInterval, and each failed one doubles the wait,
+	// up to MaxProbeInterval. A miss, an error reply, or the caller's context
+	// ending never counts against a node. Defaults DefaultFailureThreshold
+	// and DefaultProbeInterval; a negative FailureThreshold disables this.
+	FailureThreshold int
+	ProbeInterval    time.Duration
+	// FailOpen makes a down node's keys read as misses (Get, GetMulti: the
+	// application then loads from its database) and drops writes to it (Set,
+	// SetMulti, Add return nil; Touch returns ErrCacheMiss), counted in
+	// Health. Delete, DeleteMulti and Incr still fail: a dropped delete would
+	// let a stale value come back with the node, and Incr has no value to
+	// return. Keys are never sent to another node. Default false: calls to a
+	// down node return ErrNodeDown.
+	FailOpen bool
+
 	// Now is the clock; tests set it. Default time.Now.
 	Now func() time.Time
 
@@ -149,6 +169,12 @@ func (o *Options) init() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.FailureThreshold == 0 {
+		o.FailureThreshold = DefaultFailureThreshold
+	}
+	if o.ProbeInterval <= 0 {
+		o.ProbeInterval = DefaultProbeInterval
+	}
 }
 
 // Client is a sharded cache client. It is safe for concurrent use.
@@ -165,6 +191,11 @@ type Client struct {
 
 	mu     sync.Mutex           // serialises changes of state
 	timer  *time.Timer          // drops the old placement at the end of a window
+	// grace is how long a retired placement's nodes stay open, so that an
+	// operation routed just before its retirement still finishes there
+	// (retire.go); releases holds the timers that will close them.
+	grace    time.Duration
+	releases []*time.Timer
 	queue  chan pendingBackfill // nil when backfills are synchronous
 	done   chan struct{}        // closed by Close: stops the backfill worker
 	worker sync.WaitGroup
@@ -192,7 +223,10 @@ func New(opts Options) (*Client, error) {
 	if opts.Placement != nil && len(opts.Nodes) > 0 {
 		return nil, fmt.Errorf("%w: give Nodes or Placement, not both", ErrBadOptions)
 	}
-	c := &Client{opts: opts}
+	if m := opts.MigrateFrom; m != nil && m.Window < 0 {
+		return nil, fmt.Errorf("MigrateFrom: %w: %v", migration.ErrBadWindow, m.Window)
+	}
+	c := &Client{opts: opts, grace: retireGrace(&opts)}
 	c.pools = pool.New(c.dial)
 	placement, err := c.placement(opts.Placement, opts.Nodes)
 	if err != nil {
@@ -246,21 +280,28 @@ func (c *Client) placement(p ring.Locator, nodes []ring.Node) (ring.Locator, err
 }
 
 // dial makes the client of one node; no connection is opened yet.
+// Its health (probe.go) comes with it.
 func (c *Client) dial(n ring.Node) (node, error) {
+	return withHealth(n, c.newNode(n), &c.opts), nil
+}
+
+// newNode makes the backend's client of node n.
+func (c *Client) newNode(n ring.Node) node {
 	o := &c.opts
 	if o.Backend == Memcached {
 		if o.NewMemcacheClient != nil {
-			return mcNode{o.NewMemcacheClient(n)}, nil
+			return mcNode{mc: o.NewMemcacheClient(n)}
 		}
-		mc := memcache.New(n.Addr)
+		mc := memcache.NewFromSelector(newMCServer(n.Addr))
 		mc.Timeout = max(o.ReadTimeout, o.WriteTimeout, o.DialTimeout)
 		mc.MaxIdleConns = o.PoolSize
-		return mcNode{mc}, nil
+		return mcNode{mc: mc}
 	}
 	if o.NewRedisClient != nil {
-		return redisNode{o.NewRedisClient(n)}, nil
+		return redisNode{rdb: o.NewRedisClient(n)}
 	}
-	return redisNode{redis.NewClient(&redis.Options{
+	quietDialErrors()
+	return redisNode{rdb: redis.NewClient(&redis.Options{
 		Addr:                  n.Addr,
 		DialTimeout:           o.DialTimeout,
 		ReadTimeout:           o.ReadTimeout,
@@ -274,7 +315,7 @@ func (c *Client) dial(n ring.Node) (node, error) {
 		// count twice, and for a cache a fast miss beats a slow retry (a host
 		// that drops packets cost 4 × DialTimeout per call with go-redis's 3).
 		MaxRetries: -1,
-	})}, nil
+	})}
 }
 
 // Close closes every node's pool and stops the backfill worker. Operations
@@ -285,6 +326,7 @@ func (c *Client) Close() error {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
+	c.stopReleases()
 	c.mu.Unlock()
 	if st == nil {
 		return nil
@@ -429,7 +471,7 @@ func (c *Client) retireIfOver() {
 func (c *Client) retireLocked(st *state) *state {
 	next := &state{placement: st.placement, own: st.own, conns: st.own}
 	c.state.Store(next)
-	c.pools.Release(st.mig.Old().Nodes())
+	c.releaseLocked(st.mig.Old().Nodes())
 	return next
 }
 
@@ -461,9 +503,13 @@ func (c *Client) load() (*state, time.Time) {
 
 // conn returns the client of node n in st. A placement that locates a key on
 // a node it does not list gets a client whose every call fails with
-// ErrUnknownNode, so callers handle it as any other node failure.
+// ErrUnknownNode, so callers handle it as any other node failure; a node
+// held down (probe.go), one whose every call fails at once with ErrNodeDown.
 func (st *state) conn(n ring.Node) node {
 	if c, ok := st.conns[n.Addr]; ok {
+		if h := healthOf(c); h != nil && h.isDown() {
+			return downNode{}
+		}
 		return c
 	}
 	return unknownNode{}

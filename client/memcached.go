@@ -11,8 +11,12 @@ import (
 
 // mcNode is a node served by Memcached through gomemcache, whose client holds
 // the node's idle connections. gomemcache takes no context, so every call is
-// bounded by the context here (see call).
-type mcNode struct{ mc *memcache.Client }
+// bounded by the context here (see call). Every call's outcome goes to h
+// (probe.go) from call, or from the fast paths beside it.
+type mcNode struct {
+	mc *memcache.Client
+	h  *nodeHealth
+}
 
 // maxRelative is the longest TTL Memcached reads as relative seconds; a
 // larger expiration is read as a Unix time.
@@ -46,13 +50,17 @@ func mcErr(err error) error {
 // first. fn then finishes in the background, bounded by the gomemcache
 // client's own Timeout; a write may still land after the caller gave up.
 // A context that can never be done costs nothing.
-func call[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+//
+// The outcome of fn goes to h even when the caller gave up first: it is the
+// node's, bounded by the node's own timeout.
+func call[T any](ctx context.Context, h *nodeHealth, fn func() (T, error)) (T, error) {
 	var zero T
 	if err := ctx.Err(); err != nil {
 		return zero, err
 	}
 	if ctx.Done() == nil {
 		v, err := fn()
+		h.observe(nil, err)
 		return v, mcErr(err)
 	}
 	type result struct {
@@ -62,6 +70,7 @@ func call[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 	ch := make(chan result, 1)
 	go func() {
 		v, err := fn()
+		h.observe(nil, err)
 		ch <- result{v, err}
 	}()
 	select {
@@ -73,20 +82,21 @@ func call[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 }
 
 // call0 is call for functions that return only an error.
-func call0(ctx context.Context, fn func() error) error {
-	_, err := call(ctx, func() (struct{}, error) { return struct{}{}, fn() })
+func call0(ctx context.Context, h *nodeHealth, fn func() error) error {
+	_, err := call(ctx, h, func() (struct{}, error) { return struct{}{}, fn() })
 	return err
 }
 
 func (n mcNode) get(ctx context.Context, key string) ([]byte, error) {
 	if ctx.Done() == nil { // call's fast path, without allocating the closure
 		it, err := n.mc.Get(key)
+		n.h.observe(nil, err)
 		if err != nil {
 			return nil, mcErr(err)
 		}
 		return it.Value, nil
 	}
-	it, err := call(ctx, func() (*memcache.Item, error) { return n.mc.Get(key) })
+	it, err := call(ctx, n.h, func() (*memcache.Item, error) { return n.mc.Get(key) })
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +106,7 @@ func (n mcNode) get(ctx context.Context, key string) ([]byte, error) {
 // getMulti is one multi-get; Memcached cannot tell a remaining TTL, so items
 // never have ttlKnown.
 func (n mcNode) getMulti(ctx context.Context, keys []string, _ bool) ([]item, error) {
-	found, err := call(ctx, func() (map[string]*memcache.Item, error) { return n.mc.GetMulti(keys) })
+	found, err := call(ctx, n.h, func() (map[string]*memcache.Item, error) { return n.mc.GetMulti(keys) })
 	if err != nil {
 		return nil, err
 	}
@@ -113,15 +123,17 @@ func (n mcNode) getMulti(ctx context.Context, keys []string, _ bool) ([]item, er
 func (n mcNode) set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	it := &memcache.Item{Key: key, Value: value, Expiration: mcExpiration(ttl)}
 	if ctx.Done() == nil { // call's fast path, without allocating the closures
-		return mcErr(n.mc.Set(it))
+		err := n.mc.Set(it)
+		n.h.observe(nil, err)
+		return mcErr(err)
 	}
-	return call0(ctx, func() error { return n.mc.Set(it) })
+	return call0(ctx, n.h, func() error { return n.mc.Set(it) })
 }
 
 // setMulti sends the sets one after the other on one connection's worth of
 // calls: gomemcache has no pipelined set.
 func (n mcNode) setMulti(ctx context.Context, items []item) error {
-	return call0(ctx, func() error {
+	return call0(ctx, n.h, func() error {
 		for _, it := range items {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -135,15 +147,18 @@ func (n mcNode) setMulti(ctx context.Context, items []item) error {
 }
 
 func (n mcNode) add(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	return call0(ctx, func() error {
+	return call0(ctx, n.h, func() error {
 		return n.mc.Add(&memcache.Item{Key: key, Value: value, Expiration: mcExpiration(ttl)})
 	})
 }
 
 func (n mcNode) addMulti(ctx context.Context, items []item) ([]bool, error) {
-	return call(ctx, func() ([]bool, error) {
+	return call(ctx, n.h, func() ([]bool, error) {
 		stored := make([]bool, len(items))
 		for i, it := range items {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
 			err := n.mc.Add(&memcache.Item{Key: it.key, Value: it.value, Expiration: mcExpiration(it.ttl)})
 			switch {
 			case err == nil:
@@ -158,7 +173,7 @@ func (n mcNode) addMulti(ctx context.Context, items []item) ([]bool, error) {
 }
 
 func (n mcNode) delete(ctx context.Context, key string) error {
-	err := call0(ctx, func() error { return n.mc.Delete(key) })
+	err := call0(ctx, n.h, func() error { return n.mc.Delete(key) })
 	if err == ErrCacheMiss {
 		return nil
 	}
@@ -166,8 +181,11 @@ func (n mcNode) delete(ctx context.Context, key string) error {
 }
 
 func (n mcNode) deleteMulti(ctx context.Context, keys []string) error {
-	return call0(ctx, func() error {
+	return call0(ctx, n.h, func() error {
 		for _, k := range keys {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			if err := n.mc.Delete(k); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
 				return err
 			}
@@ -181,7 +199,7 @@ func (n mcNode) deleteMulti(ctx context.Context, keys []string) error {
 // unsigned: a decrement stops at 0, and a missing key decremented is created
 // at 0.
 func (n mcNode) incr(ctx context.Context, key string, delta int64) (int64, error) {
-	return call(ctx, func() (int64, error) {
+	return call(ctx, n.h, func() (int64, error) {
 		for range 2 { // a second round when another client creates the key first
 			var v uint64
 			var err error
@@ -207,7 +225,15 @@ func (n mcNode) incr(ctx context.Context, key string, delta int64) (int64, error
 }
 
 func (n mcNode) touch(ctx context.Context, key string, ttl time.Duration) error {
-	return call0(ctx, func() error { return n.mc.Touch(key, mcExpiration(ttl)) })
+	return call0(ctx, n.h, func() error { return n.mc.Touch(key, mcExpiration(ttl)) })
 }
 
-func (n mcNode) Close() error { return n.mc.Close() }
+// ping is the probe of a down node: "version", the cheapest command.
+func (n mcNode) ping(ctx context.Context) error {
+	return call0(ctx, n.h, n.mc.Ping)
+}
+
+func (n mcNode) Close() error {
+	n.h.close()
+	return n.mc.Close()
+}

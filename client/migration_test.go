@@ -390,6 +390,7 @@ func TestWindowEnd(t *testing.T) {
 	forEachCluster(t, 8, func(t *testing.T, cl *cluster) {
 		ctx := context.Background()
 		clock, from, to, c := eightToSix(t, cl)
+		c.grace = 0 // the pools close at once; TestWindowEndGrace tests the grace period
 		keys := numberedKeys(cl.kind, 2000)
 		setAll(t, c, keys, 0)
 		if err := c.Reshard(to, 10*time.Minute); err != nil {
@@ -446,7 +447,9 @@ func TestWindowEnd(t *testing.T) {
 // when no operation comes to notice the end of the window.
 func TestWindowEndsWithoutTraffic(t *testing.T) {
 	cl := newCluster(t, "miniredis", 3)
-	c := cl.client(t, Options{Nodes: cl.nodes(0, 1, 2)})
+	// Short timeouts, for a short grace period before the pool closes.
+	c := cl.client(t, Options{Nodes: cl.nodes(0, 1, 2), DialTimeout: 50 * time.Millisecond,
+		ReadTimeout: 50 * time.Millisecond, WriteTimeout: 50 * time.Millisecond})
 	if err := c.Reshard(cl.nodes(0, 1), 50*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
@@ -500,6 +503,7 @@ func TestMigrateFromResumesWindow(t *testing.T) {
 func TestReshardErrors(t *testing.T) {
 	cl := newCluster(t, "miniredis", 3)
 	c := cl.client(t, Options{Nodes: cl.nodes(0, 1)})
+	c.grace = 0 // pools close at once
 	if err := c.Reshard(cl.nodes(0, 1, 2), -time.Second); !errors.Is(err, migration.ErrBadWindow) {
 		t.Errorf("negative window: %v", err)
 	}

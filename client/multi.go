@@ -123,7 +123,9 @@ func (c *Client) GetMulti(ctx context.Context, keys []string) (map[string][]byte
 	fallback := newBatches(st)
 	for _, b := range first.list {
 		if b.err != nil {
-			errs = append(errs, nodeErr("get_multi", b.node, b.keys, b.err))
+			if !c.openBatch(st, b, len(b.keys), true) {
+				errs = append(errs, nodeErr("get_multi", b.node, b.keys, b.err))
+			}
 			continue
 		}
 		for i, it := range b.got {
@@ -291,7 +293,7 @@ func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk fu
 			}
 			failed = append(failed, it.key)
 		}
-		if len(failed) > 0 {
+		if len(failed) > 0 && (del || !c.openBatch(st, b, len(failed), false)) {
 			errs = append(errs, nodeErr(op, b.node, failed, b.err))
 		}
 	}

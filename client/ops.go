@@ -70,7 +70,7 @@ func (c *Client) get(ctx context.Context, r route, key string) ([]byte, error) {
 		}
 	}
 	if err != nil {
-		return nil, fail("get", r.New, key, err)
+		return nil, c.open(r.st, fail("get", r.New, key, err), true)
 	}
 	return v, nil
 }
@@ -169,9 +169,9 @@ func (c *Client) Set(ctx context.Context, key string, value []byte, ttl time.Dur
 		return err
 	}
 	if !r.Dual { // no closure, no goroutine: the common case costs nothing extra
-		return fail("set", r.New, key, r.st.conn(r.New).set(ctx, key, value, ttl))
+		return c.open(r.st, fail("set", r.New, key, r.st.conn(r.New).set(ctx, key, value, ttl)), false)
 	}
-	return c.write("set", r, key, func(n node) error { return n.set(ctx, key, value, ttl) })
+	return c.open(r.st, c.write("set", r, key, func(n node) error { return n.set(ctx, key, value, ttl) }), false)
 }
 
 // Add stores value under key only if the key is absent; otherwise it returns
@@ -182,6 +182,10 @@ func (c *Client) Add(ctx context.Context, key string, value []byte, ttl time.Dur
 	if err != nil {
 		return err
 	}
+	return c.open(r.st, c.add(ctx, r, key, value, ttl), false)
+}
+
+func (c *Client) add(ctx context.Context, r route, key string, value []byte, ttl time.Duration) error {
 	if !r.Dual {
 		return fail("add", r.New, key, r.st.conn(r.New).add(ctx, key, value, ttl))
 	}
@@ -262,5 +266,5 @@ func (c *Client) Touch(ctx context.Context, key string, ttl time.Duration) error
 			err = c.write("touch", r, key, touch)
 		}
 	}
-	return err
+	return c.open(r.st, err, true)
 }

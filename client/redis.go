@@ -12,8 +12,12 @@ import (
 )
 
 // redisNode is a node served by Redis through go-redis, whose client holds
-// the node's connection pool.
-type redisNode struct{ rdb *redis.Client }
+// the node's connection pool. A hook on rdb reports every command's outcome
+// to h (probe.go).
+type redisNode struct {
+	rdb *redis.Client
+	h   *nodeHealth
+}
 
 // redisTTL converts a TTL for go-redis: 0 stays "no expiry", and a TTL under
 // a millisecond becomes one, the smallest Redis accepts.
@@ -183,6 +187,7 @@ func (n redisNode) touch(ctx context.Context, key string, ttl time.Duration) err
 }
 
 func (n redisNode) Close() error {
+	n.h.close()
 	if err := n.rdb.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
 		return err
 	}

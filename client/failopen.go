@@ -1,0 +1,51 @@
+package client
+
+import "errors"
+
+// Options.FailOpen trades errors for misses: an application that reads
+// through the cache to a database (cache-aside) keeps serving while a node is
+// down, at the price of that node's share of the load on the database. The
+// keys stay with their node: sending them elsewhere (go-redis Ring, or
+// twemproxy's auto_eject_hosts) serves stale values when the node comes back
+// with what it held before, for keys written elsewhere meanwhile.
+
+// open applies Options.FailOpen to err, the result of a single-key operation
+// routed with st: when err is a *NodeError from a node held down, a read
+// becomes ErrCacheMiss and a write is dropped (nil), counted on the node.
+func (c *Client) open(st *state, err error, read bool) error {
+	if err == nil || !c.opts.FailOpen {
+		return err
+	}
+	var ne *NodeError
+	if !errors.As(err, &ne) || ne.Err != ErrNodeDown {
+		return err
+	}
+	c.countOpen(st, ne.Node.Addr, 1, read)
+	if read {
+		return ErrCacheMiss
+	}
+	return nil
+}
+
+// openBatch reports whether a multi-key batch's failure is dropped by
+// FailOpen (the node is held down), and counts its n keys if so.
+func (c *Client) openBatch(st *state, b *batch, n int, read bool) bool {
+	if !c.opts.FailOpen || b.err != ErrNodeDown {
+		return false
+	}
+	c.countOpen(st, b.node.Addr, n, read)
+	return true
+}
+
+// countOpen counts n reads answered as misses, or n writes dropped, on the
+// node at addr.
+func (c *Client) countOpen(st *state, addr string, n int, read bool) {
+	h := healthOf(st.conns[addr])
+	switch {
+	case h == nil:
+	case read:
+		h.missed.Add(int64(n))
+	default:
+		h.dropped.Add(int64(n))
+	}
+}

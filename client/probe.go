@@ -1,0 +1,242 @@
+package client
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shardcache/shardcache/ring"
+)
+
+// Node health, the mechanism: each node's client carries a *nodeHealth. Every
+// call's outcome reaches it from one place per backend, whatever method made
+// the call: a go-redis hook on the node's client for Redis, and call (or the
+// fast paths beside it) in memcached.go for Memcached. state.conn hands out a
+// downNode instead of the client while the node is down, so no call site
+// checks anything; and one probe goroutine per down node marks it up again.
+
+// nodeHealth is the health of one node: its breaker, the counters Health
+// reports, and the probe that runs while it is down. It is made with the
+// node's client in dial and stopped by the client's Close.
+type nodeHealth struct {
+	breaker
+	backoff
+	node    ring.Node
+	enabled bool                            // false: FailureThreshold < 0, never down
+	ping    func(ctx context.Context) error // the backend's cheapest command
+	timeout time.Duration                   // bounds one probe
+
+	failures, downs, dropped, missed atomic.Int64
+	since                            atomic.Int64 // Unix ns when marked down; 0 while up
+
+	ctx    context.Context // cancelled by close, which ends a probe in flight
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	probe  bool // a probe goroutine runs
+	wg     sync.WaitGroup
+}
+
+func newNodeHealth(n ring.Node, o *Options) *nodeHealth {
+	h := &nodeHealth{
+		node:    n,
+		enabled: o.FailureThreshold > 0,
+		backoff: backoff{interval: o.ProbeInterval, max: max(MaxProbeInterval, o.ProbeInterval)},
+		timeout: o.DialTimeout + max(o.ReadTimeout, o.WriteTimeout),
+	}
+	h.threshold = int32(min(o.FailureThreshold, 1<<30))
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	return h
+}
+
+// observe records the outcome of one call made under ctx (nil: no context).
+// A nil h, a node client made outside dial, records nothing.
+func (h *nodeHealth) observe(ctx context.Context, err error) {
+	if h == nil || !h.enabled {
+		return
+	}
+	switch classify(ctx, err) {
+	case answered:
+		if h.success() {
+			h.since.Store(0)
+		}
+	case unreachable:
+		h.failures.Add(1)
+		if h.failure() {
+			h.since.Store(time.Now().UnixNano())
+			h.downs.Add(1)
+			h.startProbe()
+		}
+	}
+}
+
+// startProbe starts the probe goroutine unless one runs or h is closed.
+func (h *nodeHealth) startProbe() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.probe || h.ctx.Err() != nil {
+		return
+	}
+	h.probe = true
+	h.wg.Add(1)
+	go h.probeLoop()
+}
+
+// probeLoop pings the node, waiting backoff.delay(attempt) before each try,
+// until it answers (then the node is up) or h is closed.
+func (h *nodeHealth) probeLoop() {
+	defer h.wg.Done()
+	for attempt := 0; ; attempt++ {
+		t := time.NewTimer(h.delay(attempt))
+		select {
+		case <-h.ctx.Done():
+			t.Stop()
+			h.stopProbe()
+			return
+		case <-t.C:
+		}
+		if h.isDown() {
+			ctx, cancel := context.WithTimeout(h.ctx, h.timeout)
+			err := h.ping(ctx)
+			cancel()
+			if classify(nil, err) == answered && h.success() {
+				h.since.Store(0)
+			}
+		}
+		if !h.isDown() && h.stopProbe() {
+			return
+		}
+	}
+}
+
+// stopProbe ends the probe goroutine's turn, unless the node went down again
+// meanwhile and h is not closed: then the same goroutine goes on probing.
+func (h *nodeHealth) stopProbe() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.isDown() && h.ctx.Err() == nil {
+		return false
+	}
+	h.probe = false
+	return true
+}
+
+// close stops the probe and waits for it.
+func (h *nodeHealth) close() {
+	if h == nil {
+		return
+	}
+	h.cancel()
+	h.wg.Wait()
+}
+
+// healthHook reports the outcome of every command of a go-redis client to
+// the node's health, including those made through Client.Redis.
+type healthHook struct{ h *nodeHealth }
+
+func (healthHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (k healthHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		k.h.observe(ctx, err)
+		return err
+	}
+}
+
+func (k healthHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		k.h.observe(ctx, err)
+		return err
+	}
+}
+
+// withHealth gives the client of node n, fresh from dial, its health.
+func withHealth(n ring.Node, nd node, o *Options) node {
+	h := newNodeHealth(n, o)
+	switch nd := nd.(type) {
+	case redisNode:
+		nd.h = h
+		nd.rdb.AddHook(healthHook{h})
+		h.ping = func(ctx context.Context) error { return nd.rdb.Ping(ctx).Err() }
+		return nd
+	case mcNode:
+		nd.h = h
+		h.ping = nd.ping
+		return nd
+	}
+	return nd
+}
+
+// healthOf returns the health of a node's client, nil for a stand-in.
+func healthOf(nd node) *nodeHealth {
+	switch nd := nd.(type) {
+	case redisNode:
+		return nd.h
+	case mcNode:
+		return nd.h
+	}
+	return nil
+}
+
+// downNode stands for a node held down: every call fails at once with
+// ErrNodeDown, which callers wrap in a *NodeError as any node failure.
+type downNode struct{}
+
+func (downNode) get(context.Context, string) ([]byte, error)              { return nil, ErrNodeDown }
+func (downNode) getMulti(context.Context, []string, bool) ([]item, error) { return nil, ErrNodeDown }
+func (downNode) set(context.Context, string, []byte, time.Duration) error { return ErrNodeDown }
+func (downNode) setMulti(context.Context, []item) error                   { return ErrNodeDown }
+func (downNode) add(context.Context, string, []byte, time.Duration) error { return ErrNodeDown }
+func (downNode) addMulti(context.Context, []item) ([]bool, error)         { return nil, ErrNodeDown }
+func (downNode) delete(context.Context, string) error                     { return ErrNodeDown }
+func (downNode) deleteMulti(context.Context, []string) error              { return ErrNodeDown }
+func (downNode) incr(context.Context, string, int64) (int64, error)       { return 0, ErrNodeDown }
+func (downNode) touch(context.Context, string, time.Duration) error       { return ErrNodeDown }
+func (downNode) Close() error                                             { return nil }
+
+// NodeHealth is one node's health as the client sees it.
+type NodeHealth struct {
+	Node ring.Node
+	// Down is true while the node is held down: its calls fail at once with
+	// ErrNodeDown (or, with Options.FailOpen, read as misses), and a probe
+	// retries it in the background.
+	Down bool
+	// Since is when the node was last marked down; zero while it is up.
+	Since time.Time
+	// Failures counts the connection-level failures of its calls; Downs the
+	// times it was marked down.
+	Failures, Downs int64
+	// Dropped counts the writes Options.FailOpen dropped while it was down,
+	// and Missed the reads it answered with a miss.
+	Dropped, Missed int64
+}
+
+// Health returns the health of every node the client routes to (during a
+// migration, those of both placements), sorted by name.
+func (c *Client) Health() []NodeHealth {
+	st := c.state.Load()
+	if st == nil {
+		return nil
+	}
+	var out []NodeHealth
+	for _, nd := range st.conns {
+		h := healthOf(nd)
+		if h == nil {
+			continue
+		}
+		nh := NodeHealth{Node: h.node, Down: h.isDown(), Failures: h.failures.Load(), Downs: h.downs.Load(),
+			Dropped: h.dropped.Load(), Missed: h.missed.Load()}
+		if ns := h.since.Load(); ns != 0 && nh.Down {
+			nh.Since = time.Unix(0, ns)
+		}
+		out = append(out, nh)
+	}
+	slices.SortFunc(out, func(a, b NodeHealth) int { return strings.Compare(a.Node.Name, b.Node.Name) })
+	return out
+}

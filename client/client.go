@@ -189,16 +189,16 @@ type Client struct {
 	// last is the latest migration, kept after its window for Status.
 	last atomic.Pointer[migration.Migration]
 
-	mu     sync.Mutex           // serialises changes of state
-	timer  *time.Timer          // drops the old placement at the end of a window
+	mu    sync.Mutex  // serialises changes of state
+	timer *time.Timer // drops the old placement at the end of a window
 	// grace is how long a retired placement's nodes stay open, so that an
 	// operation routed just before its retirement still finishes there
 	// (retire.go); releases holds the timers that will close them.
 	grace    time.Duration
 	releases []*time.Timer
-	queue  chan pendingBackfill // nil when backfills are synchronous
-	done   chan struct{}        // closed by Close: stops the backfill worker
-	worker sync.WaitGroup
+	queue    chan pendingBackfill // nil when backfills are synchronous
+	done     chan struct{}        // closed by Close: stops the backfill worker
+	worker   sync.WaitGroup
 }
 
 // state is an immutable routing table.

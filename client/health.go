@@ -87,9 +87,9 @@ func (b backoff) delay(attempt int) time.Duration {
 type outcome int
 
 const (
-	answered outcome = iota // the node answered, even with a miss or an error reply
-	unreachable             // a connection-level failure: the node did not answer
-	unknown                 // says nothing: the caller gave up, or it never left the client
+	answered    outcome = iota // the node answered, even with a miss or an error reply
+	unreachable                // a connection-level failure: the node did not answer
+	unknown                    // says nothing: the caller gave up, or it never left the client
 )
 
 // classify says what err, the result of one call to a node made under ctx

@@ -105,7 +105,7 @@ type Options struct {
 	// the network, with a *NodeError whose cause is ErrNodeDown, until a
 	// background probe (Redis PING, Memcached "version") gets an answer. The
 	// first probe waits ProbeInterval, and each failed one doubles the wait,
-	// up to MaxProbeInterval. A miss, an error reply, or the caller's context
+	// up to ProbeBackoffCap times ProbeInterval. A miss, an error reply, or the caller's context
 	// ending never counts against a node. Defaults DefaultFailureThreshold
 	// and DefaultProbeInterval; a negative FailureThreshold disables this.
 	FailureThreshold int

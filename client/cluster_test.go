@@ -103,7 +103,8 @@ func newCluster(t testing.TB, kind string, n int) *cluster {
 			t.Cleanup(func() { mc.Close() })
 			r = rawMemcache{mc}
 		} else {
-			rdb := redis.NewClient(&redis.Options{Addr: addr})
+			// One dial, no retries: a stopped server is read at once.
+			rdb := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1})
 			t.Cleanup(func() { rdb.Close() })
 			r = rawRedis{rdb}
 		}

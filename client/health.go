@@ -29,11 +29,12 @@ const (
 	// mark a node down.
 	DefaultFailureThreshold = 3
 	// DefaultProbeInterval is the wait before the first probe of a down
-	// node; each failed probe doubles it, up to MaxProbeInterval.
+	// node; each failed probe doubles it.
 	DefaultProbeInterval = 500 * time.Millisecond
-	// MaxProbeInterval caps the wait between two probes of a down node, so a
-	// node that comes back after a long outage is noticed within 10s.
-	MaxProbeInterval = 10 * time.Second
+	// ProbeBackoffCap caps the doubling at this many times the interval
+	// (10s by default): a node back after a long outage is noticed within
+	// that, and a dead one costs one probe per 10s.
+	ProbeBackoffCap = 20
 )
 
 // breaker holds one node's run of failures and whether it is down. Its hot

@@ -45,7 +45,7 @@ func newNodeHealth(n ring.Node, o *Options) *nodeHealth {
 	h := &nodeHealth{
 		node:    n,
 		enabled: o.FailureThreshold > 0,
-		backoff: backoff{interval: o.ProbeInterval, max: max(MaxProbeInterval, o.ProbeInterval)},
+		backoff: backoff{interval: o.ProbeInterval, max: ProbeBackoffCap * o.ProbeInterval},
 		timeout: o.DialTimeout + max(o.ReadTimeout, o.WriteTimeout),
 	}
 	h.threshold = int32(min(o.FailureThreshold, 1<<30))

@@ -24,6 +24,7 @@ package client
 
 import (
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -123,11 +124,30 @@ type Options struct {
 	Now func() time.Time
 
 	// NewRedisClient, when set, makes the go-redis client of every Redis
-	// node, the initial ones included, instead of redis.NewClient with the
-	// options above: add hooks (redisotel, logging) or TLS here.
-	NewRedisClient func(ring.Node) *redis.Client
-	// NewMemcacheClient does the same for Memcached nodes.
-	NewMemcacheClient func(ring.Node) *memcache.Client
+	// node, the initial ones included and those of every later Reshard, as
+	// go-redis's RingOptions.NewClient does: opt is what the client would
+	// use (the address, the timeouts and pool size above, one dial attempt
+	// and no command retries); pass it to redis.NewClient, after changing
+	// it if need be, and add hooks (redisotel, logging) to the client made.
+	// Default redis.NewClient(opt).
+	NewRedisClient func(n ring.Node, opt *redis.Options) *redis.Client
+	// NewMemcacheClient does the same for Memcached nodes: mc is the client
+	// the client would use (the node's address, the Timeout and
+	// MaxIdleConns from the options above); set its fields, or wrap its
+	// DialContext, and return it, or return a client of your own. Default mc.
+	NewMemcacheClient func(n ring.Node, mc *memcache.Client) *memcache.Client
+
+	// Logger receives the client's events, never one per call: a node
+	// marked down (Warn) or up again (Info), a migration started and its
+	// window over (Info), the asynchronous backfill queue full (Warn) and
+	// accepting again (Info). Node events carry the node's name and address
+	// as the attributes "node" and "addr". Default none: silent.
+	Logger *slog.Logger
+	// DisableStats turns off the per-node counters of Stats (calls,
+	// results, errors, latency), which cost one atomic add per counter and
+	// two clock reads per call. Health, Migration and the migration
+	// counters of Stats stay.
+	DisableStats bool
 }
 
 // MigrateFrom describes the placement a migration moves keys from, and its
@@ -175,6 +195,9 @@ func (o *Options) init() {
 	if o.ProbeInterval <= 0 {
 		o.ProbeInterval = DefaultProbeInterval
 	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 }
 
 // Client is a sharded cache client. It is safe for concurrent use.
@@ -197,6 +220,11 @@ type Client struct {
 	grace    time.Duration
 	releases []*time.Timer
 	queue    chan pendingBackfill // nil when backfills are synchronous
+	full     atomic.Bool          // the queue dropped a copy, and none was queued since (logs once)
+	// migrations counts the migrations started; pastCounts adds up the
+	// counters of those before the latest (c.last). Under mu.
+	migrations int64
+	pastCounts migration.Snapshot
 	done     chan struct{}        // closed by Close: stops the backfill worker
 	worker   sync.WaitGroup
 }
@@ -285,23 +313,30 @@ func (c *Client) dial(n ring.Node) (node, error) {
 	return withHealth(n, c.newNode(n), &c.opts), nil
 }
 
-// newNode makes the backend's client of node n.
+// newNode makes the backend's client of node n, through the hooks
+// NewRedisClient and NewMemcacheClient when they are set.
 func (c *Client) newNode(n ring.Node) node {
 	o := &c.opts
 	if o.Backend == Memcached {
-		if o.NewMemcacheClient != nil {
-			return mcNode{mc: o.NewMemcacheClient(n)}
-		}
 		mc := memcache.NewFromSelector(newMCServer(n.Addr))
 		mc.Timeout = max(o.ReadTimeout, o.WriteTimeout, o.DialTimeout)
 		mc.MaxIdleConns = o.PoolSize
+		if o.NewMemcacheClient != nil {
+			mc = o.NewMemcacheClient(n, mc)
+		}
 		return mcNode{mc: mc}
 	}
+	opt := o.redisOptions(n)
 	if o.NewRedisClient != nil {
-		return redisNode{rdb: o.NewRedisClient(n)}
+		return redisNode{rdb: o.NewRedisClient(n, opt)}
 	}
 	quietDialErrors()
-	return redisNode{rdb: redis.NewClient(&redis.Options{
+	return redisNode{rdb: redis.NewClient(opt)}
+}
+
+// redisOptions returns the go-redis options of node n.
+func (o *Options) redisOptions(n ring.Node) *redis.Options {
+	return &redis.Options{
 		Addr:                  n.Addr,
 		DialTimeout:           o.DialTimeout,
 		ReadTimeout:           o.ReadTimeout,
@@ -315,7 +350,7 @@ func (c *Client) newNode(n ring.Node) node {
 		// count twice, and for a cache a fast miss beats a slow retry (a host
 		// that drops packets cost 4 × DialTimeout per call with go-redis's 3).
 		MaxRetries: -1,
-	})}
+	}
 }
 
 // Close closes every node's pool and stops the backfill worker. Operations
@@ -445,7 +480,15 @@ func (c *Client) migrate(old ring.Locator, oldConns map[string]node, p ring.Loca
 	for addr, n := range own {
 		conns[addr] = n
 	}
+	if prev := c.last.Load(); prev != nil {
+		c.pastCounts = c.pastCounts.Add(prev.Counters.Snapshot())
+	}
+	c.migrations++
 	c.last.Store(m)
+	if window > 0 {
+		c.opts.Logger.Info("shardcache: migration started", slog.Any("old", nodeList(old)), slog.Any("new", nodeList(p)),
+			slog.Time("start", start), slog.Duration("window", window), slog.Time("end", m.End()), slog.Float64("moved", m.Status(start).Moved))
+	}
 	if c.timer != nil {
 		c.timer.Stop()
 	}
@@ -471,6 +514,11 @@ func (c *Client) retireIfOver() {
 func (c *Client) retireLocked(st *state) *state {
 	next := &state{placement: st.placement, own: st.own, conns: st.own}
 	c.state.Store(next)
+	if s := st.mig.Status(c.opts.Now()); s.End.After(s.Start) {
+		c.opts.Logger.Info("shardcache: migration window over", slog.Any("old", nodeList(st.mig.Old())), slog.Any("new", nodeList(st.placement)),
+			slog.Int64("fallback_hits", s.FallbackHits), slog.Int64("fallback_misses", s.FallbackMisses),
+			slog.Int64("backfills", s.Backfills), slog.Int64("backfills_dropped", s.BackfillsDropped))
+	}
 	c.releaseLocked(st.mig.Old().Nodes())
 	return next
 }
@@ -508,7 +556,7 @@ func (c *Client) load() (*state, time.Time) {
 func (st *state) conn(n ring.Node) node {
 	if c, ok := st.conns[n.Addr]; ok {
 		if h := healthOf(c); h != nil && h.isDown() {
-			return downNode{}
+			return downNode{h}
 		}
 		return c
 	}

@@ -311,8 +311,8 @@ func TestBackfillNeverOverwritesNewerValue(t *testing.T) {
 			newOwner := mustRing(t, to).Locate(key).Addr
 			writer := redis.NewClient(&redis.Options{Addr: newOwner})
 			defer writer.Close()
-			c := cl.client(t, Options{Nodes: from, NewRedisClient: func(n ring.Node) *redis.Client {
-				rdb := redis.NewClient(&redis.Options{Addr: n.Addr})
+			c := cl.client(t, Options{Nodes: from, NewRedisClient: func(n ring.Node, opt *redis.Options) *redis.Client {
+				rdb := redis.NewClient(opt)
 				if n.Addr == newOwner {
 					rdb.AddHook(raceHook{key: key, writer: writer})
 				}
@@ -598,8 +598,8 @@ func TestAsyncBackfill(t *testing.T) {
 	entered := make(chan struct{}, 16)
 	armed := new(atomic.Bool)
 	c := cl.client(t, Options{Nodes: cl.nodes(0), AsyncBackfill: true, BackfillQueue: 1,
-		NewRedisClient: func(n ring.Node) *redis.Client {
-			rdb := redis.NewClient(&redis.Options{Addr: n.Addr})
+		NewRedisClient: func(n ring.Node, opt *redis.Options) *redis.Client {
+			rdb := redis.NewClient(opt)
 			rdb.AddHook(blockPipelines{armed, entered, release})
 			return rdb
 		}})

@@ -145,7 +145,42 @@ type Counters struct {
 	DualDeletes      atomic.Int64 // deletes sent to the old owner too
 }
 
-// Status is a snapshot of a migration, as the client reports it.
+// Snapshot is the value of Counters at one instant: the one list of the
+// migration counters, which Status and the client's Stats embed.
+type Snapshot struct {
+	NewHits, FallbackHits, FallbackMisses, FallbackErrors int64
+	Backfills, BackfillsSkipped, BackfillsRevoked         int64
+	BackfillsDropped                                      int64
+	DualWrites, DualWriteErrors, DualDeletes              int64
+}
+
+// Snapshot reads every counter. The counters are read one after the other,
+// so a snapshot taken under traffic may be a moment apart between fields.
+func (c *Counters) Snapshot() Snapshot {
+	return Snapshot{
+		NewHits: c.NewHits.Load(), FallbackHits: c.FallbackHits.Load(),
+		FallbackMisses: c.FallbackMisses.Load(), FallbackErrors: c.FallbackErrors.Load(),
+		Backfills: c.Backfills.Load(), BackfillsSkipped: c.BackfillsSkipped.Load(),
+		BackfillsRevoked: c.BackfillsRevoked.Load(), BackfillsDropped: c.BackfillsDropped.Load(),
+		DualWrites: c.DualWrites.Load(), DualWriteErrors: c.DualWriteErrors.Load(),
+		DualDeletes: c.DualDeletes.Load(),
+	}
+}
+
+// Add returns the sum of s and t, field by field.
+func (s Snapshot) Add(t Snapshot) Snapshot {
+	return Snapshot{
+		NewHits: s.NewHits + t.NewHits, FallbackHits: s.FallbackHits + t.FallbackHits,
+		FallbackMisses: s.FallbackMisses + t.FallbackMisses, FallbackErrors: s.FallbackErrors + t.FallbackErrors,
+		Backfills: s.Backfills + t.Backfills, BackfillsSkipped: s.BackfillsSkipped + t.BackfillsSkipped,
+		BackfillsRevoked: s.BackfillsRevoked + t.BackfillsRevoked, BackfillsDropped: s.BackfillsDropped + t.BackfillsDropped,
+		DualWrites: s.DualWrites + t.DualWrites, DualWriteErrors: s.DualWriteErrors + t.DualWriteErrors,
+		DualDeletes: s.DualDeletes + t.DualDeletes,
+	}
+}
+
+// Status is a snapshot of a migration, as the client reports it: its window,
+// its placements and its counters.
 type Status struct {
 	Active     bool      // inside the window: reads fall back, writes go to both
 	Start, End time.Time // the window; zero when there never was a migration
@@ -153,23 +188,14 @@ type Status struct {
 	NewNodes   []ring.Node
 	Moved      float64 // exact fraction of keys whose owner changes; NaN if unknown
 
-	NewHits, FallbackHits, FallbackMisses, FallbackErrors int64
-	Backfills, BackfillsSkipped, BackfillsRevoked         int64
-	BackfillsDropped                                      int64
-	DualWrites, DualWriteErrors, DualDeletes              int64
+	Snapshot // the counters
 }
 
 // Status returns a snapshot of m at time now.
 func (m *Migration) Status(now time.Time) Status {
-	c := m.Counters
 	return Status{
 		Active: m.Active(now), Start: m.start, End: m.end,
 		OldNodes: m.old.Nodes(), NewNodes: m.new.Nodes(), Moved: m.moved,
-		NewHits: c.NewHits.Load(), FallbackHits: c.FallbackHits.Load(),
-		FallbackMisses: c.FallbackMisses.Load(), FallbackErrors: c.FallbackErrors.Load(),
-		Backfills: c.Backfills.Load(), BackfillsSkipped: c.BackfillsSkipped.Load(),
-		BackfillsRevoked: c.BackfillsRevoked.Load(), BackfillsDropped: c.BackfillsDropped.Load(),
-		DualWrites: c.DualWrites.Load(), DualWriteErrors: c.DualWriteErrors.Load(),
-		DualDeletes: c.DualDeletes.Load(),
+		Snapshot: m.Counters.Snapshot(),
 	}
 }

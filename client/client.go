@@ -225,8 +225,8 @@ type Client struct {
 	// counters of those before the latest (c.last). Under mu.
 	migrations int64
 	pastCounts migration.Snapshot
-	done     chan struct{}        // closed by Close: stops the backfill worker
-	worker   sync.WaitGroup
+	done       chan struct{} // closed by Close: stops the backfill worker
+	worker     sync.WaitGroup
 }
 
 // state is an immutable routing table.

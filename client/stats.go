@@ -27,8 +27,9 @@ import (
 type Stats struct {
 	// Nodes are the nodes the client routes to, sorted by name: those of the
 	// current placement and, during a migration, those of the old one. A
-	// node that leaves both is no longer listed, and a node that comes back
-	// starts from zero.
+	// node that leaves both is no longer listed. A node's counts live as
+	// long as its connection pool: one that comes back once its pool was
+	// closed starts from zero.
 	Nodes []NodeStats
 	// Migration is the latest migration, as Client.Migration returns it.
 	Migration migration.Status
@@ -58,7 +59,8 @@ type OpStats struct {
 	// Op is the call: "get", "get_multi", "set", "set_multi", "add",
 	// "add_multi", "delete", "delete_multi", "incr", "touch", "ping" (a
 	// probe), or "other" (a command sent through Client.Redis that is none
-	// of these). It names the round trip to the node: a Get that falls back
+	// of these; commands go-redis sends to set a connection up are not
+	// counted). It names the round trip to the node: a Get that falls back
 	// during a migration is a "get" on the new owner and a "get_multi" of
 	// one key (with its TTL) on the old one.
 	Op string
@@ -202,6 +204,9 @@ const (
 	opPing
 	opOther
 	numOps
+	// opSetup is a command go-redis sends on each new connection (HELLO,
+	// AUTH, SELECT, CLIENT SETINFO): the breaker sees it, Stats does not.
+	opSetup = numOps
 )
 
 var opNames = [numOps]string{"get", "get_multi", "set", "set_multi", "add", "add_multi",
@@ -265,7 +270,7 @@ func (s *nodeStats) begin() time.Time {
 // A "get" also counts its key as a hit or a miss; multi-key reads count
 // theirs with keys.
 func (s *nodeStats) record(o op, start time.Time, err error) {
-	if s == nil {
+	if s == nil || o == opSetup {
 		return
 	}
 	c := &s.ops[o]
@@ -352,6 +357,8 @@ func redisOp(cmd redis.Cmder) op {
 		return opTouch
 	case "ping":
 		return opPing
+	case "hello", "auth", "select", "client", "readonly":
+		return opSetup
 	}
 	return opOther
 }
@@ -363,15 +370,15 @@ func redisPipelineOp(cmds []redis.Cmder) op {
 	if len(cmds) == 0 {
 		return opOther
 	}
-	switch redisOp(cmds[0]) {
+	switch o := redisOp(cmds[0]); o {
 	case opGet:
 		return opGetMulti
 	case opSet:
 		return opSetMulti
 	case opAdd:
 		return opAddMulti
-	case opTouch:
-		return opTouch
+	case opTouch, opSetup:
+		return o
 	}
 	return opOther
 }

@@ -25,8 +25,8 @@ type logged struct {
 }
 
 func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler      { return r }
-func (r *logRecorder) WithGroup(string) slog.Handler           { return r }
+func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *logRecorder) WithGroup(string) slog.Handler            { return r }
 
 func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
 	l := logged{level: rec.Level, msg: rec.Message, attrs: map[string]string{}}

@@ -78,7 +78,8 @@ func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *clust
 	reqs := make([]request, cfg.Requests)
 	buckets := make([][]request, cfg.Workers)
 	stream := w.stream()
-	var fallbackHits int64
+	stats := newStatsReader()
+	stats.step(c.Stats()) // from here on: the prefill is no read
 	cl.clock.begin()
 	for i := range cfg.Steps {
 		if i == cfg.ReshardAt {
@@ -95,8 +96,7 @@ func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *clust
 			buckets[b] = append(buckets[b], r)
 		}
 		st := m.step(ctx, buckets)
-		fh := c.Migration().FallbackHits
-		st.FallbackHits, fallbackHits = fh-fallbackHits, fh
+		st.Reads, st.Hits, st.FallbackHits = stats.step(c.Stats())
 		res.Steps[i] = st
 		late, err := cl.clock.advance(ctx, i)
 		if err != nil {
@@ -107,7 +107,7 @@ func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *clust
 		}
 		progress()
 	}
-	res.Backfills = c.Migration().Backfills
+	res.Backfills = c.Stats().MigrationTotals.Backfills
 	res.summarize(cfg.ReshardAt)
 	return res, nil
 }
@@ -170,11 +170,9 @@ func (m *modeRun) do(ctx context.Context, r request, st *Step) {
 		m.set(ctx, r, st)
 		return
 	}
-	st.Reads++
-	v, err := m.c.Get(ctx, key)
+	v, err := m.c.Get(ctx, key) // counted in the client's Stats: see stats.go
 	switch {
 	case err == nil:
-		st.Hits++
 		if ver, perr := strconv.ParseUint(string(v), 10, 32); perr != nil || uint32(ver) < m.db.version[r.key] {
 			st.Stale++
 		}

@@ -78,6 +78,15 @@ func TestRunRanks(t *testing.T) {
 	if got := modn.Total.Reads + modn.Total.Writes; got != int64(40*500) {
 		t.Errorf("%d requests, want %d", got, 40*500)
 	}
+	// Reads and hits come from the client's Stats, loads from the
+	// simulation's database: every read the cache missed loads once.
+	for _, r := range res.Modes {
+		for i, s := range r.Steps {
+			if s.Reads-s.Hits != s.Loads || s.Errors != 0 {
+				t.Fatalf("%v step %d: %d reads, %d hits from Stats, but %d loads, %d errors", r.Mode, i, s.Reads, s.Hits, s.Loads, s.Errors)
+			}
+		}
+	}
 }
 
 // TestRunDeterministic checks that a run depends on its seed only, not on

@@ -13,8 +13,12 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shardcache/shardcache/client"
 	"github.com/shardcache/shardcache/internal/testserver"
@@ -58,6 +62,32 @@ func ExampleOptions_redisotel() {
 	// Output:
 	// set
 	// get
+}
+
+// Trace Memcached calls: gomemcache has no hooks, so the application opens a
+// span around each façade call, naming the node that owns the key.
+func ExampleOptions_memcachedTracing() {
+	c, err := client.New(client.Options{
+		Backend: client.Memcached,
+		Nodes:   []ring.Node{{Name: "a", Addr: "10.0.0.1:11211"}, {Name: "b", Addr: "10.0.0.2:11211"}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	tracer := otel.Tracer("myapp")
+	get := func(ctx context.Context, key string) ([]byte, error) {
+		ctx, span := tracer.Start(ctx, "cache get", trace.WithAttributes(
+			attribute.String("db.system", "memcached"), attribute.String("shardcache.node", c.Locate(key).Name)))
+		defer span.End()
+		v, err := c.Get(ctx, key)
+		if err != nil && err != client.ErrCacheMiss {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		return v, err
+	}
+	_, _ = get(context.Background(), "user:42")
 }
 
 // TestRedisotelSeesEveryNode checks that a redisotel hook added through

@@ -139,8 +139,8 @@ type Options struct {
 
 	// Logger receives the client's events, never one per call: a node
 	// marked down (Warn) or up again (Info), a migration started and its
-	// window over (Info), the asynchronous backfill queue full (Warn) and
-	// accepting again (Info). Node events carry the node's name and address
+	// window over, or a Reshard without a window (Info), the asynchronous
+	// backfill queue full (Warn) and accepting again (Info). Node events carry the node's name and address
 	// as the attributes "node" and "addr". Default none: silent.
 	Logger *slog.Logger
 	// DisableStats turns off the per-node counters of Stats (calls,
@@ -486,8 +486,11 @@ func (c *Client) migrate(old ring.Locator, oldConns map[string]node, p ring.Loca
 	c.migrations++
 	c.last.Store(m)
 	if window > 0 {
-		c.opts.Logger.Info("shardcache: migration started", slog.Any("old", nodeList(old)), slog.Any("new", nodeList(p)),
+		c.opts.Logger.Info("shardcache: migration started", slog.String("old", nodeList(old)), slog.String("new", nodeList(p)),
 			slog.Time("start", start), slog.Duration("window", window), slog.Time("end", m.End()), slog.Float64("moved", m.Status(start).Moved))
+	} else {
+		c.opts.Logger.Info("shardcache: resharded at once, without a window", slog.String("old", nodeList(old)), slog.String("new", nodeList(p)),
+			slog.Float64("moved", m.Status(start).Moved))
 	}
 	if c.timer != nil {
 		c.timer.Stop()
@@ -515,7 +518,7 @@ func (c *Client) retireLocked(st *state) *state {
 	next := &state{placement: st.placement, own: st.own, conns: st.own}
 	c.state.Store(next)
 	if s := st.mig.Status(c.opts.Now()); s.End.After(s.Start) {
-		c.opts.Logger.Info("shardcache: migration window over", slog.Any("old", nodeList(st.mig.Old())), slog.Any("new", nodeList(st.placement)),
+		c.opts.Logger.Info("shardcache: migration window over", slog.String("old", nodeList(st.mig.Old())), slog.String("new", nodeList(st.placement)),
 			slog.Int64("fallback_hits", s.FallbackHits), slog.Int64("fallback_misses", s.FallbackMisses),
 			slog.Int64("backfills", s.Backfills), slog.Int64("backfills_dropped", s.BackfillsDropped))
 	}

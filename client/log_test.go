@@ -61,7 +61,8 @@ func (r *logRecorder) count() int {
 
 // TestLogger checks the events Options.Logger receives on real
 // redis-servers: a node down and up again, with its name and address, a
-// migration started and its window over; and that calls log nothing.
+// migration started and its window over, a cut-over; and that calls log
+// nothing.
 func TestLogger(t *testing.T) {
 	ss := testserver.Redis(t, 2)
 	nodes := []ring.Node{{Name: "a", Addr: ss[0].Addr}, {Name: "b", Addr: ss[1].Addr}}
@@ -118,5 +119,11 @@ func TestLogger(t *testing.T) {
 	c.Get(ctx, kb) // sees the window over
 	if over := rec.find("window over"); len(over) != 1 || over[0].attrs["fallback_hits"] != "1" {
 		t.Fatalf("window over lines %+v; want one, with the fallback hit", over)
+	}
+	if err := c.Reshard(nodes, 0); err != nil {
+		t.Fatal(err)
+	}
+	if at := rec.find("resharded at once"); len(at) != 1 || !strings.Contains(at[0].attrs["new"], "b="+ss[1].Addr) {
+		t.Fatalf("cut-over lines %+v; want one, b in the new placement", at)
 	}
 }

@@ -290,12 +290,18 @@ func (s *nodeStats) record(o op, start time.Time, err error) {
 		return
 	}
 	d := time.Since(start)
+	c.latency[latencyBucket(d)].Add(1)
+	c.latencySum.Add(int64(d))
+}
+
+// latencyBucket returns the index of the histogram bucket of d: the first
+// bound d does not exceed, or len(latencyBounds) above them all.
+func latencyBucket(d time.Duration) int {
 	i := 0
 	for i < len(latencyBounds) && d > latencyBounds[i] {
 		i++
 	}
-	c.latency[i].Add(1)
-	c.latencySum.Add(int64(d))
+	return i
 }
 
 // keys counts the keys a multi-key read of kind o found and missed.

@@ -170,26 +170,41 @@ func TestStatsDisabled(t *testing.T) {
 	}
 }
 
-// TestHistogram checks the latency buckets and the quantile estimate.
+// TestHistogram checks the latency buckets, the counts of record, and the
+// quantile estimate.
 func TestHistogram(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want int
+	}{
+		{0, 0}, {25 * time.Microsecond, 0}, {26 * time.Microsecond, 1}, {time.Millisecond, 5},
+		{5 * time.Second, len(latencyBounds) - 1}, {time.Hour, len(latencyBounds)},
+	} {
+		if got := latencyBucket(tc.d); got != tc.want {
+			t.Errorf("latencyBucket(%v) = %d; want %d", tc.d, got, tc.want)
+		}
+	}
 	var s nodeStats
-	start := time.Now()
-	for range 99 {
-		s.record(opGet, start.Add(-30*time.Microsecond), nil) // in (25µs, 50µs]
+	for range 3 {
+		s.record(opGet, time.Now().Add(-time.Hour), nil) // above every bound, however slow the test runs
 	}
-	s.record(opGet, start.Add(-7*time.Second), nil) // above every bound
-	h := s.snapshot()[0].Latency
-	if h.Count() != 100 || h.Counts[1] != 99 || h.Counts[len(h.Counts)-1] != 1 || len(h.Counts) != len(h.Bounds)+1 {
-		t.Fatalf("histogram %+v", h)
+	s.record(opGet, time.Time{}, ErrNodeDown) // never reached the network: not timed
+	got := s.snapshot()[0]
+	h := got.Latency
+	if got.Calls() != 4 || got.Errors.Down != 1 || h.Count() != 3 || h.Counts[len(h.Counts)-1] != 3 || len(h.Counts) != len(h.Bounds)+1 || h.Sum < 3*time.Hour {
+		t.Fatalf("stats %+v", got)
 	}
+
+	h = Histogram{Bounds: LatencyBounds(), Counts: make([]int64, len(latencyBounds)+1)}
+	h.Counts[1], h.Counts[len(h.Counts)-1] = 99, 1
 	if q := h.Quantile(0.5); q != 50*time.Microsecond {
 		t.Errorf("median %v; want the 50µs bound", q)
 	}
 	if q := h.Quantile(0.999); q != h.Bounds[len(h.Bounds)-1] {
 		t.Errorf("p99.9 %v; want the largest bound", q)
 	}
-	if h.Sum < 7*time.Second {
-		t.Errorf("sum %v", h.Sum)
+	if q := (Histogram{Bounds: LatencyBounds()}).Quantile(0.99); q != 0 {
+		t.Errorf("quantile of nothing: %v", q)
 	}
 }
 

@@ -1,0 +1,96 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shardcache/shardcache/ring"
+)
+
+// holdDeletes holds the first DEL of key its node gets, once armed, until
+// release: a Delete routed during the window, on its way to the old owner.
+type holdDeletes struct {
+	*trap
+	key              string
+	entered, release chan struct{}
+}
+
+func (holdDeletes) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h holdDeletes) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "del" && cmd.Args()[1] == h.key && h.armed.CompareAndSwap(true, false) {
+			close(h.entered)
+			<-h.release
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (holdDeletes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestWindowEndGrace checks that an operation routed just before the window
+// ends finishes on the old owner, which the end of the window would
+// otherwise have closed under it ("client closed"); with no grace period it
+// does fail, which shows the race is real.
+func TestWindowEndGrace(t *testing.T) {
+	for _, grace := range []bool{true, false} {
+		name := map[bool]string{true: "grace", false: "no grace"}[grace]
+		t.Run(name, func(t *testing.T) {
+			cl := newCluster(t, "miniredis", 2)
+			from, to := cl.nodes(0, 1), cl.nodes(0)
+			var k string // a key of the old owner, node 1
+			for i := 0; k == ""; i++ {
+				if key := fmt.Sprintf("user:%d", i); mustRing(t, from).Locate(key).Addr == cl.addrs[1] {
+					k = key
+				}
+			}
+			hold := holdDeletes{trap: &trap{}, key: k, entered: make(chan struct{}), release: make(chan struct{})}
+			clock := newFakeClock()
+			c := cl.client(t, Options{Nodes: from, Now: clock.Now, NewRedisClient: func(n ring.Node) *redis.Client {
+				rdb := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1})
+				if n.Addr == cl.addrs[1] {
+					rdb.AddHook(hold)
+				}
+				return rdb
+			}})
+			if !grace {
+				c.grace = 0
+			}
+			if err := c.Reshard(to, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			hold.armed.Store(true)
+			done := make(chan error, 1)
+			go func() { done <- c.Delete(context.Background(), k) }()
+			<-hold.entered // routed, and on its way to the old owner
+			clock.Advance(2 * time.Minute)
+			c.retireIfOver() // the window is over: the old owner is retired
+			if st := c.state.Load(); st.mig != nil {
+				t.Fatal("the migration was not retired")
+			}
+			close(hold.release)
+			err := <-done
+			if grace {
+				if err != nil {
+					t.Fatalf("Delete routed before the window ended = %v; want nil", err)
+				}
+				if open := c.pools.Addrs(); !slices.Contains(open, cl.addrs[1]) {
+					t.Fatalf("the retired node's pool closed before its grace period: %v", open)
+				}
+				return
+			}
+			if !errors.Is(err, redis.ErrClosed) {
+				t.Fatalf("without a grace period, Delete = %v; want the race's redis.ErrClosed", err)
+			}
+		})
+	}
+}

@@ -91,6 +91,10 @@ type Options struct {
 	// MaxKeyLength is the longest key accepted. Default 250 bytes for
 	// Memcached (its protocol's limit) and 64 KiB for Redis.
 	MaxKeyLength int
+	// MaxValueSize is the longest value accepted by Set, Add and SetMulti;
+	// a longer one fails with ErrValueTooLarge before any I/O. Default
+	// DefaultMaxValueSizeMemcached or DefaultMaxValueSizeRedis.
+	MaxValueSize int
 
 	// AsyncBackfill makes the backfills of a migration asynchronous: reads
 	// return as soon as they have the value and a worker writes the copy.
@@ -161,6 +165,12 @@ func (o *Options) init() {
 		o.MaxKeyLength = 64 << 10
 		if o.Backend == Memcached {
 			o.MaxKeyLength = 250
+		}
+	}
+	if o.MaxValueSize == 0 {
+		o.MaxValueSize = DefaultMaxValueSizeRedis
+		if o.Backend == Memcached {
+			o.MaxValueSize = DefaultMaxValueSizeMemcached
 		}
 	}
 	if o.BackfillQueue == 0 {

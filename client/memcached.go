@@ -42,8 +42,10 @@ func mcErr(err error) error {
 		return ErrCacheMiss
 	case errors.Is(err, memcache.ErrNotStored):
 		return ErrNotStored
+	case err == nil:
+		return nil
 	}
-	return err
+	return mcTooLarge(err)
 }
 
 // call runs fn, returning early with the context's error when ctx is done

@@ -187,6 +187,32 @@ func (o *Options) init() {
 	}
 }
 
+// check rejects options that cannot work, after init.
+func (o *Options) check() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"Vnodes", int64(o.Vnodes)}, {"PoolSize", int64(o.PoolSize)}, {"MaxKeyLength", int64(o.MaxKeyLength)},
+		{"MaxValueSize", int64(o.MaxValueSize)}, {"BackfillQueue", int64(o.BackfillQueue)},
+		{"DialTimeout", int64(o.DialTimeout)}, {"ReadTimeout", int64(o.ReadTimeout)}, {"WriteTimeout", int64(o.WriteTimeout)},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("%w: negative %s", ErrBadOptions, f.name)
+		}
+	}
+	if o.Backend != Redis && o.Backend != Memcached {
+		return fmt.Errorf("%w: unknown backend %v", ErrBadOptions, o.Backend)
+	}
+	if o.Placement != nil && len(o.Nodes) > 0 {
+		return fmt.Errorf("%w: give Nodes or Placement, not both", ErrBadOptions)
+	}
+	if m := o.MigrateFrom; m != nil && m.Window < 0 {
+		return fmt.Errorf("MigrateFrom: %w: %v", migration.ErrBadWindow, m.Window)
+	}
+	return nil
+}
+
 // Client is a sharded cache client. It is safe for concurrent use.
 type Client struct {
 	opts  Options
@@ -224,17 +250,8 @@ type state struct {
 // New connects a client. It dials nothing: connections are made on first use.
 func New(opts Options) (*Client, error) {
 	opts.init()
-	if opts.Backend != Redis && opts.Backend != Memcached {
-		return nil, fmt.Errorf("%w: unknown backend %v", ErrBadOptions, opts.Backend)
-	}
-	if opts.Vnodes < 0 {
-		return nil, fmt.Errorf("%w: Vnodes %d", ErrBadOptions, opts.Vnodes)
-	}
-	if opts.Placement != nil && len(opts.Nodes) > 0 {
-		return nil, fmt.Errorf("%w: give Nodes or Placement, not both", ErrBadOptions)
-	}
-	if m := opts.MigrateFrom; m != nil && m.Window < 0 {
-		return nil, fmt.Errorf("MigrateFrom: %w: %v", migration.ErrBadWindow, m.Window)
+	if err := opts.check(); err != nil {
+		return nil, err
 	}
 	c := &Client{opts: opts, grace: retireGrace(&opts)}
 	c.pools = pool.New(c.dial)

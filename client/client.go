@@ -23,6 +23,7 @@
 package client
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"sync"
@@ -233,8 +234,11 @@ type Client struct {
 	grace    time.Duration
 	releases []*time.Timer
 	queue    chan pendingBackfill // nil when backfills are synchronous
-	done     chan struct{}        // closed by Close: stops the backfill worker
-	worker   sync.WaitGroup
+	// stopWorker cancels the backfill worker's copies, so Close does not
+	// wait for a node that does not answer.
+	stopWorker context.CancelFunc
+	done       chan struct{} // closed by Close: stops the backfill worker
+	worker     sync.WaitGroup
 }
 
 // state is an immutable routing table.
@@ -281,8 +285,10 @@ func New(opts Options) (*Client, error) {
 	if opts.AsyncBackfill {
 		c.queue = make(chan pendingBackfill, opts.BackfillQueue)
 		c.done = make(chan struct{})
+		ctx, cancel := context.WithCancel(context.Background())
+		c.stopWorker = cancel
 		c.worker.Add(1)
-		go c.backfillWorker()
+		go c.backfillWorker(ctx)
 	}
 	return c, nil
 }
@@ -359,6 +365,7 @@ func (c *Client) Close() error {
 		return nil
 	}
 	if c.queue != nil {
+		c.stopWorker() // ends a copy under way, bounded as it is anyway
 		close(c.done)
 		c.worker.Wait()
 	}

@@ -1,15 +1,21 @@
 package client
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shardcache/shardcache/internal/testserver"
 	"github.com/shardcache/shardcache/ring"
 )
 
@@ -92,5 +98,94 @@ func TestWindowEndGrace(t *testing.T) {
 				t.Fatalf("without a grace period, Delete = %v; want the race's redis.ErrClosed", err)
 			}
 		})
+	}
+}
+
+// stuckAdds is a Memcached stand-in that answers every get with a miss and
+// never answers an add: a new owner that hangs on backfills.
+type stuckAdds struct {
+	addr  string
+	added chan struct{} // closed when the first add arrives
+}
+
+func newStuckAdds(t *testing.T) *stuckAdds {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stuckAdds{addr: l.Addr().String(), added: make(chan struct{})}
+	var wg sync.WaitGroup
+	var once sync.Once
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Go(func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+			wg.Go(func() {
+				defer conn.Close()
+				r := bufio.NewReader(conn)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					switch {
+					case strings.HasPrefix(line, "get"):
+						io.WriteString(conn, "END\r\n")
+					case strings.HasPrefix(line, "add "):
+						once.Do(func() { close(s.added) })
+					}
+				}
+			})
+		}
+	})
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns { // ends the stuck calls
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return s
+}
+
+// TestCloseDuringBackfill checks that Close does not wait for an
+// asynchronous backfill stuck on a node that does not answer.
+func TestCloseDuringBackfill(t *testing.T) {
+	old := testserver.Memcached(t, 1)[0]
+	stuck := newStuckAdds(t)
+	from := []ring.Node{{Name: "old", Addr: old.Addr}}
+	to := []ring.Node{{Name: "new", Addr: stuck.addr}}
+	const timeout = time.Hour // the stuck copy never ends by itself
+	c, err := New(Options{Backend: Memcached, Nodes: from, AsyncBackfill: true,
+		ReadTimeout: timeout, WriteTimeout: timeout, DialTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Set(ctx, "k", []byte("v"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Reshard(to, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.Get(ctx, "k"); err != nil || string(v) != "v" {
+		t.Fatalf("Get = %q, %v", v, err)
+	}
+	<-stuck.added // the worker's copy is stuck on the new owner
+	done := make(chan struct{})
+	go func() { c.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(waitFor):
+		t.Fatalf("Close still waits after %v on a copy stuck on a node that never answers", waitFor)
 	}
 }

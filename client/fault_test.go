@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shardcache/shardcache/internal/testserver"
+	"github.com/shardcache/shardcache/internal/testserver/faultproxy"
 	"github.com/shardcache/shardcache/ring"
 )
 
@@ -428,7 +429,7 @@ func TestNetworkFaults(t *testing.T) {
 			} else {
 				servers = testserver.Memcached(t, 2)
 			}
-			proxy := testserver.NewProxy(t, servers[1].Addr)
+			proxy := faultproxy.New(t, servers[1].Addr)
 			nodes := []ring.Node{{Name: "direct", Addr: servers[0].Addr}, {Name: "proxied", Addr: proxy.Addr}}
 			fc := newFaultCluster(t, kind, 0, Options{Nodes: nodes})
 			c, ctx := fc.c, context.Background()

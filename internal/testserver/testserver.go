@@ -294,6 +294,11 @@ func probeRedis(ports []int, pid int) error {
 		return err
 	}
 	defer c.Close()
+	return redisAnswers(c, r, pid)
+}
+
+// redisAnswers is probeRedis on a connection made (and logged in) already.
+func redisAnswers(c net.Conn, r *bufio.Reader, pid int) error {
 	if _, err := io.WriteString(c, "*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n"); err != nil {
 		return err
 	}
@@ -323,6 +328,12 @@ func probeMemcached(ports []int, pid int) error {
 		return err
 	}
 	defer c.Close()
+	return memcachedAnswers(c, r, pid)
+}
+
+// memcachedAnswers is probeMemcached on a connection made (and logged in)
+// already.
+func memcachedAnswers(c net.Conn, r *bufio.Reader, pid int) error {
 	if _, err := io.WriteString(c, "version\r\nstats\r\n"); err != nil {
 		return err
 	}

@@ -24,6 +24,9 @@ type database struct {
 func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *cluster, keys []string, progress func()) (ModeResult, error) {
 	res := ModeResult{Mode: mode, Steps: make([]Step, cfg.Steps)}
 	opts := client.Options{Backend: cfg.Backend, Vnodes: cfg.Vnodes, Now: cl.clock.Now, NewRedisClient: cl.redis}
+	if cfg.Connect != nil && cfg.Servers != nil {
+		cfg.Connect(&opts)
+	}
 	var reshard func(*client.Client) error
 	if mode == ModeModN {
 		from, err := NewModN(cl.from)

@@ -121,7 +121,8 @@ type Options struct {
 	TLSConfig *tls.Config
 	// NodeCredentials, when set, returns the credentials of node n, given
 	// those of the fields above: for fleets whose nodes differ. It is called
-	// once per node, when the client first connects to it.
+	// each time the client sets a node up (in New, and in Reshard for a node
+	// it has no pool for).
 	NodeCredentials func(n ring.Node, c Credentials) Credentials
 
 	// NewRedisClient, when set, makes the go-redis client of every Redis
@@ -294,6 +295,7 @@ func (c *Client) dial(n ring.Node) (node, error) {
 	return redisNode{redis.NewClient(&redis.Options{
 		Addr:                  n.Addr,
 		Dialer:                d.dial, // TCP and TLS; go-redis logs in with the fields below
+		TLSConfig:             d.tls,  // not dialed with (Dialer is): tells go-redis TLS is on
 		Username:              d.creds.Username,
 		Password:              d.creds.Password,
 		DB:                    d.creds.DB,

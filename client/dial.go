@@ -28,6 +28,19 @@ type nodeDialer struct {
 	tls     *tls.Config // creds.TLSConfig with ServerName set; nil without TLS
 }
 
+// rawConn opens a connection to node n with the client's timeouts,
+// credentials and TLS, outside the node's pool: for the commands that
+// go-redis and gomemcache do not send (the caller closes it). A Memcached
+// connection is logged in; a Redis one is not (send AUTH with the node's
+// credentials, as go-redis does).
+func (c *Client) rawConn(ctx context.Context, n ring.Node) (net.Conn, error) {
+	d, err := c.opts.newNodeDialer(n)
+	if err != nil {
+		return nil, err
+	}
+	return d.dial(ctx, "tcp", n.Addr)
+}
+
 // newNodeDialer returns the dialer of node n with the client's options.
 func (o *Options) newNodeDialer(n ring.Node) (*nodeDialer, error) {
 	creds, err := o.credentials(n)

@@ -55,7 +55,9 @@ func secureNodes(servers []*testserver.Server) []ring.Node {
 func secureClient(t testing.TB, opts Options) *Client {
 	t.Helper()
 	opts.ReadTimeout, opts.WriteTimeout = 5*time.Second, 5*time.Second
-	opts.DialTimeout = 5 * time.Second // a TLS handshake under -race on a loaded machine
+	if opts.DialTimeout == 0 {
+		opts.DialTimeout = 5 * time.Second // a TLS handshake under -race on a loaded machine
+	}
 	c, err := New(opts)
 	if err != nil {
 		t.Fatalf("New: %v", logErr(t, "New", err))
@@ -162,12 +164,43 @@ func TestSecureNodeCredentials(t *testing.T) {
 	mustFailAuth(t, c2, key, "WRONGPASS")
 }
 
-// TestSecureMemcachedAuth checks Memcached's ASCII authentication.
+// TestSecureMemcachedAuth checks Memcached's ASCII authentication, over
+// TLS, through the pools and through a raw connection.
 func TestSecureMemcachedAuth(t *testing.T) {
-	nodes := secureNodes(testserver.SecureMemcached(t, 2, testserver.Security{Users: map[string]string{"app": testMCSecret}}))
-	roundTrip(t, secureClient(t, Options{Backend: Memcached, Nodes: nodes, Username: "app", Password: testMCSecret}), "mcauth")
-	mustFailAuth(t, secureClient(t, Options{Backend: Memcached, Nodes: nodes, Username: "app", Password: "wrong"}), "mcauth:1", "refused user")
-	mustFailAuth(t, secureClient(t, Options{Backend: Memcached, Nodes: nodes}), "mcauth:1", "requires authentication")
+	ca := testserver.NewCA(t, "mcauth")
+	servers := testserver.SecureMemcached(t, 2, testserver.Security{
+		Users: map[string]string{"app": testMCSecret},
+		TLS:   ca.Issue("server"),
+	})
+	nodes := secureNodes(servers)
+	opts := Options{Backend: Memcached, Nodes: nodes, Username: "app", Password: testMCSecret, TLSConfig: ca.ClientConfig()}
+	c := secureClient(t, opts)
+	roundTrip(t, c, "mcauth")
+
+	conn, err := c.rawConn(context.Background(), nodes[0])
+	if err != nil {
+		t.Fatalf("rawConn: %v", logErr(t, "rawConn", err))
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write([]byte("version\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if n, err := conn.Read(buf); err != nil || !strings.HasPrefix(string(buf[:n]), "VERSION ") {
+		t.Fatalf("version on a raw connection: %q, %v", buf[:n], err)
+	}
+
+	wrong := opts
+	wrong.Password = "wrong"
+	cw := secureClient(t, wrong)
+	mustFailAuth(t, cw, "mcauth:1", "refused user")
+	if _, err := cw.rawConn(context.Background(), nodes[0]); !errors.Is(logErr(t, "rawConn", err), ErrAuth) {
+		t.Fatalf("rawConn with a wrong password: %v, want ErrAuth", err)
+	}
+	none := opts
+	none.Username, none.Password = "", ""
+	mustFailAuth(t, secureClient(t, none), "mcauth:1", "requires authentication")
 }
 
 // TestSecureTLS runs both backends over TLS: Get/Set/GetMulti, a full 8→6
@@ -223,6 +256,24 @@ func TestSecureTLS(t *testing.T) {
 			bad := opts
 			bad.TLSConfig = stranger.ClientConfig()
 			mustFailAuth(t, secureClient(t, bad), "tls:0", "certificate")
+
+			// So is a Memcached server that does not speak TLS: it answers
+			// the handshake with an error line. A plaintext redis-server
+			// waits for the rest of a command instead, and the handshake
+			// times out, as with a node that is down.
+			bad = opts
+			bad.MigrateFrom = nil
+			if backend == Memcached {
+				bad.Nodes = secureNodes(testserver.Memcached(t, 1))
+				mustFailAuth(t, secureClient(t, bad), "tls:0", "tls: first record does not look like a TLS handshake")
+				return
+			}
+			bad.Nodes = secureNodes(testserver.Redis(t, 1))
+			bad.DialTimeout = 200 * time.Millisecond
+			_, err := secureClient(t, bad).Get(context.Background(), "tls:0")
+			if logErr(t, "TLS to plaintext Redis", err); errors.Is(err, ErrAuth) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("TLS to a plaintext redis-server: %v, want a dial timeout", err)
+			}
 		})
 	}
 }

@@ -292,7 +292,7 @@ func (c *Client) dial(n ring.Node) (node, error) {
 		mc.DialContext = d.dial
 		return mcNode{mc}, nil
 	}
-	return redisNode{redis.NewClient(&redis.Options{
+	rdb := redis.NewClient(&redis.Options{
 		Addr:                  n.Addr,
 		Dialer:                d.dial, // TCP and TLS; go-redis logs in with the fields below
 		TLSConfig:             d.tls,  // not dialed with (Dialer is): tells go-redis TLS is on
@@ -311,7 +311,11 @@ func (c *Client) dial(n ring.Node) (node, error) {
 		// count twice, and for a cache a fast miss beats a slow retry (a host
 		// that drops packets cost 4 × DialTimeout per call with go-redis's 3).
 		MaxRetries: -1,
-	})}, nil
+	})
+	if d.creds.Password != "" {
+		rdb.AddHook(redactHook{d.creds.Password})
+	}
+	return redisNode{rdb}, nil
 }
 
 // Close closes every node's pool and stops the backfill worker. Operations

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -127,6 +128,10 @@ func authErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrAuth, err)
 	case redis.IsPermissionError(err):
 		return fmt.Errorf("%w: %w", ErrNoPerm, err)
+	case errors.As(err, new(*redactedError)):
+		// Only the login (HELLO, AUTH) carries the password: a reply that
+		// quotes it refused the login.
+		return fmt.Errorf("%w: login refused: %w", ErrAuth, err)
 	case tlsFailure(err):
 		return fmt.Errorf("%w: %w", ErrAuth, err)
 	}
@@ -151,4 +156,66 @@ func tlsFailure(err error) bool {
 	}
 	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
 		errors.As(err, &invalid) || errors.As(err, &header)
+}
+
+// redactedError is an error whose text had a secret in it, with the secret
+// replaced. It matches what the original matched (errors.Is, errors.As)
+// without unwrapping to it, so that no error in the chain prints the secret.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string        { return e.msg }
+func (e *redactedError) Is(target error) bool { return errors.Is(e.err, target) }
+func (e *redactedError) As(target any) bool   { return errors.As(e.err, target) }
+
+// redact returns err with every occurrence of secret in its text replaced,
+// or err itself when its text has none.
+func redact(err error, secret string) error {
+	if err == nil || secret == "" {
+		return err
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, secret) {
+		return err
+	}
+	return &redactedError{msg: strings.ReplaceAll(msg, secret, redacted), err: err}
+}
+
+// redactHook is a go-redis hook that takes a node's password out of the
+// errors of its commands. Redis never echoes a password, but a server or
+// proxy that does not know HELLO or AUTH answers "unknown command ..., with
+// args beginning with:" and the arguments, the password among them; go-redis
+// returns that reply as the error of the command that made the connection.
+type redactHook struct{ secret string }
+
+func (redactHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h redactHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err != nil && err != redis.Nil {
+			if r := redact(err, h.secret); r != err {
+				cmd.SetErr(r)
+				return r
+			}
+		}
+		return err
+	}
+}
+
+func (h redactHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if err == nil {
+			return nil
+		}
+		for _, cmd := range cmds {
+			if e := cmd.Err(); e != nil && e != redis.Nil {
+				cmd.SetErr(redact(e, h.secret))
+			}
+		}
+		return redact(err, h.secret)
+	}
 }

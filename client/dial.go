@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/shardcache/shardcache/ring"
@@ -116,6 +117,8 @@ func (d *nodeDialer) mcLogin(ctx context.Context, conn net.Conn) error {
 		line = append(line, b[0])
 	}
 	if reply := string(line); reply != "STORED\r" {
+		// The reply is quoted without the password, should a server echo it.
+		reply = strings.ReplaceAll(reply, d.creds.Password, redacted)
 		return fmt.Errorf("%w: memcached refused user %q: %q", ErrAuth, d.creds.Username, reply)
 	}
 	return nil

@@ -1,14 +1,18 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -396,5 +400,87 @@ func TestSecretsNeverLeak(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Fatalf("child output lacks %q:\n%s", want, text)
 		}
+	}
+}
+
+// echoServer is a server that knows no command and answers each with an
+// error quoting its arguments, as redis-server does for an unknown command
+// ("with args beginning with:") and as a proxy might. With memcached set it
+// speaks memcached's text protocol instead, quoting a set's data line.
+func echoServer(t *testing.T, memcached bool) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				r := bufio.NewReader(conn)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					line = strings.TrimSpace(line)
+					var reply string
+					switch {
+					case memcached && strings.HasPrefix(line, "set "):
+						data, _ := r.ReadString('\n')
+						reply = "CLIENT_ERROR bad data chunk: " + strings.TrimSpace(data) + "\r\n"
+					case memcached:
+						reply = "ERROR " + line + "\r\n"
+					default:
+						n, _ := strconv.Atoi(strings.TrimPrefix(line, "*"))
+						var args []string
+						for range n {
+							r.ReadString('\n') // $len
+							a, _ := r.ReadString('\n')
+							args = append(args, "'"+strings.TrimSpace(a)+"'")
+						}
+						reply = "-ERR unknown command, with args beginning with: " + strings.Join(args, " ") + "\r\n"
+					}
+					if _, err := io.WriteString(conn, reply); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// TestSecureEchoedPasswordRedacted checks that a server echoing the login's
+// arguments, the password among them, does not put it in the client's
+// errors, whose text still says the login failed.
+func TestSecureEchoedPasswordRedacted(t *testing.T) {
+	for _, backend := range []Backend{Redis, Memcached} {
+		t.Run(backend.String(), func(t *testing.T) {
+			addr := echoServer(t, backend == Memcached)
+			c := secureClient(t, Options{Backend: backend, Nodes: []ring.Node{{Addr: addr}}, Username: "app", Password: testPassword})
+			for name, op := range map[string]func() error{
+				"Get":      func() error { _, err := c.Get(context.Background(), "k"); return err },
+				"SetMulti": func() error { return c.SetMulti(context.Background(), map[string][]byte{"a": nil, "b": nil}, 0) },
+			} {
+				err := logErr(t, name+" on an echoing server", op())
+				if err == nil || strings.Contains(fmt.Sprintf("%v %+v", err, err), testPassword) {
+					t.Fatalf("%s: %v: want an error without the password", name, err)
+				}
+				if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), redacted) {
+					t.Fatalf("%s: %v: want ErrAuth, the echoed password redacted", name, err)
+				}
+				for e := error(err); e != nil; e = errors.Unwrap(e) {
+					if strings.Contains(e.Error(), testPassword) {
+						t.Fatalf("%s: an error in the chain holds the password: %T", name, e)
+					}
+				}
+			}
+		})
 	}
 }

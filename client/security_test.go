@@ -105,12 +105,21 @@ func mustFailAuth(t *testing.T, c *Client, key, why string) {
 }
 
 // TestSecureRedisPassword checks requirepass: the right password works, a
-// wrong one and none fail with ErrAuth.
+// wrong one and none fail with ErrAuth; DB selects a database.
 func TestSecureRedisPassword(t *testing.T) {
 	nodes := secureNodes(testserver.SecureRedis(t, 2, testserver.Security{Password: testPassword}))
 	roundTrip(t, secureClient(t, Options{Nodes: nodes, Password: testPassword}), "pw")
 	mustFailAuth(t, secureClient(t, Options{Nodes: nodes, Password: testPassword + "x"}), "pw:1", "WRONGPASS")
 	mustFailAuth(t, secureClient(t, Options{Nodes: nodes}), "pw:1", "NOAUTH")
+
+	// DB selects a database, after the login.
+	ctx := context.Background()
+	db2 := secureClient(t, Options{Nodes: nodes, Password: testPassword, DB: 2})
+	if err := db2.Set(ctx, "db:k", []byte("two"), time.Minute); err != nil {
+		t.Fatal(logErr(t, "Set in DB 2", err))
+	}
+	mustGet(t, db2, "db:k", "two")
+	mustMiss(t, secureClient(t, Options{Nodes: nodes, Password: testPassword}), "db:k")
 }
 
 // TestSecureRedisACL checks an ACL user limited to cache:* keys: its keys

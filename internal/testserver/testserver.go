@@ -5,6 +5,10 @@
 // puts the server's own output in the failure message when it does not come
 // up. A missing binary skips the test, except under CI=true where it fails:
 // CI must never pass by skipping the tests that matter.
+//
+// SecureRedis and SecureMemcached (secure.go) start servers that require a
+// password, ACL users or TLS, with certificates from a CA made for the test
+// (NewCA).
 package testserver
 
 import (

@@ -159,8 +159,8 @@ func tlsFailure(err error) bool {
 }
 
 // redactedError is an error whose text had a secret in it, with the secret
-// replaced. It matches what the original matched (errors.Is, errors.As)
-// without unwrapping to it, so that no error in the chain prints the secret.
+// replaced. errors.Is sees through it to the original; nothing else does
+// (no Unwrap, no As), so that no error reachable from it prints the secret.
 type redactedError struct {
 	msg string
 	err error
@@ -168,7 +168,6 @@ type redactedError struct {
 
 func (e *redactedError) Error() string        { return e.msg }
 func (e *redactedError) Is(target error) bool { return errors.Is(e.err, target) }
-func (e *redactedError) As(target any) bool   { return errors.As(e.err, target) }
 
 // redact returns err with every occurrence of secret in its text replaced,
 // or err itself when its text has none.

@@ -108,7 +108,15 @@ func mustFailAuth(t *testing.T, c *Client, key, why string) {
 // wrong one and none fail with ErrAuth; DB selects a database.
 func TestSecureRedisPassword(t *testing.T) {
 	nodes := secureNodes(testserver.SecureRedis(t, 2, testserver.Security{Password: testPassword}))
-	roundTrip(t, secureClient(t, Options{Nodes: nodes, Password: testPassword}), "pw")
+	c := secureClient(t, Options{Nodes: nodes, Password: testPassword, DialTimeout: 3 * time.Second})
+	roundTrip(t, c, "pw")
+	// The credentials come on top of the client's own go-redis settings.
+	if o := c.Redis("pw:0").Options(); o.Password != testPassword || o.DialTimeout != 3*time.Second ||
+		o.ReadTimeout != 5*time.Second || o.DialerRetries != 1 || o.MaxRetries != 0 || // go-redis reads MaxRetries -1 as 0: none
+		!o.ContextTimeoutEnabled {
+		t.Errorf("go-redis options: DialTimeout %v ReadTimeout %v DialerRetries %d MaxRetries %d ContextTimeoutEnabled %t",
+			o.DialTimeout, o.ReadTimeout, o.DialerRetries, o.MaxRetries, o.ContextTimeoutEnabled)
+	}
 	mustFailAuth(t, secureClient(t, Options{Nodes: nodes, Password: testPassword + "x"}), "pw:1", "WRONGPASS")
 	mustFailAuth(t, secureClient(t, Options{Nodes: nodes}), "pw:1", "NOAUTH")
 

@@ -31,7 +31,7 @@ type connFlags struct {
 // addConnFlags defines the connection flags on fs.
 func addConnFlags(fs *flag.FlagSet) *connFlags {
 	f := &connFlags{}
-	fs.StringVar(&f.username, "username", "", "log in to the servers as this Redis ACL user, or Memcached user (memcached -Y); the password comes from $"+passwordEnv+" or --password-file")
+	fs.StringVar(&f.username, "username", "", "log in to the servers as this Redis ACL `user`, or Memcached user (memcached -Y); the password comes from $"+passwordEnv+" or --password-file")
 	fs.StringVar(&f.passwordFile, "password-file", "", "read the servers' password from `file` (its first line); without it, from $"+passwordEnv+" when set. There is no password flag: command lines show in ps")
 	fs.BoolVar(&f.tls, "tls", false, "connect to the servers with TLS, verifying their certificates against the system's roots (or --tls-ca)")
 	fs.StringVar(&f.ca, "tls-ca", "", "verify the servers' certificates against the CA certificates in PEM `file` (implies --tls)")

@@ -38,6 +38,8 @@ func mcExpiration(ttl time.Duration) int32 {
 
 func mcErr(err error) error {
 	switch {
+	case err == nil:
+		return nil
 	case errors.Is(err, memcache.ErrCacheMiss):
 		return ErrCacheMiss
 	case errors.Is(err, memcache.ErrNotStored):
@@ -45,7 +47,7 @@ func mcErr(err error) error {
 	case err == nil:
 		return nil
 	}
-	return mcTooLarge(err)
+	return authErr(mcTooLarge(err))
 }
 
 // call runs fn, returning early with the context's error when ctx is done

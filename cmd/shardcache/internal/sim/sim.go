@@ -5,8 +5,8 @@
 // The same request stream runs in each of three modes, through the real
 // client package, each against servers of its own:
 //
-//   - ModeModN: placement by hash(key) % N (ModN), switched at once with
-//     ReshardTo(ModN, 0), as a plain sharded client does;
+//   - ModeModN: placement by hash(key) % N (ring.Modulo), switched at once with
+//     ReshardTo(modulo, 0), as a plain sharded client does;
 //   - ModeRing: the consistent-hash ring, switched at once with Reshard(nodes, 0);
 //   - ModeDualRing: the ring with a dual-ring migration, Reshard(nodes, Window).
 //
@@ -166,6 +166,10 @@ type Config struct {
 	// prefixes of their own, and run at the same time.
 	Servers []string
 	Backend client.Backend
+	// Connect, when set, completes the options of every client on Servers:
+	// credentials and TLS (client.Options.Password, TLSConfig...). It is
+	// not part of the JSON form, so no secret is printed with the result.
+	Connect func(*client.Options) `json:"-"`
 
 	// Progress, when set, is called after each step of each mode, from the
 	// modes' goroutines, with the steps done and the total.
@@ -245,7 +249,7 @@ func (c *Config) init() error {
 		if _, err := ring.New(nodes, ring.WithVnodes(c.Vnodes)); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadConfig, err)
 		}
-		if _, err := NewModN(nodes); err != nil {
+		if _, err := modulo(nodes); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadConfig, err)
 		}
 	}
@@ -308,7 +312,7 @@ type ModeResult struct {
 	// Mode is the mode run.
 	Mode Mode
 	// Moved is the exact fraction of keys whose node changes at the
-	// reshard (ring.Moved, or ModNMoved).
+	// reshard (ring.Moved, or ring.ModuloMoved).
 	Moved float64
 	// Steps has one entry per step; step ReshardAt is the first after the
 	// reshard.

@@ -103,15 +103,17 @@ func (c *Client) enqueue(st *state, n ring.Node, items []item) {
 
 // backfillWorker writes queued copies until Close. The queue is never
 // closed, so a read racing Close cannot send on a closed channel; copies
-// still queued at Close are dropped with the pools they would use.
-func (c *Client) backfillWorker() {
+// still queued at Close are dropped with the pools they would use. Each copy
+// is bounded by the network timeouts and ends when Close cancels ctx; a node
+// held down fails it at once.
+func (c *Client) backfillWorker(ctx context.Context) {
 	defer c.worker.Done()
 	for {
 		select {
 		case <-c.done:
 			return
 		case p := <-c.queue:
-			ctx, cancel := context.WithTimeout(context.Background(), c.opts.ReadTimeout+c.opts.WriteTimeout)
+			ctx, cancel := context.WithTimeout(ctx, c.opts.ReadTimeout+c.opts.WriteTimeout)
 			c.backfill(ctx, p.st, p.node, p.items)
 			cancel()
 		}

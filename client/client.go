@@ -23,6 +23,8 @@
 package client
 
 import (
+	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -92,6 +94,10 @@ type Options struct {
 	// MaxKeyLength is the longest key accepted. Default 250 bytes for
 	// Memcached (its protocol's limit) and 64 KiB for Redis.
 	MaxKeyLength int
+	// MaxValueSize is the longest value accepted by Set, Add and SetMulti;
+	// a longer one fails with ErrValueTooLarge before any I/O. Default
+	// DefaultMaxValueSizeMemcached or DefaultMaxValueSizeRedis.
+	MaxValueSize int
 
 	// AsyncBackfill makes the backfills of a migration asynchronous: reads
 	// return as soon as they have the value and a worker writes the copy.
@@ -123,25 +129,50 @@ type Options struct {
 	// Now is the clock; tests set it. Default time.Now.
 	Now func() time.Time
 
+	// Username, Password, DB and TLSConfig log in to every node and protect
+	// its connections: the nodes of Nodes, those of MigrateFrom, and those
+	// of every later Reshard. For Redis they are go-redis's fields of the
+	// same names: an ACL user (empty: "default") or requirepass, and the
+	// database to SELECT. For Memcached, Username and Password are its ASCII
+	// authentication (memcached -Y), sent on each new connection; DB must
+	// be 0. TLSConfig, when set, makes every connection TLS (memcached -Z,
+	// redis-server --tls-port); an empty ServerName becomes the host of the
+	// node's address. Default none: no login, no TLS.
+	//
+	// A refused login or a TLS failure is ErrAuth, a Redis ACL refusal
+	// ErrNoPerm. Options and Credentials print with the password redacted.
+	Username  string
+	Password  string
+	DB        int
+	TLSConfig *tls.Config
+	// NodeCredentials, when set, returns the credentials of node n, given
+	// those of the fields above: for fleets whose nodes differ. It is called
+	// each time the client sets a node up (in New, and in Reshard for a node
+	// it has no pool for).
+	NodeCredentials func(n ring.Node, c Credentials) Credentials
+
 	// NewRedisClient, when set, makes the go-redis client of every Redis
 	// node, the initial ones included and those of every later Reshard, as
 	// go-redis's RingOptions.NewClient does: opt is what the client would
 	// use (the address, the timeouts and pool size above, one dial attempt
-	// and no command retries); pass it to redis.NewClient, after changing
-	// it if need be, and add hooks (redisotel, logging) to the client made.
-	// Default redis.NewClient(opt).
+	// and no command retries, and the node's credentials, TLS and dialer);
+	// pass it to redis.NewClient, after changing it if need be, and add
+	// hooks (redisotel, logging) to the client made. Default
+	// redis.NewClient(opt).
 	NewRedisClient func(n ring.Node, opt *redis.Options) *redis.Client
 	// NewMemcacheClient does the same for Memcached nodes: mc is the client
 	// the client would use (the node's address, the Timeout and
-	// MaxIdleConns from the options above); set its fields, or wrap its
-	// DialContext, and return it, or return a client of your own. Default mc.
+	// MaxIdleConns from the options above, and a DialContext with the
+	// node's TLS and login); set its fields, or wrap its DialContext, and
+	// return it, or return a client of your own. Default mc.
 	NewMemcacheClient func(n ring.Node, mc *memcache.Client) *memcache.Client
 
 	// Logger receives the client's events, never one per call: a node
 	// marked down (Warn) or up again (Info), a migration started and its
 	// window over, or a Reshard without a window (Info), the asynchronous
-	// backfill queue full (Warn) and accepting again (Info). Node events carry the node's name and address
-	// as the attributes "node" and "addr". Default none: silent.
+	// backfill queue full (Warn) and accepting again (Info). Node events
+	// carry the node's name and address as the attributes "node" and
+	// "addr". Default none: silent.
 	Logger *slog.Logger
 	// DisableStats turns off the per-node counters of Stats (calls,
 	// results, errors, latency), which cost one atomic add per counter and
@@ -183,6 +214,12 @@ func (o *Options) init() {
 			o.MaxKeyLength = 250
 		}
 	}
+	if o.MaxValueSize == 0 {
+		o.MaxValueSize = DefaultMaxValueSizeRedis
+		if o.Backend == Memcached {
+			o.MaxValueSize = DefaultMaxValueSizeMemcached
+		}
+	}
 	if o.BackfillQueue == 0 {
 		o.BackfillQueue = 4096
 	}
@@ -198,6 +235,32 @@ func (o *Options) init() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+}
+
+// check rejects options that cannot work, after init.
+func (o *Options) check() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"Vnodes", int64(o.Vnodes)}, {"PoolSize", int64(o.PoolSize)}, {"MaxKeyLength", int64(o.MaxKeyLength)},
+		{"MaxValueSize", int64(o.MaxValueSize)}, {"BackfillQueue", int64(o.BackfillQueue)},
+		{"DialTimeout", int64(o.DialTimeout)}, {"ReadTimeout", int64(o.ReadTimeout)}, {"WriteTimeout", int64(o.WriteTimeout)},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("%w: negative %s", ErrBadOptions, f.name)
+		}
+	}
+	if o.Backend != Redis && o.Backend != Memcached {
+		return fmt.Errorf("%w: unknown backend %v", ErrBadOptions, o.Backend)
+	}
+	if o.Placement != nil && len(o.Nodes) > 0 {
+		return fmt.Errorf("%w: give Nodes or Placement, not both", ErrBadOptions)
+	}
+	if m := o.MigrateFrom; m != nil && m.Window < 0 {
+		return fmt.Errorf("MigrateFrom: %w: %v", migration.ErrBadWindow, m.Window)
+	}
+	return nil
 }
 
 // Client is a sharded cache client. It is safe for concurrent use.
@@ -225,6 +288,9 @@ type Client struct {
 	// counters of those before the latest (c.last). Under mu.
 	migrations int64
 	pastCounts migration.Snapshot
+	// stopWorker cancels the backfill worker's copies, so Close does not
+	// wait for a node that does not answer.
+	stopWorker context.CancelFunc
 	done       chan struct{} // closed by Close: stops the backfill worker
 	worker     sync.WaitGroup
 }
@@ -242,17 +308,8 @@ type state struct {
 // New connects a client. It dials nothing: connections are made on first use.
 func New(opts Options) (*Client, error) {
 	opts.init()
-	if opts.Backend != Redis && opts.Backend != Memcached {
-		return nil, fmt.Errorf("%w: unknown backend %v", ErrBadOptions, opts.Backend)
-	}
-	if opts.Vnodes < 0 {
-		return nil, fmt.Errorf("%w: Vnodes %d", ErrBadOptions, opts.Vnodes)
-	}
-	if opts.Placement != nil && len(opts.Nodes) > 0 {
-		return nil, fmt.Errorf("%w: give Nodes or Placement, not both", ErrBadOptions)
-	}
-	if m := opts.MigrateFrom; m != nil && m.Window < 0 {
-		return nil, fmt.Errorf("MigrateFrom: %w: %v", migration.ErrBadWindow, m.Window)
+	if err := opts.check(); err != nil {
+		return nil, err
 	}
 	c := &Client{opts: opts, grace: retireGrace(&opts)}
 	c.pools = pool.New(c.dial)
@@ -282,8 +339,10 @@ func New(opts Options) (*Client, error) {
 	if opts.AsyncBackfill {
 		c.queue = make(chan pendingBackfill, opts.BackfillQueue)
 		c.done = make(chan struct{})
+		ctx, cancel := context.WithCancel(context.Background())
+		c.stopWorker = cancel
 		c.worker.Add(1)
-		go c.backfillWorker()
+		go c.backfillWorker(ctx)
 	}
 	return c, nil
 }
@@ -307,37 +366,59 @@ func (c *Client) placement(p ring.Locator, nodes []ring.Node) (ring.Locator, err
 	return r, nil
 }
 
-// dial makes the client of one node; no connection is opened yet.
-// Its health (probe.go) comes with it.
+// dial makes the client of one node; no connection is opened yet. Its
+// health (probe.go) comes with it.
 func (c *Client) dial(n ring.Node) (node, error) {
-	return withHealth(n, c.newNode(n), &c.opts), nil
+	nd, err := c.newNode(n)
+	if err != nil {
+		return nil, err
+	}
+	return withHealth(n, nd, &c.opts), nil
 }
 
 // newNode makes the backend's client of node n, through the hooks
-// NewRedisClient and NewMemcacheClient when they are set.
-func (c *Client) newNode(n ring.Node) node {
+// NewRedisClient and NewMemcacheClient when they are set: they get the
+// client's settings, the node's dialer (TLS, login) and credentials
+// included.
+func (c *Client) newNode(n ring.Node) (node, error) {
 	o := &c.opts
+	d, err := o.newNodeDialer(n)
+	if err != nil {
+		return nil, err
+	}
 	if o.Backend == Memcached {
 		mc := memcache.NewFromSelector(newMCServer(n.Addr))
 		mc.Timeout = max(o.ReadTimeout, o.WriteTimeout, o.DialTimeout)
 		mc.MaxIdleConns = o.PoolSize
+		mc.DialContext = d.dial
 		if o.NewMemcacheClient != nil {
 			mc = o.NewMemcacheClient(n, mc)
 		}
-		return mcNode{mc: mc}
+		return mcNode{mc: mc}, nil
 	}
-	opt := o.redisOptions(n)
+	opt := o.redisOptions(n, d)
+	var rdb *redis.Client
 	if o.NewRedisClient != nil {
-		return redisNode{rdb: o.NewRedisClient(n, opt)}
+		rdb = o.NewRedisClient(n, opt)
+	} else {
+		quietDialErrors()
+		rdb = redis.NewClient(opt)
 	}
-	quietDialErrors()
-	return redisNode{rdb: redis.NewClient(opt)}
+	if d.creds.Password != "" {
+		rdb.AddHook(redactHook{d.creds.Password})
+	}
+	return redisNode{rdb: rdb}, nil
 }
 
-// redisOptions returns the go-redis options of node n.
-func (o *Options) redisOptions(n ring.Node) *redis.Options {
+// redisOptions returns the go-redis options of node n, dialed by d.
+func (o *Options) redisOptions(n ring.Node, d *nodeDialer) *redis.Options {
 	return &redis.Options{
 		Addr:                  n.Addr,
+		Dialer:                d.dial, // TCP and TLS; go-redis logs in with the fields below
+		TLSConfig:             d.tls,  // not dialed with (Dialer is): tells go-redis TLS is on
+		Username:              d.creds.Username,
+		Password:              d.creds.Password,
+		DB:                    d.creds.DB,
 		DialTimeout:           o.DialTimeout,
 		ReadTimeout:           o.ReadTimeout,
 		WriteTimeout:          o.WriteTimeout,
@@ -367,6 +448,7 @@ func (c *Client) Close() error {
 		return nil
 	}
 	if c.queue != nil {
+		c.stopWorker() // ends a copy under way, bounded as it is anyway
 		close(c.done)
 		c.worker.Wait()
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shardcache/shardcache/internal/testserver"
+	"github.com/shardcache/shardcache/internal/testserver/faultproxy"
 	"github.com/shardcache/shardcache/ring"
 )
 
@@ -428,7 +429,7 @@ func TestNetworkFaults(t *testing.T) {
 			} else {
 				servers = testserver.Memcached(t, 2)
 			}
-			proxy := testserver.NewProxy(t, servers[1].Addr)
+			proxy := faultproxy.New(t, servers[1].Addr)
 			nodes := []ring.Node{{Name: "direct", Addr: servers[0].Addr}, {Name: "proxied", Addr: proxy.Addr}}
 			fc := newFaultCluster(t, kind, 0, Options{Nodes: nodes})
 			c, ctx := fc.c, context.Background()
@@ -533,5 +534,67 @@ func TestFailOpen(t *testing.T) {
 	}
 	if h := health(t, c, down.Addr); h.Missed != 3 || h.Dropped != 3 {
 		t.Errorf("health %+v; want 3 reads missed (Get, Touch, GetMulti) and 3 writes dropped (Set, Add, SetMulti)", h)
+	}
+}
+
+// TestMigrationWithNodeDown checks faults during a migration: a hung old
+// owner makes fallback reads misses, at once once it is down, and dual
+// writes failed copies; a dead new owner fails its keys with ErrNodeDown.
+func TestMigrationWithNodeDown(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"redis-server", "memcached"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			fc := newFaultCluster(t, kind, 3, Options{})
+			c, ctx := fc.c, context.Background()
+			old := fc.servers[2]
+			moved := keysOn(c, old.Addr, "moved:", 20)
+			for _, k := range moved {
+				if err := c.Set(ctx, k, []byte(k), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := c.Reshard(fc.nodes[:2], time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			old.Pause()
+			t.Cleanup(old.Resume)
+			i := 0
+			for ; !health(t, c, old.Addr).Down; i++ {
+				if i == 10*DefaultFailureThreshold {
+					t.Fatalf("old owner not down after %d fallback reads: %+v", i, health(t, c, old.Addr))
+				}
+				if _, err := c.Get(ctx, moved[i]); err != ErrCacheMiss {
+					t.Fatalf("Get of a moved key with its old owner hung = %v; want ErrCacheMiss", err)
+				}
+			}
+			before := c.Migration()
+			k := moved[i]
+			if _, err := c.Get(ctx, k); err != ErrCacheMiss {
+				t.Fatalf("Get of a moved key with its old owner down = %v; want ErrCacheMiss", err)
+			}
+			if err := c.Set(ctx, k, []byte("new"), 0); err != nil {
+				t.Fatalf("Set during the window with the old owner down = %v; want nil", err)
+			}
+			checkDown(t, "Delete with the old owner down", c.Delete(ctx, k), old.Addr)
+			after := c.Migration()
+			if after.FallbackErrors != before.FallbackErrors+1 || after.DualWrites != before.DualWrites+1 ||
+				after.DualWriteErrors != before.DualWriteErrors+1 {
+				t.Fatalf("counters before %+v, after %+v; want one more fallback error, dual write and failed copy", before, after)
+			}
+
+			// A new owner killed: its keys fail, with ErrNodeDown once down.
+			dead := fc.servers[0]
+			dk := victimKey(c, dead.Addr)
+			dead.Stop()
+			var err error
+			for j := 0; j < 10*DefaultFailureThreshold && !errors.Is(err, ErrNodeDown); j++ {
+				_, err = c.Get(ctx, dk)
+				if err == nil || err == ErrCacheMiss {
+					t.Fatalf("Get from a killed new owner = %v; want a *NodeError", err)
+				}
+			}
+			checkDown(t, "Get from a killed new owner", err, dead.Addr)
+		})
 	}
 }

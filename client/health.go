@@ -121,6 +121,9 @@ func classify(ctx context.Context, err error) outcome {
 		errors.Is(err, redis.ErrClosed) || errors.Is(err, net.ErrClosed) {
 		return unknown
 	}
+	if errors.Is(err, ErrAuth) || errors.Is(err, ErrNoPerm) {
+		return answered // it answered, and refused the credentials or the TLS handshake
+	}
 	var cte *memcache.ConnectTimeoutError
 	var ne net.Error
 	var op *net.OpError

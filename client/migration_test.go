@@ -538,6 +538,7 @@ func TestReshardUnderLoad(t *testing.T) {
 	cl := newCluster(t, "miniredis", 8)
 	clock := newFakeClock()
 	c := cl.client(t, Options{Nodes: cl.nodes(0, 1, 2, 3, 4, 5, 6, 7), Now: clock.Now})
+	c.grace = 100 * time.Millisecond // retired nodes close soon after each window
 	keys := numberedKeys("load", 500)
 	setAll(t, c, keys, 0)
 	ctx := context.Background()
@@ -570,14 +571,38 @@ func TestReshardUnderLoad(t *testing.T) {
 			}
 		}()
 	}
+	// await waits until the workers have done n more operations, or one
+	// has failed.
+	const perPhase = 200
+	await := func(what string) {
+		t.Helper()
+		target := ops.Load() + perPhase
+		for start := time.Now(); ops.Load() < target; time.Sleep(time.Millisecond) {
+			if len(errs) > 0 || time.Since(start) > 30*time.Second {
+				stop.Store(true)
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					t.Fatalf("operation failed during resharding: %v", err)
+				}
+				t.Fatalf("%s: %d operations in 30s; want %d more", what, ops.Load(), perPhase)
+			}
+		}
+	}
 	layouts := [][]int{{0, 1, 2, 3, 4, 5}, {0, 1, 2, 3, 4, 5, 6, 7}, {2, 3, 4, 5, 6, 7}, {0, 1, 2, 3}}
+	var fallbacks int64
 	for _, l := range layouts {
 		if err := c.Reshard(cl.nodes(l...), time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		await(fmt.Sprintf("window to %v", l))
 		clock.Advance(time.Minute)
-		time.Sleep(100 * time.Millisecond)
+		st := c.Migration()
+		fallbacks += st.FallbackHits + st.FallbackMisses
+		await(fmt.Sprintf("after the window to %v", l))
+		if c.Migration().Active {
+			t.Fatalf("window to %v still active after it ended", l)
+		}
 	}
 	stop.Store(true)
 	wg.Wait()
@@ -585,9 +610,26 @@ func TestReshardUnderLoad(t *testing.T) {
 	for err := range errs {
 		t.Fatalf("operation failed during resharding: %v", err)
 	}
-	t.Logf("%d operations across %d reshardings", ops.Load(), len(layouts))
-	if len(c.pools.Addrs()) > 8 {
-		t.Fatalf("pools leaked: %v", c.pools.Addrs())
+	t.Logf("%d operations across %d reshardings, %d fallback reads", ops.Load(), len(layouts), fallbacks)
+	if n := ops.Load(); n < int64(2*perPhase*len(layouts)) {
+		t.Fatalf("%d operations; want at least %d", n, 2*perPhase*len(layouts))
+	}
+	if fallbacks == 0 {
+		t.Fatal("no read fell back to an old owner: the windows saw no traffic")
+	}
+	// The pools of the last layout's nodes alone stay open, once the grace
+	// period of the retired ones has passed.
+	want := cl.addrs[:4]
+	slices.Sort(want)
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		open := c.pools.Addrs()
+		slices.Sort(open)
+		if slices.Equal(open, want) {
+			break
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("pools open after the last window: %v; want those of nodes 0-3 %v", open, want)
+		}
 	}
 }
 

@@ -211,8 +211,11 @@ func (c *Client) SetMulti(ctx context.Context, items map[string][]byte, ttl time
 		return err
 	}
 	keys := make([]string, 0, len(items))
-	for k := range items {
+	for k, v := range items {
 		if err := c.checkKey(k); err != nil {
+			return err
+		}
+		if err := c.checkValue(k, v); err != nil {
 			return err
 		}
 		keys = append(keys, k)

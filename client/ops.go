@@ -164,6 +164,9 @@ func countCopy(r route, err error) {
 // Set stores value under key for ttl (0: no expiry). A nil value stores an
 // empty one.
 func (c *Client) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if err := c.checkValue(key, value); err != nil {
+		return err
+	}
 	r, err := c.beginTTL(key, ttl)
 	if err != nil {
 		return err
@@ -178,6 +181,9 @@ func (c *Client) Set(ctx context.Context, key string, value []byte, ttl time.Dur
 // ErrNotStored. During a migration a key still on its old owner counts as
 // present.
 func (c *Client) Add(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if err := c.checkValue(key, value); err != nil {
+		return err
+	}
 	r, err := c.beginTTL(key, ttl)
 	if err != nil {
 		return err

@@ -28,6 +28,9 @@ import (
 // ErrBadWindow is returned for a negative window.
 var ErrBadWindow = errors.New("shardcache/migration: negative window")
 
+// ErrNoPlacement is returned for a nil placement, or one without nodes.
+var ErrNoPlacement = errors.New("shardcache/migration: no placement")
+
 // Migration is an immutable description of one resharding.
 type Migration struct {
 	old, new ring.Locator
@@ -45,6 +48,14 @@ type Migration struct {
 func New(old, new ring.Locator, start time.Time, window time.Duration) (*Migration, error) {
 	if window < 0 {
 		return nil, fmt.Errorf("%w: %v", ErrBadWindow, window)
+	}
+	for _, p := range []struct {
+		name string
+		loc  ring.Locator
+	}{{"old", old}, {"new", new}} {
+		if p.loc == nil || len(p.loc.Nodes()) == 0 {
+			return nil, fmt.Errorf("%w: the %s placement has no nodes", ErrNoPlacement, p.name)
+		}
 	}
 	return &Migration{
 		old: old, new: new,

@@ -123,8 +123,20 @@ func TestBackfillTTLUnknownIsSpread(t *testing.T) {
 
 func TestNewErrors(t *testing.T) {
 	old, cur := rings(t, 2, 3)
-	if _, err := New(old, cur, start, -time.Second); !errors.Is(err, ErrBadWindow) {
-		t.Errorf("negative window: %v", err)
+	for _, tc := range []struct {
+		name     string
+		old, new ring.Locator
+		window   time.Duration
+		want     error
+	}{
+		{"negative window", old, cur, -time.Second, ErrBadWindow},
+		{"nil old placement", nil, cur, time.Hour, ErrNoPlacement},
+		{"nil new placement", old, nil, time.Hour, ErrNoPlacement},
+		{"old placement without nodes", empty{}, cur, time.Hour, ErrNoPlacement},
+	} {
+		if m, err := New(tc.old, tc.new, start, tc.window); !errors.Is(err, tc.want) || m != nil {
+			t.Errorf("%s: New = %v, %v; want nil, %v", tc.name, m, err, tc.want)
+		}
 	}
 	m, err := New(old, cur, start, 0)
 	if err != nil || m.Active(start) {
@@ -160,3 +172,9 @@ func TestMovedUnknownForOtherPlacements(t *testing.T) {
 		t.Error("Moved of a non-ring placement should be NaN (unknown)")
 	}
 }
+
+// empty is a placement without nodes.
+type empty struct{}
+
+func (empty) Locate(string) ring.Node { return ring.Node{} }
+func (empty) Nodes() []ring.Node      { return nil }

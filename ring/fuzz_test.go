@@ -48,7 +48,7 @@ func FuzzNew(f *testing.F) {
 		vnodes, w1, w2 = vnodes%1024, w1%64, w2%64
 		r, err := New([]Node{{Name: n1, Addr: a1, Weight: w1}, {Name: n2, Addr: a2, Weight: w2}}, WithVnodes(vnodes))
 		if err != nil {
-			for _, e := range []error{ErrNoNodes, ErrDuplicateName, ErrDuplicateAddr, ErrEmptyAddr, ErrBadWeight, ErrBadVnodes} {
+			for _, e := range []error{ErrNoNodes, ErrDuplicateName, ErrDuplicateAddr, ErrEmptyAddr, ErrBadAddr, ErrBadWeight, ErrBadVnodes} {
 				if errors.Is(err, e) {
 					return
 				}

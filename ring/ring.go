@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,6 +59,7 @@ var (
 	ErrDuplicateName = errors.New("shardcache/ring: duplicate node name")
 	ErrDuplicateAddr = errors.New("shardcache/ring: duplicate node address")
 	ErrEmptyAddr     = errors.New("shardcache/ring: empty node address")
+	ErrBadAddr       = errors.New("shardcache/ring: bad node address (want host:port, port 1-65535)")
 	ErrBadWeight     = errors.New("shardcache/ring: bad node weight")
 	ErrBadVnodes     = errors.New("shardcache/ring: bad vnode count")
 )
@@ -186,6 +188,9 @@ func normalize(nodes []Node) ([]Node, error) {
 		if n.Addr == "" {
 			return nil, fmt.Errorf("%w: node %d (name %q)", ErrEmptyAddr, i, n.Name)
 		}
+		if err := CheckAddr(n.Addr); err != nil {
+			return nil, fmt.Errorf("node %d (name %q): %w", i, n.Name, err)
+		}
 		if n.Weight < 0 {
 			return nil, fmt.Errorf("%w: node %q: %d (want >= 0)", ErrBadWeight, n.Addr, n.Weight)
 		}
@@ -208,6 +213,23 @@ func normalize(nodes []Node) ([]Node, error) {
 		}
 	}
 	return ns, nil
+}
+
+// CheckAddr checks that addr is host:port with a numeric port in range, as
+// New does for every node, so that a typo fails there rather than at the
+// first call to the node. It resolves nothing. Its errors wrap ErrBadAddr.
+func CheckAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %q: %s", ErrBadAddr, addr, strings.TrimPrefix(err.Error(), "address "+addr+": "))
+	case host == "":
+		return fmt.Errorf("%w: %q: no host", ErrBadAddr, addr)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("%w: %q: port %q", ErrBadAddr, addr, port)
+	}
+	return nil
 }
 
 // The look-up table.

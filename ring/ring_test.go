@@ -318,6 +318,13 @@ func TestNewErrors(t *testing.T) {
 		{"absurd vnodes", []Node{{Addr: "a:1"}}, []Option{WithVnodes(1 << 30)}, ErrBadVnodes},
 		{"absurd weight", []Node{{Addr: "a:1", Weight: 1 << 40}}, nil, ErrBadWeight},
 		{"too many points", []Node{{Addr: "a:1", Weight: MaxPoints / 512}, {Addr: "b:1", Weight: 1}}, nil, ErrBadWeight},
+		{"no port", []Node{{Addr: "cache-a"}}, nil, ErrBadAddr},
+		{"no host", []Node{{Addr: ":6379"}}, nil, ErrBadAddr},
+		{"port 0", []Node{{Addr: "a:0"}}, nil, ErrBadAddr},
+		{"port out of range", []Node{{Addr: "a:65536"}}, nil, ErrBadAddr},
+		{"port by name", []Node{{Addr: "a:redis"}}, nil, ErrBadAddr},
+		{"unbracketed IPv6", []Node{{Addr: "::1:6379"}}, nil, ErrBadAddr},
+		{"bad second node", []Node{{Addr: "a:1"}, {Name: "b", Addr: "b:1:2"}}, nil, ErrBadAddr},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := New(tc.nodes, tc.opts...)
@@ -325,6 +332,18 @@ func TestNewErrors(t *testing.T) {
 				t.Fatalf("New = %v, %v; want nil, %v", r, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestGoodAddrs checks the address forms New accepts.
+func TestGoodAddrs(t *testing.T) {
+	for _, a := range []string{"cache-a:6379", "10.0.0.1:11211", "[::1]:6379", "localhost:1", "h:65535"} {
+		if err := CheckAddr(a); err != nil {
+			t.Errorf("CheckAddr(%q) = %v", a, err)
+		}
+		if _, err := New([]Node{{Addr: a}}); err != nil {
+			t.Errorf("New with address %q: %v", a, err)
+		}
 	}
 }
 

@@ -83,13 +83,10 @@ func parseNode(s string) (ring.Node, error) {
 
 // checkAddr checks that addr is HOST:PORT with a port number.
 func checkAddr(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("address %q: want HOST:PORT", addr)
-	}
-	if p, err := strconv.Atoi(port); host == "" || err != nil || p < 1 || p > 65535 {
+	if err := ring.CheckAddr(addr); err != nil {
 		return fmt.Errorf("address %q: want HOST:PORT with a port in 1..65535", addr)
 	}
+	host, _, _ := net.SplitHostPort(addr)
 	if strings.ContainsAny(host, "=*, \t") {
 		return fmt.Errorf("address %q: host %q holds a character of the node-list grammar", addr, host)
 	}

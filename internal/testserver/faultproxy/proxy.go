@@ -1,4 +1,9 @@
-package testserver
+// Package faultproxy puts a fault-injection proxy (toxiproxy, run inside the
+// test process, on loopback) between a client and a server, for the network
+// faults that signals to the server cannot make: latency, a connection reset
+// mid-reply, a black hole. It is apart from testserver so that only the
+// tests that inject faults depend on toxiproxy.
+package faultproxy
 
 import (
 	"fmt"
@@ -23,13 +28,13 @@ type Proxy struct {
 	names []string // the toxics in place
 }
 
-// NewProxy starts a proxy to upstream, stopped in t.Cleanup.
-func NewProxy(t testing.TB, upstream string) *Proxy {
+// New starts a proxy to upstream, stopped in t.Cleanup.
+func New(t testing.TB, upstream string) *Proxy {
 	t.Helper()
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	p := toxiproxy.NewProxy(srv, "shardcache", "127.0.0.1:0", upstream)
 	if err := p.Start(); err != nil {
-		t.Fatalf("testserver: proxy to %s: %v", upstream, err)
+		t.Fatalf("faultproxy to %s: %v", upstream, err)
 	}
 	t.Cleanup(p.Stop)
 	return &Proxy{Addr: p.Listen, t: t, p: p}
@@ -57,7 +62,7 @@ func (p *Proxy) Clear() {
 	p.t.Helper()
 	for _, name := range p.names {
 		if err := p.p.Toxics.RemoveToxic(p.t.Context(), name); err != nil {
-			p.t.Fatalf("testserver: proxy: remove %s: %v", name, err)
+			p.t.Fatalf("faultproxy: remove %s: %v", name, err)
 		}
 	}
 	p.names = nil
@@ -68,7 +73,7 @@ func (p *Proxy) add(typ, stream, attrs string) {
 	body := fmt.Sprintf(`{"type": %q, "stream": %q, "attributes": %s}`, typ, stream, attrs)
 	w, err := p.p.Toxics.AddToxicJson(strings.NewReader(body))
 	if err != nil {
-		p.t.Fatalf("testserver: proxy: add %s: %v", typ, err)
+		p.t.Fatalf("faultproxy: add %s: %v", typ, err)
 	}
 	p.names = append(p.names, w.Name)
 }

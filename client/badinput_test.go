@@ -1,0 +1,189 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardcache/shardcache/migration"
+	"github.com/shardcache/shardcache/ring"
+)
+
+// TestBadInput runs every public entry point with bad input: each call gets
+// a typed error (errors.Is), never a panic, and loses no data: a key written
+// before reads back after, and a rejected write stores nothing.
+func TestBadInput(t *testing.T) {
+	forEachCluster(t, 3, func(t *testing.T, cl *cluster) {
+		c := cl.client(t, Options{})
+		ctx := t.Context()
+		if err := c.Set(ctx, "kept", []byte("safe"), 0); err != nil {
+			t.Fatal(err)
+		}
+		huge := make([]byte, 2<<20)
+		long := strings.Repeat("k", c.opts.MaxKeyLength+1)
+		keys := map[string]string{"empty key": "", "oversized key": long}
+		if cl.backend == Memcached {
+			keys["control character"] = "a\r\nset x 0 0 1"
+			keys["space"] = "a b"
+		}
+		type op struct {
+			name string
+			call func(key string) error
+		}
+		keyOps := []op{
+			{"Get", func(k string) error { _, err := c.Get(ctx, k); return err }},
+			{"Set", func(k string) error { return c.Set(ctx, k, []byte("v"), 0) }},
+			{"Add", func(k string) error { return c.Add(ctx, k, []byte("v"), 0) }},
+			{"Delete", func(k string) error { return c.Delete(ctx, k) }},
+			{"Incr", func(k string) error { _, err := c.Incr(ctx, k, 1); return err }},
+			{"Touch", func(k string) error { return c.Touch(ctx, k, time.Minute) }},
+			{"GetMulti", func(k string) error { _, err := c.GetMulti(ctx, []string{"ok", k}); return err }},
+			{"SetMulti", func(k string) error { return c.SetMulti(ctx, map[string][]byte{"ok": nil, k: nil}, 0) }},
+			{"DeleteMulti", func(k string) error { return c.DeleteMulti(ctx, []string{"kept", k}) }},
+		}
+		for what, k := range keys {
+			for _, o := range keyOps {
+				if err := o.call(k); !errors.Is(err, ErrMalformedKey) {
+					t.Errorf("%s with an %s = %v; want ErrMalformedKey", o.name, what, err)
+				}
+			}
+		}
+
+		type check struct {
+			name string
+			err  error
+			want error
+		}
+		var checks []check
+		add := func(name string, err, want error) { checks = append(checks, check{name, err, want}) }
+		for _, ttl := range []time.Duration{-time.Nanosecond, -time.Hour} {
+			add(fmt.Sprintf("Set, TTL %v", ttl), c.Set(ctx, "ttl", nil, ttl), ErrBadTTL)
+			add(fmt.Sprintf("Add, TTL %v", ttl), c.Add(ctx, "ttl", nil, ttl), ErrBadTTL)
+			add(fmt.Sprintf("Touch, TTL %v", ttl), c.Touch(ctx, "kept", ttl), ErrBadTTL)
+			add(fmt.Sprintf("SetMulti, TTL %v", ttl), c.SetMulti(ctx, map[string][]byte{"ttl": nil}, ttl), ErrBadTTL)
+		}
+		if cl.backend == Memcached {
+			add("Set of 2 MiB", c.Set(ctx, "big", huge, 0), ErrValueTooLarge)
+			add("Add of 2 MiB", c.Add(ctx, "big", huge, 0), ErrValueTooLarge)
+			add("SetMulti with 2 MiB", c.SetMulti(ctx, map[string][]byte{"ok": nil, "big": huge}, 0), ErrValueTooLarge)
+			// Within MaxValueSize but over the server's item limit (the key
+			// and the item's header count too): the server's refusal.
+			add("Set of 1 MiB", c.Set(ctx, "big", huge[:1<<20], 0), ErrValueTooLarge)
+		} else {
+			if err := c.Set(ctx, "big", huge, 0); err != nil {
+				t.Fatalf("Set of 2 MiB on Redis: %v", err)
+			}
+			if v, err := c.Get(ctx, "big"); err != nil || len(v) != len(huge) {
+				t.Fatalf("Get of a 2 MiB value: %d bytes, %v", len(v), err)
+			}
+			small := cl.client(t, Options{MaxValueSize: 1 << 20})
+			add("Set over MaxValueSize", small.Set(ctx, "big2", huge, 0), ErrValueTooLarge)
+		}
+		// A nil value is an empty one, not an error.
+		if err := c.Set(ctx, "nil", nil, 0); err != nil {
+			t.Errorf("Set of a nil value = %v", err)
+		}
+		mustGet(t, c, "nil", "")
+
+		for _, nodes := range []struct {
+			name  string
+			nodes []ring.Node
+			want  error
+		}{
+			{"no nodes", nil, ring.ErrNoNodes},
+			{"empty list", []ring.Node{}, ring.ErrNoNodes},
+			{"duplicate name", []ring.Node{{Name: "a", Addr: "127.0.0.1:1"}, {Name: "a", Addr: "127.0.0.1:2"}}, ring.ErrDuplicateName},
+			{"duplicate address", []ring.Node{{Name: "a", Addr: "127.0.0.1:1"}, {Name: "b", Addr: "127.0.0.1:1"}}, ring.ErrDuplicateAddr},
+			{"negative weight", []ring.Node{{Addr: "127.0.0.1:1", Weight: -1}}, ring.ErrBadWeight},
+			{"absurd weight", []ring.Node{{Addr: "127.0.0.1:1", Weight: 1 << 40}}, ring.ErrBadWeight},
+			{"empty address", []ring.Node{{Name: "a"}}, ring.ErrEmptyAddr},
+			{"no port", []ring.Node{{Addr: "127.0.0.1"}}, ring.ErrBadAddr},
+			{"port out of range", []ring.Node{{Addr: "127.0.0.1:70000"}}, ring.ErrBadAddr},
+			{"no host", []ring.Node{{Addr: ":6379"}}, ring.ErrBadAddr},
+		} {
+			add("Reshard, "+nodes.name, c.Reshard(nodes.nodes, time.Minute), nodes.want)
+			nc, err := New(Options{Backend: cl.backend, Nodes: nodes.nodes})
+			if nc != nil {
+				nc.Close()
+			}
+			add("New, "+nodes.name, err, nodes.want)
+		}
+		add("Reshard, negative window", c.Reshard(cl.nodes(), -time.Second), migration.ErrBadWindow)
+		add("ReshardTo nil", c.ReshardTo(nil, time.Minute), ErrBadOptions)
+		for name, opts := range map[string]Options{
+			"unknown backend":         {Backend: Backend(9), Nodes: cl.nodes()},
+			"negative Vnodes":         {Nodes: cl.nodes(), Vnodes: -1},
+			"negative PoolSize":       {Nodes: cl.nodes(), PoolSize: -1},
+			"negative MaxKeyLength":   {Nodes: cl.nodes(), MaxKeyLength: -1},
+			"negative MaxValueSize":   {Nodes: cl.nodes(), MaxValueSize: -1},
+			"negative timeout":        {Nodes: cl.nodes(), ReadTimeout: -time.Second},
+			"negative BackfillQueue":  {Nodes: cl.nodes(), BackfillQueue: -1},
+			"Nodes and Placement":     {Nodes: cl.nodes(), Placement: mustRing(t, cl.nodes())},
+			"MigrateFrom, bad window": {Nodes: cl.nodes(), MigrateFrom: &MigrateFrom{Nodes: cl.nodes(0), Start: time.Now(), Window: -time.Minute}},
+		} {
+			opts.Backend = max(opts.Backend, cl.backend)
+			nc, err := New(opts)
+			if nc != nil {
+				nc.Close()
+			}
+			want := ErrBadOptions
+			if name == "MigrateFrom, bad window" {
+				want = migration.ErrBadWindow
+			}
+			add("New, "+name, err, want)
+		}
+		nc, err := New(Options{Backend: cl.backend, Nodes: cl.nodes(),
+			MigrateFrom: &MigrateFrom{Nodes: []ring.Node{{Addr: "nope"}}, Start: time.Now(), Window: time.Minute}})
+		if nc != nil {
+			nc.Close()
+		}
+		add("New, MigrateFrom with a bad address", err, ring.ErrBadAddr)
+
+		// A cancelled context: every call returns context.Canceled.
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		for name, op := range ctxOps(c) {
+			add(name+", cancelled context", op(cancelled), context.Canceled)
+		}
+
+		for _, ch := range checks {
+			if !errors.Is(ch.err, ch.want) {
+				t.Errorf("%s = %v; want %v", ch.name, ch.err, ch.want)
+			}
+		}
+		for _, k := range []string{"ttl", "big", "big2", "ok"} {
+			if cl.backend == Redis && k == "big" {
+				continue
+			}
+			if h := cl.holders(t, k); len(h) != 0 {
+				t.Errorf("a rejected write stored %q on %v", k, h)
+			}
+		}
+		mustGet(t, c, "kept", "safe")
+		if got := c.Nodes(); len(got) != len(cl.addrs) {
+			t.Errorf("failed Reshards changed the nodes to %v", got)
+		}
+
+		// A closed client: every call returns ErrClosed; the data stays.
+		c.Close()
+		for name, op := range ctxOps(c) {
+			if err := op(ctx); !errors.Is(err, ErrClosed) {
+				t.Errorf("%s after Close = %v; want ErrClosed", name, err)
+			}
+		}
+		if err := c.Reshard(cl.nodes(), 0); !errors.Is(err, ErrClosed) {
+			t.Errorf("Reshard after Close = %v; want ErrClosed", err)
+		}
+		if c.Health() != nil || c.Nodes() != nil || c.Redis("k") != nil || c.Memcache("k") != nil {
+			t.Error("Health, Nodes, Redis or Memcache after Close is not nil")
+		}
+		if err := c.Close(); err != nil {
+			t.Errorf("second Close = %v", err)
+		}
+		after := cl.client(t, Options{})
+		mustGet(t, after, "kept", "safe")
+	})
+}

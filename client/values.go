@@ -1,0 +1,46 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrValueTooLarge means a value longer than Options.MaxValueSize, rejected
+// before any I/O, or one the server refused as too large (Memcached's
+// "SERVER_ERROR object too large for cache": its item limit counts the key
+// and about 60 bytes of header too).
+var ErrValueTooLarge = errors.New("shardcache: value too large")
+
+// Default value limits, the servers' own defaults.
+const (
+	// DefaultMaxValueSizeMemcached is Memcached's default item size limit
+	// (-I 1m).
+	DefaultMaxValueSizeMemcached = 1 << 20
+	// DefaultMaxValueSizeRedis is Redis's proto-max-bulk-len.
+	DefaultMaxValueSizeRedis = 512 << 20
+)
+
+// checkValue rejects a value the backend cannot store.
+func (c *Client) checkValue(key string, value []byte) error {
+	if len(value) > c.opts.MaxValueSize {
+		return fmt.Errorf("%w: %q: %d bytes, more than %d", ErrValueTooLarge, truncKey(key), len(value), c.opts.MaxValueSize)
+	}
+	return nil
+}
+
+// truncKey shortens a key for an error message.
+func truncKey(key string) string {
+	if len(key) > 64 {
+		return key[:61] + "..."
+	}
+	return key
+}
+
+// mcTooLarge maps Memcached's refusal of a large item to ErrValueTooLarge.
+func mcTooLarge(err error) error {
+	if strings.Contains(err.Error(), "SERVER_ERROR object too large") {
+		return fmt.Errorf("%w: %v", ErrValueTooLarge, err)
+	}
+	return err
+}

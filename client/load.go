@@ -71,7 +71,7 @@ type LoadStats struct {
 
 // loadCounters are LoadStats' counters, updated atomically.
 type loadCounters struct {
-	hits, negativeHits, misses, loads, loadErrors, notFound atomic.Int64
+	hits, negativeHits, misses, loads, loadErrors, notFound   atomic.Int64
 	throttled, abandoned, leaseWaits, leasesLost, cacheErrors atomic.Int64
 }
 

@@ -20,6 +20,10 @@
 //	defer c.Close()
 //	err = c.Set(ctx, "user:42", []byte("Ada"), time.Hour)
 //	v, err := c.Get(ctx, "user:42") // errors.Is(err, client.ErrCacheMiss) on a miss
+//
+// GetOrLoad and GetMultiOrLoad read through the cache to a loader (the
+// database), one load per key however many callers miss at once, with
+// negative caching, leases across processes and a load limit (load.go).
 package client
 
 import (

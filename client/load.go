@@ -328,26 +328,30 @@ func (c *Client) GetMultiOrLoad(ctx context.Context, keys []string, ttl time.Dur
 		}
 		c.loads.cacheErrors.Add(1)
 	}
-	hits := make(map[string][]byte, len(keys))
+	// found becomes the answer: negative entries out, loaded values in.
+	hits := found
 	var missing []string
+	// Keys seen and not in hits (missing, or negative entries), made on the
+	// first: a key may be asked for twice.
+	var seen map[string]bool
 	for _, k := range keys {
-		v, ok := found[k]
+		v, ok := hits[k]
 		switch {
-		case ok && isNegative(v):
-			c.loads.negativeHits.Add(1)
-		case ok:
+		case ok && !isNegative(v):
 			c.loads.hits.Add(1)
-			hits[k] = v
+			continue
+		case seen[k]:
+			continue
+		case ok:
+			c.loads.negativeHits.Add(1)
+			delete(hits, k)
 		default:
-			if _, dup := hits[k]; dup {
-				continue
-			}
-			hits[k] = nil // a placeholder, so a repeated key is missing once
 			missing = append(missing, k)
 		}
-	}
-	for _, k := range missing {
-		delete(hits, k)
+		if seen == nil {
+			seen = make(map[string]bool)
+		}
+		seen[k] = true
 	}
 	if len(missing) == 0 {
 		return hits, nil

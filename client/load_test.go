@@ -283,7 +283,7 @@ func TestGetMultiOrLoad(t *testing.T) {
 		mustGet(t, c, "b", "B")
 		mustGet(t, c, "e", "")
 		mustMiss(t, c, "gone")
-		got, err = c.GetMultiOrLoad(ctx, keys, time.Hour, load)
+		got, err = c.GetMultiOrLoad(ctx, append(keys, "gone"), time.Hour, load)
 		if err != nil || !mapsEqual(got, want) || len(asked) != 1 {
 			t.Fatalf("second GetMultiOrLoad = %q, %v, %d loads; want the same from the cache alone", got, err, len(asked))
 		}

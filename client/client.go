@@ -115,10 +115,16 @@ type Options struct {
 	// Lease, when positive, makes GetOrLoad take a lease on a missing key in
 	// the cache before loading it, so one process of the fleet loads it and
 	// the others wait for its value, re-reading the key every LeaseRetry; a
-	// lease expires after Lease, which should outlast a load. A Delete
-	// during the load clears the lease, and the loaded value is then not
-	// stored. See lease.go for the protocol on Redis and Memcached. Default
-	// 0: no leases; LeaseRetry defaults to DefaultLeaseRetry.
+	// lease expires after Lease, which should outlast a load: a value
+	// loaded under an expired lease is not stored. A Delete or DeleteMulti
+	// during the load clears the lease (one more round trip each, when Lease
+	// is set), and the loaded value is then not stored. On Redis the store
+	// is one Lua script, atomic; on Memcached it is a set, a check of the
+	// lease and, if it was lost, a delete, so for one round trip a reader can
+	// see a value that is then withdrawn, and a lease lasts whole seconds.
+	// Every process must agree on Lease: a Delete without it clears no
+	// lease. GetMultiOrLoad takes no leases. Default 0: no leases;
+	// LeaseRetry defaults to DefaultLeaseRetry.
 	Lease, LeaseRetry time.Duration
 
 	// LoadLimit, when set, caps the loader calls of GetOrLoad and

@@ -96,6 +96,9 @@ func (c *Client) leaseOrValue(ctx context.Context, r route, key string) (l *leas
 	cand := &lease{key: c.leaseKey(key), token: rand.Text()}
 	var retry *time.Timer
 	for waited := false; ; waited = true {
+		if c.state.Load() == nil {
+			return nil, nil, false, ErrClosed // no load for a closed client
+		}
 		var got bool
 		if lerr == nil {
 			got, lerr = ln.acquireLease(ctx, cand.key, cand.token, c.opts.Lease)

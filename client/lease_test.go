@@ -173,3 +173,31 @@ func TestLeaseKey(t *testing.T) {
 		t.Fatalf("leaseKey of a 250-byte key = %q (%d bytes)", got, len(got))
 	}
 }
+
+// TestLeaseWaitEndsAtClose: a process waiting for another's lease stops at
+// Close, without loading.
+func TestLeaseWaitEndsAtClose(t *testing.T) {
+	cl := newCluster(t, "miniredis", 2)
+	holder, waiter := cl.client(t, Options{Lease: testLease}), cl.client(t, Options{Lease: testLease})
+	l := newLoader("v", nil)
+	held := make(chan error, 1)
+	go func() {
+		_, err := holder.GetOrLoad(t.Context(), "k", time.Hour, l.load)
+		held <- err
+	}()
+	<-l.entered
+	waited := make(chan error, 1)
+	go func() {
+		_, err := waiter.GetOrLoad(t.Context(), "k", time.Hour, l.load)
+		waited <- err
+	}()
+	waitFor(t, "the waiter to find the lease taken", func() bool { return waiter.LoadStats().LeaseWaits == 1 })
+	waiter.Close()
+	if err := <-waited; !errors.Is(err, ErrClosed) {
+		t.Fatalf("waiter after Close: %v, want ErrClosed", err)
+	}
+	close(l.release)
+	if err := <-held; err != nil || l.calls.Load() != 1 {
+		t.Fatalf("holder: %v, %d loads; want its one load", err, l.calls.Load())
+	}
+}

@@ -216,10 +216,19 @@ func (c *Client) answer(v []byte) ([]byte, error) {
 	return v, nil
 }
 
+// cached is answer for a load that found the value in the cache after all:
+// its callers were counted as misses.
+func cached(v []byte) ([]byte, error) {
+	if isNegative(v) {
+		return nil, ErrNotFound
+	}
+	return v, nil
+}
+
 // loadKey is one load of key, run by singleflight for every caller waiting
 // on it: it reads the cache once more (a load that finished just before this
 // one started has stored the value), takes the lease if leases are on,
-// loads and stores. ctx is the load's; admitCtx adds the first caller's
+// loads and stores. A nil value is stored as an empty one, as Set does. ctx is the load's; admitCtx adds the first caller's
 // deadline, for the wait for a token.
 func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Duration, load func(context.Context) ([]byte, error)) (any, error) {
 	r, err := c.begin(key) // the route now: a migration may have ended meanwhile
@@ -234,12 +243,12 @@ func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Dur
 			return nil, err
 		}
 		if hit {
-			return c.answer(v)
+			return cached(v)
 		}
 	} else {
 		v, err := c.get(ctx, r, key)
 		if err == nil {
-			return c.answer(v)
+			return cached(v)
 		}
 		if err != ErrCacheMiss {
 			c.loads.cacheErrors.Add(1)

@@ -201,3 +201,27 @@ func TestLeaseWaitEndsAtClose(t *testing.T) {
 		t.Fatalf("holder: %v, %d loads; want its one load", err, l.calls.Load())
 	}
 }
+
+// TestLeaseReleasedWhenThrottled: a load refused by LoadLimit gives its
+// lease back, so another process loads at once.
+func TestLeaseReleasedWhenThrottled(t *testing.T) {
+	cl := newCluster(t, "miniredis", 1)
+	clock := newFakeClock()
+	guarded := cl.client(t, Options{Lease: testLease, Now: clock.Now, LoadLimit: &LoadLimit{PerSecond: 1, MaxWait: -1}})
+	other := cl.client(t, Options{Lease: testLease})
+	l := openLoader("v", nil)
+	if _, err := guarded.GetOrLoad(t.Context(), "a", time.Hour, l.load); err != nil { // the one token
+		t.Fatal(err)
+	}
+	if _, err := guarded.GetOrLoad(t.Context(), "b", time.Hour, l.load); !errors.Is(err, ErrLoadThrottled) {
+		t.Fatalf("second load: %v, want ErrLoadThrottled", err)
+	}
+	if h := cl.holders(t, leasePrefix+"b"); len(h) != 0 {
+		t.Fatalf("a throttled load kept its lease on %v", h)
+	}
+	bounded, cancel := context.WithTimeout(t.Context(), testLease/2)
+	defer cancel()
+	if v, err := other.GetOrLoad(bounded, "b", time.Hour, l.load); err != nil || string(v) != "v" {
+		t.Fatalf("other process: %q, %v", v, err)
+	}
+}

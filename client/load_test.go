@@ -20,6 +20,7 @@ type loader struct {
 	release chan struct{}
 	value   []byte
 	err     error
+	ctxErr  atomic.Value // the load's ctx.Err() when it returned, if not nil
 }
 
 func newLoader(value string, err error) *loader {
@@ -38,6 +39,9 @@ func (l *loader) load(ctx context.Context) ([]byte, error) {
 	l.calls.Add(1)
 	l.entered <- struct{}{}
 	<-l.release
+	if err := ctx.Err(); err != nil {
+		l.ctxErr.Store(err)
+	}
 	return l.value, l.err
 }
 
@@ -55,12 +59,21 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 }
 
 // TestGetOrLoadOnce: 200 goroutines miss one key; the loader runs once, all
-// get its value, and a waiter whose deadline passes returns early while the
-// load goes on for the others.
+// get its value, and callers whose context ends return early while the load
+// goes on for the others: the first caller, whose call started the load, as
+// well as one that joined it.
 func TestGetOrLoadOnce(t *testing.T) {
 	forEachCluster(t, 3, func(t *testing.T, cl *cluster) {
 		c := cl.client(t, Options{})
 		l := newLoader("loaded", nil)
+		first, cancelFirst := context.WithCancel(t.Context())
+		firstErr := make(chan error, 1)
+		go func() {
+			_, err := c.GetOrLoad(first, "hot", time.Minute, l.load)
+			firstErr <- err
+		}()
+		<-l.entered // the first caller's load is under way
+
 		const n = 200
 		vals := make([][]byte, n)
 		errs := make([]error, n)
@@ -68,9 +81,12 @@ func TestGetOrLoadOnce(t *testing.T) {
 		for i := range n {
 			wg.Go(func() { vals[i], errs[i] = c.GetOrLoad(t.Context(), "hot", time.Minute, l.load) })
 		}
-		<-l.entered
-		waitFor(t, "every goroutine to miss", func() bool { return c.LoadStats().Misses == n })
+		waitFor(t, "every goroutine to miss", func() bool { return c.LoadStats().Misses == n+1 })
 
+		cancelFirst()
+		if err := <-firstErr; !errors.Is(err, context.Canceled) {
+			t.Fatalf("first caller after its cancel = %v; want context.Canceled while the load is held", err)
+		}
 		// One more waiter, with a deadline: it leaves while the load is held.
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 		defer cancel()
@@ -85,14 +101,17 @@ func TestGetOrLoadOnce(t *testing.T) {
 			}
 		}
 		if got := l.calls.Load(); got != 1 {
-			t.Fatalf("loader ran %d times for %d callers, want 1", got, n+1)
+			t.Fatalf("loader ran %d times for %d callers, want 1", got, n+2)
+		}
+		if err := l.ctxErr.Load(); err != nil {
+			t.Fatalf("the load's context ended with its first caller's: %v", err)
 		}
 		mustGet(t, c, "hot", "loaded") // stored for the next callers
 		if v, err := c.GetOrLoad(t.Context(), "hot", time.Minute, l.load); err != nil || string(v) != "loaded" || l.calls.Load() != 1 {
 			t.Fatalf("GetOrLoad of a cached key = %q, %v, %d loads", v, err, l.calls.Load())
 		}
 		s := c.LoadStats()
-		if s.Loads != 1 || s.Misses != n+1 || s.Abandoned != 1 || s.Hits != 1 || s.LoadErrors != 0 {
+		if s.Loads != 1 || s.Misses != n+2 || s.Abandoned != 2 || s.Hits != 1 || s.LoadErrors != 0 {
 			t.Fatalf("LoadStats = %+v", s)
 		}
 	})

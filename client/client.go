@@ -123,7 +123,7 @@ type Options struct {
 	// lease and, if it was lost, a delete, so for one round trip a reader can
 	// see a value that is then withdrawn, and a lease lasts whole seconds.
 	// Every process must agree on Lease: a Delete without it clears no
-	// lease. GetMultiOrLoad takes no leases. Default 0: no leases;
+	// lease. GetMultiOrLoad takes leases too, per key. Default 0: no leases;
 	// LeaseRetry defaults to DefaultLeaseRetry.
 	Lease, LeaseRetry time.Duration
 

@@ -10,6 +10,8 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/murmur3"
+
+	"github.com/shardcache/shardcache/migration"
 )
 
 // Leases: one load per key across the fleet (Options.Lease), after "Scaling
@@ -21,6 +23,10 @@ import (
 // The others find the lease taken and re-read the key every
 // Options.LeaseRetry until the value lands, or the lease is gone (released
 // after a failed load, or expired with its holder) and they take it.
+// GetMultiOrLoad does the same per key, with one round trip per node for each
+// step: it takes the leases of its misses, loads those it holds in one batch,
+// then waits for the others (and loads in one more batch any whose lease it
+// takes later).
 //
 // The value is stored only if the lease is still held, and Delete (and
 // DeleteMulti) clear the lease before they delete the key, so a Delete during
@@ -46,21 +52,19 @@ import (
 // placement (half-way through a rollout) take their leases on different
 // nodes and may load once each.
 
-// leaser is what a node needs for leases; redisNode and mcNode implement it.
+// leaser is what a node needs for leases, besides add (which takes them);
+// redisNode and mcNode implement it.
 type leaser interface {
-	// acquireLease sets lkey to token for ttl if lkey is absent, and
-	// reports whether it did.
-	acquireLease(ctx context.Context, lkey, token string, ttl time.Duration) (bool, error)
-	// storeLeased stores value under key with ttl if lkey still holds token,
-	// and deletes lkey; it reports whether the value was stored (and kept).
-	storeLeased(ctx context.Context, key string, value []byte, ttl time.Duration, lkey, token string) (bool, error)
-	// releaseLease deletes lkey if it holds token.
-	releaseLease(ctx context.Context, lkey, token string) error
+	// storeLeased stores each item if its lease key, lkeys[i], still holds
+	// token, and deletes that lease key; it reports which were stored (and
+	// kept).
+	storeLeased(ctx context.Context, items []item, lkeys []string, token string) ([]bool, error)
+	// releaseLeases deletes each lease key that holds token.
+	releaseLeases(ctx context.Context, lkeys []string, token string) error
 }
 
 // lease is a lease this process holds on a key, on the key's owner.
 type lease struct {
-	key   string // the lease key
 	token string // what the lease key holds while it is ours
 }
 
@@ -78,12 +82,29 @@ func (c *Client) leaseKey(key string) string {
 	return fmt.Sprintf("%s#%016x%016x", leasePrefix, h1, h2)
 }
 
-// leaser returns the lease capability of key's owner.
-func leaserOf(r route) (leaser, error) {
-	if l, ok := r.st.conn(r.New).(leaser); ok {
-		return l, nil
+// leaseKeys returns the lease keys of keys.
+func (c *Client) leaseKeys(keys []string) []string {
+	lkeys := make([]string, len(keys))
+	for i, k := range keys {
+		lkeys[i] = c.leaseKey(k)
 	}
-	return nil, ErrUnknownNode
+	return lkeys
+}
+
+// waitRetry waits Options.LeaseRetry on t, made on first use, or until ctx
+// is done.
+func (c *Client) waitRetry(ctx context.Context, t **time.Timer) error {
+	if *t == nil {
+		*t = time.NewTimer(c.opts.LeaseRetry)
+	} else {
+		(*t).Reset(c.opts.LeaseRetry)
+	}
+	select {
+	case <-(*t).C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // leaseOrValue takes the lease on key, or waits for the value that the
@@ -92,16 +113,27 @@ func leaserOf(r route) (leaser, error) {
 // lease could not be taken for a failure of the cache: the load goes on
 // without one.
 func (c *Client) leaseOrValue(ctx context.Context, r route, key string) (l *lease, v []byte, hit bool, err error) {
-	ln, lerr := leaserOf(r)
-	cand := &lease{key: c.leaseKey(key), token: rand.Text()}
+	cand := &lease{token: rand.Text()}
+	lkey := c.leaseKey(key)
+	var lerr error
 	var retry *time.Timer
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
 	for waited := false; ; waited = true {
 		if c.state.Load() == nil {
 			return nil, nil, false, ErrClosed // no load for a closed client
 		}
-		var got bool
+		got := false
 		if lerr == nil {
-			got, lerr = ln.acquireLease(ctx, cand.key, cand.token, c.opts.Lease)
+			switch lerr = r.st.conn(r.New).add(ctx, lkey, []byte(cand.token), c.opts.Lease); lerr {
+			case nil:
+				got = true
+			case ErrNotStored:
+				lerr = nil
+			}
 		}
 		// Read after the attempt: a store sets the value before it clears
 		// the lease, so a lease just taken finds a value that just landed.
@@ -109,11 +141,9 @@ func (c *Client) leaseOrValue(ctx context.Context, r route, key string) (l *leas
 		switch {
 		case err == nil:
 			if got {
-				c.releaseLease(ctx, r, cand)
+				c.releaseLeases(ctx, r.st, []string{key}, cand.token)
 			}
 			return nil, v, true, nil
-		case err == ErrClosed:
-			return nil, nil, false, err
 		case err != ErrCacheMiss:
 			c.loads.cacheErrors.Add(1)
 		}
@@ -127,49 +157,118 @@ func (c *Client) leaseOrValue(ctx context.Context, r route, key string) (l *leas
 		if !waited {
 			c.loads.leaseWaits.Add(1)
 		}
-		if retry == nil {
-			retry = time.NewTimer(c.opts.LeaseRetry)
-			defer retry.Stop()
-		} else {
-			retry.Reset(c.opts.LeaseRetry)
-		}
-		<-retry.C
+		c.waitRetry(ctx, &retry) // ctx has no end: the load's outlives its callers
 	}
 }
 
-// storeLeased stores a loaded value under lease l (see the ordering above).
-func (c *Client) storeLeased(ctx context.Context, r route, l *lease, key string, v []byte, ttl time.Duration) {
-	if r.Dual {
-		c.copyToOld(r, func(n node) error { return n.set(ctx, key, v, ttl) })
+// acquireLeases takes the leases of keys with token, one round trip per
+// owner: got[i] when key i's lease is ours, failed[i] when its owner could
+// not be asked.
+func (c *Client) acquireLeases(ctx context.Context, st *state, keys []string, token string) (got, failed []bool) {
+	got, failed = make([]bool, len(keys)), make([]bool, len(keys))
+	bs := newBatches(st)
+	for i, k := range keys {
+		bs.add(st.placement.Locate(k), item{key: c.leaseKey(k), value: []byte(token), ttl: c.opts.Lease}, i)
 	}
-	ln, err := leaserOf(r)
-	stored := false
-	if err == nil {
-		stored, err = ln.storeLeased(ctx, key, v, ttl, l.key, l.token)
+	bs.run(func(b *batch) (err error) {
+		stored, err := b.conn.addMulti(ctx, b.items)
+		for j, ok := range stored {
+			got[b.idx[j]] = ok
+		}
+		return err
+	})
+	for _, b := range bs.list {
+		if b.err != nil {
+			c.loads.cacheErrors.Add(1)
+			for _, i := range b.idx {
+				failed[i] = true
+			}
+		}
 	}
-	if err != nil {
-		c.loads.cacheErrors.Add(1)
-	} else if !stored {
-		c.loads.leasesLost.Add(1)
+	return got, failed
+}
+
+// storeUnderLease stores loaded items whose leases this process holds with
+// token, one round trip per node for each step. During a migration the
+// copies to old owners are written first, as dual writes, and deleted again
+// where the lease was lost, so that a Delete that clears the lease, then the
+// old owner, then the new owner leaves neither (see above).
+func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, items []item, token string) {
+	routes := make([]migration.Route, len(items))
+	news, olds := newBatches(st), newBatches(st)
+	for i, it := range items {
+		if st.mig == nil {
+			routes[i].New = st.placement.Locate(it.key)
+		} else {
+			routes[i] = st.mig.Route(it.key, now)
+		}
+		news.add(routes[i].New, it, i)
+		if routes[i].Dual {
+			olds.add(routes[i].Old, it, i)
+		}
 	}
-	if !stored && r.Dual {
-		if err := r.st.conn(r.Old).delete(ctx, key); err != nil {
+	olds.run(func(b *batch) error { return b.conn.setMulti(ctx, b.items) })
+	for _, b := range olds.list {
+		for range b.items {
+			countCopy(route{st: st}, b.err)
+		}
+	}
+	kept := make([]bool, len(items))
+	news.run(func(b *batch) error {
+		ln, ok := b.conn.(leaser)
+		if !ok {
+			return ErrUnknownNode
+		}
+		stored, err := ln.storeLeased(ctx, b.items, c.leaseKeys(b.keys), token)
+		for j, s := range stored {
+			kept[b.idx[j]] = s
+		}
+		return err
+	})
+	for _, b := range news.list {
+		if b.err != nil {
+			c.loads.cacheErrors.Add(1) // its items may or may not be stored
+			continue
+		}
+		for _, i := range b.idx {
+			if !kept[i] {
+				c.loads.leasesLost.Add(1)
+			}
+		}
+	}
+	// A copy on an old owner is kept only beside a value kept on the new one.
+	revoke := newBatches(st)
+	for i, it := range items {
+		if routes[i].Dual && !kept[i] {
+			revoke.addKey(routes[i].Old, it.key, i)
+		}
+	}
+	revoke.run(func(b *batch) error { return b.conn.deleteMulti(ctx, b.keys) })
+	for _, b := range revoke.list {
+		if b.err != nil {
 			c.loads.cacheErrors.Add(1)
 		}
 	}
 }
 
-// releaseLease gives up lease l, if any, after a load that stored nothing.
-func (c *Client) releaseLease(ctx context.Context, r route, l *lease) {
-	if l == nil {
-		return
+// releaseLeases gives up the leases of keys held with token, after loads
+// that store nothing: one round trip per owner.
+func (c *Client) releaseLeases(ctx context.Context, st *state, keys []string, token string) {
+	bs := newBatches(st)
+	for i, k := range keys {
+		bs.addKey(st.placement.Locate(k), c.leaseKey(k), i)
 	}
-	ln, err := leaserOf(r)
-	if err == nil {
-		err = ln.releaseLease(ctx, l.key, l.token)
-	}
-	if err != nil {
-		c.loads.cacheErrors.Add(1) // it expires after Options.Lease
+	bs.run(func(b *batch) error {
+		ln, ok := b.conn.(leaser)
+		if !ok {
+			return ErrUnknownNode
+		}
+		return ln.releaseLeases(ctx, b.keys, token)
+	})
+	for _, b := range bs.list {
+		if b.err != nil {
+			c.loads.cacheErrors.Add(1) // the leases expire after Options.Lease
+		}
 	}
 }
 
@@ -200,85 +299,108 @@ func (c *Client) clearLeases(ctx context.Context, keys []string) error {
 	return errors.Join(errs...)
 }
 
-// Redis: one script stores under a lease, another releases it; each runs
-// atomically on the server.
+// Redis: one script stores under leases, another releases them; each runs
+// atomically on the server, for all the keys of a node at once.
 var (
-	// KEYS: the key, the lease key. ARGV: the token, the value, the TTL in
-	// milliseconds (0: no expiry).
+	// KEYS: key 1, lease key 1, key 2, lease key 2, ... ARGV: the token,
+	// then value i and its TTL in milliseconds (0: no expiry) for each key.
+	// It returns 1 for each key stored, 0 for each whose lease was lost.
 	storeLeasedScript = redis.NewScript(`
-if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[2])
-if tonumber(ARGV[3]) > 0 then
-	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-else
-	redis.call('SET', KEYS[1], ARGV[2])
+local stored = {}
+for i = 1, #KEYS / 2 do
+	local key, lease = KEYS[2*i-1], KEYS[2*i]
+	local value, ttl = ARGV[2*i], tonumber(ARGV[2*i+1])
+	if redis.call('GET', lease) == ARGV[1] then
+		redis.call('DEL', lease)
+		if ttl > 0 then
+			redis.call('SET', key, value, 'PX', ttl)
+		else
+			redis.call('SET', key, value)
+		end
+		stored[i] = 1
+	else
+		stored[i] = 0
+	end
 end
-return 1`)
-	// KEYS: the lease key. ARGV: the token.
-	releaseLeaseScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return stored`)
+	// KEYS: the lease keys. ARGV: the token.
+	releaseLeasesScript = redis.NewScript(`
+for _, lease in ipairs(KEYS) do
+	if redis.call('GET', lease) == ARGV[1] then redis.call('DEL', lease) end
+end
 return 0`)
 )
 
-func (n redisNode) acquireLease(ctx context.Context, lkey, token string, ttl time.Duration) (bool, error) {
-	ok, err := n.rdb.SetNX(ctx, lkey, token, redisTTL(ttl)).Result()
-	return ok, redisErr(ctx, err)
-}
-
-func (n redisNode) storeLeased(ctx context.Context, key string, value []byte, ttl time.Duration, lkey, token string) (bool, error) {
-	ms := redisTTL(ttl).Milliseconds()
-	stored, err := storeLeasedScript.Run(ctx, n.rdb, []string{key, lkey}, token, value, ms).Int()
-	return stored == 1, redisErr(ctx, err)
-}
-
-func (n redisNode) releaseLease(ctx context.Context, lkey, token string) error {
-	return redisErr(ctx, releaseLeaseScript.Run(ctx, n.rdb, []string{lkey}, token).Err())
-}
-
-func (n mcNode) acquireLease(ctx context.Context, lkey, token string, ttl time.Duration) (bool, error) {
-	err := n.add(ctx, lkey, []byte(token), ttl)
-	if err == ErrNotStored {
-		return false, nil
+func (n redisNode) storeLeased(ctx context.Context, items []item, lkeys []string, token string) ([]bool, error) {
+	keys := make([]string, 0, 2*len(items))
+	args := make([]any, 0, 1+2*len(items))
+	args = append(args, token)
+	for i, it := range items {
+		keys = append(keys, it.key, lkeys[i])
+		args = append(args, it.value, redisTTL(it.ttl).Milliseconds())
 	}
-	return err == nil, err
+	res, err := storeLeasedScript.Run(ctx, n.rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return nil, redisErr(ctx, err)
+	}
+	stored := make([]bool, len(items))
+	for i := range stored {
+		stored[i] = i < len(res) && res[i] == 1
+	}
+	return stored, nil
 }
 
-// storeLeased sets the value, then checks the lease, and deletes the value
-// again if the lease was lost: Memcached cannot make the set conditional on
+func (n redisNode) releaseLeases(ctx context.Context, lkeys []string, token string) error {
+	return redisErr(ctx, releaseLeasesScript.Run(ctx, n.rdb, lkeys, token).Err())
+}
+
+// storeLeased sets each value, then checks its lease, and deletes the value
+// again if the lease was lost: Memcached cannot make a set conditional on
 // another key.
-func (n mcNode) storeLeased(ctx context.Context, key string, value []byte, ttl time.Duration, lkey, token string) (bool, error) {
-	return call(ctx, func() (bool, error) {
-		if err := n.mc.Set(&memcache.Item{Key: key, Value: value, Expiration: mcExpiration(ttl)}); err != nil {
-			return false, err
-		}
-		it, err := n.mc.Get(lkey)
-		if err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
-			return false, err
-		}
-		if err != nil || string(it.Value) != token {
-			if err := n.mc.Delete(key); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
-				return false, err
+func (n mcNode) storeLeased(ctx context.Context, items []item, lkeys []string, token string) ([]bool, error) {
+	return call(ctx, func() ([]bool, error) {
+		stored := make([]bool, len(items))
+		for i, it := range items {
+			if err := n.mc.Set(&memcache.Item{Key: it.key, Value: it.value, Expiration: mcExpiration(it.ttl)}); err != nil {
+				return stored, err
 			}
-			return false, nil
+			l, err := n.mc.Get(lkeys[i])
+			if err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
+				return stored, err
+			}
+			if err != nil || string(l.Value) != token {
+				if err := n.mc.Delete(it.key); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
+					return stored, err
+				}
+				continue
+			}
+			stored[i] = true
+			if err := n.mc.Delete(lkeys[i]); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
+				return stored, err
+			}
 		}
-		if err := n.mc.Delete(lkey); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
-			return true, err
-		}
-		return true, nil
+		return stored, nil
 	})
 }
 
-func (n mcNode) releaseLease(ctx context.Context, lkey, token string) error {
+// releaseLeases reads each lease and deletes it if it holds token: the text
+// protocol has no compare-and-delete.
+func (n mcNode) releaseLeases(ctx context.Context, lkeys []string, token string) error {
 	return call0(ctx, func() error {
-		it, err := n.mc.Get(lkey)
-		if err != nil || string(it.Value) != token {
+		for _, lkey := range lkeys {
+			l, err := n.mc.Get(lkey)
 			if errors.Is(err, memcache.ErrCacheMiss) {
-				return nil
+				continue
 			}
-			return err
-		}
-		if err := n.mc.Delete(lkey); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
-			return err
+			if err != nil {
+				return err
+			}
+			if string(l.Value) != token {
+				continue
+			}
+			if err := n.mc.Delete(lkey); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
+				return err
+			}
 		}
 		return nil
 	})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -224,4 +225,95 @@ func TestLeaseReleasedWhenThrottled(t *testing.T) {
 	if v, err := other.GetOrLoad(bounded, "b", time.Hour, l.load); err != nil || string(v) != "v" {
 		t.Fatalf("other process: %q, %v", v, err)
 	}
+}
+
+// TestLeaseBatch: with leases, 4 clients (processes) asking GetMultiOrLoad
+// for the same 10 missing keys load each key once in all, whichever process
+// holds its lease; a Delete during a batch load keeps that key from being
+// stored.
+func TestLeaseBatch(t *testing.T) {
+	forEachCluster(t, 3, func(t *testing.T, cl *cluster) {
+		ctx := t.Context()
+		const procs = 4
+		keys := []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9"}
+		clients := make([]*Client, procs)
+		for i := range clients {
+			clients[i] = cl.client(t, Options{Lease: testLease})
+		}
+		var mu sync.Mutex
+		loadedKeys := map[string]int{}
+		var inLoad atomic.Int64
+		release := make(chan struct{})
+		load := func(_ context.Context, missing []string) (map[string][]byte, error) {
+			mu.Lock()
+			m := map[string][]byte{}
+			for _, k := range missing {
+				loadedKeys[k]++
+				m[k] = []byte("v:" + k)
+			}
+			mu.Unlock()
+			inLoad.Add(int64(len(missing)))
+			<-release
+			return m, nil
+		}
+		results := make([]map[string][]byte, procs)
+		errs := make([]error, procs)
+		var wg sync.WaitGroup
+		for i, c := range clients {
+			wg.Go(func() { results[i], errs[i] = c.GetMultiOrLoad(ctx, keys, time.Hour, load) })
+		}
+		// Every process has taken the leases it could and loads them, or
+		// waits for the others' keys.
+		waitFor(t, "every process to load or wait for each key", func() bool {
+			var waits int64
+			for _, c := range clients {
+				waits += c.LoadStats().LeaseWaits
+			}
+			return waits+inLoad.Load() == procs*int64(len(keys))
+		})
+		close(release)
+		wg.Wait()
+		for i := range clients {
+			if errs[i] != nil || len(results[i]) != len(keys) {
+				t.Fatalf("process %d: %d values, %v", i, len(results[i]), errs[i])
+			}
+			for _, k := range keys {
+				if string(results[i][k]) != "v:"+k {
+					t.Fatalf("process %d: %s = %q", i, k, results[i][k])
+				}
+			}
+		}
+		for _, k := range keys {
+			if loadedKeys[k] != 1 {
+				t.Fatalf("key loads %v: want each key loaded once across %d processes", loadedKeys, procs)
+			}
+		}
+
+		// A Delete during the batch load: that key is not stored, the other is.
+		c, other := clients[0], clients[1]
+		entered, hold := make(chan struct{}), make(chan struct{})
+		slow := func(_ context.Context, missing []string) (map[string][]byte, error) {
+			close(entered)
+			<-hold
+			return map[string][]byte{"x": []byte("stale"), "y": []byte("fresh")}, nil
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.GetMultiOrLoad(ctx, []string{"x", "y"}, time.Hour, slow)
+			done <- err
+		}()
+		<-entered
+		if err := other.Delete(ctx, "x"); err != nil {
+			t.Fatal(err)
+		}
+		close(hold)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		mustMiss(t, c, "x")
+		mustGet(t, c, "y", "fresh")
+		if s := c.LoadStats(); s.LeasesLost != 1 {
+			t.Fatalf("LoadStats = %+v; want one lease lost", s)
+		}
+	})
 }

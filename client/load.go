@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -255,7 +256,7 @@ func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Dur
 		}
 	}
 	if err := c.admit(admitCtx, r.st, key); err != nil {
-		c.releaseLease(ctx, r, l)
+		c.releaseLease(ctx, r, l, key)
 		return nil, err
 	}
 	v, err := c.callLoad(ctx, key, load)
@@ -266,12 +267,12 @@ func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Dur
 		if c.opts.NegativeTTL > 0 {
 			c.store(ctx, r, l, key, []byte(negative), c.opts.NegativeTTL)
 		} else {
-			c.releaseLease(ctx, r, l)
+			c.releaseLease(ctx, r, l, key)
 		}
 		return nil, err
 	case err != nil:
 		c.loads.loadErrors.Add(1)
-		c.releaseLease(ctx, r, l)
+		c.releaseLease(ctx, r, l, key)
 		return nil, err
 	}
 	if v == nil {
@@ -299,12 +300,20 @@ func (c *Client) callLoad(ctx context.Context, key string, load func(context.Con
 // returned all the same.
 func (c *Client) store(ctx context.Context, r route, l *lease, key string, v []byte, ttl time.Duration) {
 	if l != nil {
-		c.storeLeased(ctx, r, l, key, v, ttl)
+		c.storeUnderLease(ctx, r.st, r.now, []item{{key: key, value: v, ttl: ttl}}, l.token)
 		return
 	}
 	err := c.write("set", r, key, func(n node) error { return n.set(ctx, key, v, ttl) })
 	if err != nil {
 		c.loads.cacheErrors.Add(1)
+	}
+}
+
+// releaseLease gives up lease l on key, if any, after a load that stores
+// nothing.
+func (c *Client) releaseLease(ctx context.Context, r route, l *lease, key string) {
+	if l != nil {
+		c.releaseLeases(ctx, r.st, []string{key}, l.token)
 	}
 }
 
@@ -318,11 +327,17 @@ func (c *Client) store(ctx context.Context, r route, l *lease, key string, v []b
 // A key absent from load's map is not found: it is absent from the result
 // and, with Options.NegativeTTL, cached as such, as are keys that are
 // negative entries already. An error from load is returned with the hits and
-// nothing loaded is stored. With Options.LoadLimit the batch takes one
-// token, and fails with ErrLoadThrottled (with the hits) when none comes
+// nothing loaded is stored. With Options.LoadLimit each call of load takes
+// one token, and fails with ErrLoadThrottled (with the hits) when none comes
 // within the caller's deadline. Nodes that cannot be read count their keys
-// as missing, to be loaded (LoadStats.CacheErrors). Unlike GetOrLoad, a
-// batch neither shares loads with other calls nor takes leases.
+// as missing, to be loaded (LoadStats.CacheErrors).
+//
+// With Options.Lease the misses are loaded under leases, as GetOrLoad's
+// are: one batch load of the misses whose lease this call takes, then a wait
+// for the values of the others, which other processes are loading (and one
+// more batch for any whose lease comes free in the meantime). Unlike
+// GetOrLoad, a batch does not share its loads with other calls in the
+// process, except through leases.
 func (c *Client) GetMultiOrLoad(ctx context.Context, keys []string, ttl time.Duration, load func(ctx context.Context, missing []string) (map[string][]byte, error)) (map[string][]byte, error) {
 	if err := checkTTL(ttl); err != nil {
 		return nil, err
@@ -366,21 +381,42 @@ func (c *Client) GetMultiOrLoad(ctx context.Context, keys []string, ttl time.Dur
 		return hits, nil
 	}
 	c.loads.misses.Add(int64(len(missing)))
-	st, _ := c.load()
+	st, now := c.load()
 	if st == nil {
 		return hits, ErrClosed
 	}
-	if err := c.admit(ctx, st, missing[0]); err != nil {
-		return hits, err
+	if c.opts.Lease > 0 {
+		return hits, c.loadLeased(ctx, st, now, hits, missing, ttl, load)
 	}
-	loaded, err := load(ctx, missing)
+	return hits, c.loadBatch(ctx, st, now, hits, missing, ttl, load, nil)
+}
+
+// loadBatch loads keys with one call of load and stores what it returns,
+// with a negative entry for each key it leaves out when
+// Options.NegativeTTL is set, adding the values to hits. With l, the keys'
+// leases are held with l's token: the store is conditional on them, and they
+// are released when nothing is stored.
+func (c *Client) loadBatch(ctx context.Context, st *state, now time.Time, hits map[string][]byte, keys []string, ttl time.Duration,
+	load func(context.Context, []string) (map[string][]byte, error), l *lease) error {
+	release := func(keys []string) {
+		if l != nil && len(keys) > 0 {
+			c.releaseLeases(ctx, st, keys, l.token)
+		}
+	}
+	if err := c.admit(ctx, st, keys[0]); err != nil {
+		release(keys)
+		return err
+	}
+	loaded, err := load(ctx, keys)
 	c.loads.loads.Add(1)
 	if err != nil {
 		c.loads.loadErrors.Add(1)
-		return hits, err
+		release(keys)
+		return err
 	}
-	items := make([]item, 0, len(missing))
-	for _, k := range missing {
+	items := make([]item, 0, len(keys))
+	var unstored []string
+	for _, k := range keys {
 		v, ok := loaded[k]
 		switch {
 		case ok:
@@ -394,9 +430,15 @@ func (c *Client) GetMultiOrLoad(ctx context.Context, keys []string, ttl time.Dur
 			items = append(items, item{key: k, value: []byte(negative), ttl: c.opts.NegativeTTL})
 		default:
 			c.loads.notFound.Add(1)
+			unstored = append(unstored, k)
 		}
 	}
-	if len(items) > 0 {
+	release(unstored)
+	switch {
+	case len(items) == 0:
+	case l != nil:
+		c.storeUnderLease(ctx, st, now, items, l.token)
+	default:
 		keys := make([]string, len(items))
 		for i, it := range items {
 			keys[i] = it.key
@@ -407,5 +449,79 @@ func (c *Client) GetMultiOrLoad(ctx context.Context, keys []string, ttl time.Dur
 			c.loads.cacheErrors.Add(1)
 		}
 	}
-	return hits, nil
+	return nil
+}
+
+// loadLeased is GetMultiOrLoad's load with leases: it takes the leases of
+// the missing keys (one round trip per owner), reads them again, loads in
+// one batch those whose lease it holds (and, in another, those whose owner
+// could not be asked), then waits for the values of the keys whose lease
+// another process holds, taking and loading any whose lease comes free.
+func (c *Client) loadLeased(ctx context.Context, st *state, now time.Time, hits map[string][]byte, missing []string, ttl time.Duration,
+	load func(context.Context, []string) (map[string][]byte, error)) error {
+	l := &lease{token: rand.Text()}
+	var retry *time.Timer
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
+	for waited := false; ; waited = true {
+		got, failed := c.acquireLeases(ctx, st, missing, l.token)
+		// Read after the attempt, as GetOrLoad does (lease.go).
+		found, err := c.getMulti(ctx, missing)
+		if found == nil {
+			return err // closed
+		}
+		if err != nil {
+			c.loads.cacheErrors.Add(1)
+		}
+		var mine, unleased, waiting, landed []string
+		for i, k := range missing {
+			v, ok := found[k]
+			switch {
+			case ok:
+				if !isNegative(v) {
+					hits[k] = v
+				}
+				if got[i] {
+					landed = append(landed, k)
+				}
+			case got[i]:
+				mine = append(mine, k)
+			case failed[i]:
+				unleased = append(unleased, k)
+			default:
+				waiting = append(waiting, k)
+			}
+		}
+		if len(landed) > 0 {
+			c.releaseLeases(ctx, st, landed, l.token)
+		}
+		if !waited {
+			c.loads.leaseWaits.Add(int64(len(waiting)))
+		}
+		// Load what this process holds before waiting for the others, so
+		// that two processes holding each other's keys both go on.
+		if len(mine) > 0 {
+			if err := c.loadBatch(ctx, st, now, hits, mine, ttl, load, l); err != nil {
+				return err
+			}
+		}
+		if len(unleased) > 0 {
+			if err := c.loadBatch(ctx, st, now, hits, unleased, ttl, load, nil); err != nil {
+				return err
+			}
+		}
+		if len(waiting) == 0 {
+			return nil
+		}
+		if err := c.waitRetry(ctx, &retry); err != nil {
+			return err
+		}
+		if st, now = c.load(); st == nil {
+			return ErrClosed
+		}
+		missing = waiting
+	}
 }

@@ -87,11 +87,15 @@ func TestGetOrLoadOnce(t *testing.T) {
 		if err := <-firstErr; !errors.Is(err, context.Canceled) {
 			t.Fatalf("first caller after its cancel = %v; want context.Canceled while the load is held", err)
 		}
-		// One more waiter, with a deadline: it leaves while the load is held.
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+		// One more waiter, with a deadline (long enough for its read of the
+		// cache, so that it joins the load): it leaves while the load is held.
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		if v, err := c.GetOrLoad(ctx, "hot", time.Minute, l.load); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("waiter with a deadline = %q, %v; want DeadlineExceeded while the load is held", v, err)
+		}
+		if s := c.LoadStats(); s.Misses != n+2 || s.Abandoned != 2 {
+			t.Fatalf("LoadStats = %+v; want the waiter with a deadline counted as a miss that gave up", s)
 		}
 		close(l.release)
 		wg.Wait()

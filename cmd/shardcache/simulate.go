@@ -32,7 +32,9 @@ Each step prints the hit rate and the database load (loads + writes) per mode;
 the summary gives the steady state before the reshard, the lowest hit rate and
 the peak load after it. --svg writes them as a chart. --load-limit guards the
 database (client.Options.LoadLimit): at most that many loads per second, and
-the reads refused a load are throttled, counted and left without a value.
+the reads refused a load are throttled, counted and left without a value;
+which reads get a token depends on the order the workers reach the limiter,
+so with a limit the counts vary a little from run to run.
 
 By default the servers are embedded (miniredis) and the clock is simulated:
 it jumps one --step after each step, so the default run, 20 minutes of

@@ -31,7 +31,10 @@
 //
 // A run is deterministic for a seed (on embedded servers): the requests of
 // a step are split among workers by key, so each key's requests run in
-// order, and with no eviction no key's fate depends on another's.
+// order, and with no eviction no key's fate depends on another's. A
+// LoadLimit breaks that last rule: which reads get the step's tokens depends
+// on the order the workers reach the limiter, so the throttled counts vary a
+// little from run to run (the cap on loads does not).
 package sim
 
 import (

@@ -184,9 +184,11 @@ func (o *Options) init() {
 	if o.LeaseRetry == 0 {
 		o.LeaseRetry = DefaultLeaseRetry
 	}
-	if o.LoadLimit != nil && o.LoadLimit.Burst == 0 {
-		l := *o.LoadLimit // the caller's stays as given
-		l.Burst = max(int(math.Ceil(l.PerSecond)), 1)
+	if o.LoadLimit != nil {
+		l := *o.LoadLimit // a copy: the caller's may change after New
+		if l.Burst == 0 {
+			l.Burst = max(int(math.Ceil(l.PerSecond)), 1)
+		}
 		o.LoadLimit = &l
 	}
 }

@@ -45,6 +45,9 @@ func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *clust
 			MaxWait:   -1,
 		}
 	}
+	if cfg.Connect != nil && cfg.Servers != nil {
+		cfg.Connect(&opts)
+	}
 	var reshard func(*client.Client) error
 	if mode == ModeModN {
 		from, err := modulo(cl.from)

@@ -89,7 +89,7 @@ func TestGetOrLoadOnce(t *testing.T) {
 		}
 		// One more waiter, with a deadline (long enough for its read of the
 		// cache, so that it joins the load): it leaves while the load is held.
-		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		defer cancel()
 		if v, err := c.GetOrLoad(ctx, "hot", time.Minute, l.load); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("waiter with a deadline = %q, %v; want DeadlineExceeded while the load is held", v, err)

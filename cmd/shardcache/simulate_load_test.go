@@ -26,7 +26,8 @@ func TestSimulateLoadLimit(t *testing.T) {
 	}
 	run := func(args ...string) output {
 		t.Helper()
-		code, out, errOut := runCmd(t, append(append([]string{"simulate", "--quiet", "--json"}, short...), args...)...)
+		// The short run, cut to the reshard's first 12 steps, where the peaks are.
+		code, out, errOut := runCmd(t, append(append([]string{"simulate", "--quiet", "--json"}, short...), append([]string{"--steps", "20"}, args...)...)...)
 		if code != exitOK {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
@@ -49,7 +50,7 @@ func TestSimulateLoadLimit(t *testing.T) {
 		return 0, 0
 	}
 	const budget = 60
-	free := run()
+	free := run("--modes", "mod-N,ring")
 	svg := filepath.Join(t.TempDir(), "limited.svg")
 	guarded := run("--load-limit", "6", "--svg", svg)
 	if guarded.LoadLimit != 6 {
@@ -75,7 +76,7 @@ func TestSimulateLoadLimit(t *testing.T) {
 	if !strings.Contains(string(chart), `class="load-limit"`) || !strings.Contains(string(chart), "load limit: 60 loads per step") {
 		t.Error("the chart does not show the load limit")
 	}
-	checkSVG(t, svg, []string{"mod-N", "ring", "dual-ring"}, 40)
+	checkSVG(t, svg, []string{"mod-N", "ring", "dual-ring"}, 20)
 
 	if code, _, errOut := runCmd(t, "simulate", "--quiet", "--load-limit", "-1"); code != exitUsage || !strings.Contains(errOut, "--load-limit") {
 		t.Errorf("--load-limit -1: exit %d, %q; want a usage error naming the flag", code, errOut)

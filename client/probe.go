@@ -258,6 +258,12 @@ func (d downNode) incr(context.Context, string, int64) (int64, error)       { re
 func (d downNode) touch(context.Context, string, time.Duration) error       { return d.fail(opTouch) }
 func (downNode) Close() error                                               { return nil }
 
+// storeLeased and releaseLeases make downNode a leaser (lease.go).
+func (d downNode) storeLeased(context.Context, []item, []string, string) ([]bool, error) {
+	return nil, d.fail(opLease)
+}
+func (d downNode) releaseLeases(context.Context, []string, string) error { return d.fail(opLease) }
+
 // NodeHealth is one node's health as the client sees it.
 type NodeHealth struct {
 	Node ring.Node

@@ -185,7 +185,7 @@ func TestCloseDuringBackfill(t *testing.T) {
 	go func() { c.Close(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(waitFor):
-		t.Fatalf("Close still waits after %v on a copy stuck on a node that never answers", waitFor)
+	case <-time.After(waitBound):
+		t.Fatalf("Close still waits after %v on a copy stuck on a node that never answers", waitBound)
 	}
 }

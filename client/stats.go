@@ -38,6 +38,10 @@ type Stats struct {
 	// of them: unlike Migration's, they never go back to zero.
 	Migrations      int64
 	MigrationTotals migration.Snapshot
+	// Loads is what GetOrLoad and GetMultiOrLoad did, as LoadStats returns
+	// it: their hits and misses are those the application saw, where a
+	// node's "get" counts include the second read a load makes.
+	Loads LoadStats
 }
 
 // NodeStats is one node's statistics.
@@ -57,7 +61,8 @@ type NodeStats struct {
 // OpStats counts one kind of call to one node.
 type OpStats struct {
 	// Op is the call: "get", "get_multi", "set", "set_multi", "add",
-	// "add_multi", "delete", "delete_multi", "incr", "touch", "ping" (a
+	// "add_multi", "delete", "delete_multi", "incr", "touch", "lease" (a
+	// GetOrLoad lease's store or release; taking one is an "add"), "ping" (a
 	// probe), or "other" (a command sent through Client.Redis that is none
 	// of these; commands go-redis sends to set a connection up are not
 	// counted). It names the round trip to the node: a Get that falls back
@@ -201,6 +206,7 @@ const (
 	opDeleteMulti
 	opIncr
 	opTouch
+	opLease
 	opPing
 	opOther
 	numOps
@@ -210,7 +216,7 @@ const (
 )
 
 var opNames = [numOps]string{"get", "get_multi", "set", "set_multi", "add", "add_multi",
-	"delete", "delete_multi", "incr", "touch", "ping", "other"}
+	"delete", "delete_multi", "incr", "touch", "lease", "ping", "other"}
 
 // errKind is a cause of failure, as Errors counts them.
 type errKind uint8
@@ -361,6 +367,10 @@ func redisOp(cmd redis.Cmder) op {
 		return opIncr
 	case "pexpire", "persist":
 		return opTouch
+	case "evalsha", "eval":
+		if isLeaseScript(cmd) {
+			return opLease
+		}
 	case "ping":
 		return opPing
 	case "hello", "auth", "select", "client", "readonly":
@@ -429,6 +439,7 @@ func (c *Client) Stats() Stats {
 	}
 	c.mu.Unlock()
 	s.Migration = c.Migration()
+	s.Loads = c.LoadStats()
 	st := c.state.Load()
 	if st == nil {
 		return s

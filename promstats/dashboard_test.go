@@ -147,6 +147,7 @@ func exportedMetrics(t *testing.T) map[string]family {
 	c.Get(ctx, "k")
 	c.Get(ctx, "missing")
 	c.GetMulti(ctx, []string{"k", "missing"})
+	c.GetOrLoad(ctx, "k", time.Hour, func(context.Context) ([]byte, error) { return []byte("v"), nil })
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(promstats.New(c, nil))
 	mfs, err := reg.Gather()

@@ -30,6 +30,11 @@
 //	                                                 fallback_hits, fallback_misses,
 //	                                                 fallback_errors, backfills, ...
 //
+// and for GetOrLoad and GetMultiOrLoad:
+//
+//	shardcache_getorload_<counter>_total             each counter of client.LoadStats: hits,
+//	                                                 negative_hits, misses, loads, throttled, ...
+//
 // Nodes that leave the client's placements are no longer reported. The op
 // values are those of client.OpStats.Op.
 //
@@ -71,9 +76,16 @@ const (
 
 // MigrationCounterName returns the metric of a migration.Snapshot field:
 // "FallbackHits" is "shardcache_migration_fallback_hits_total".
-func MigrationCounterName(field string) string {
+func MigrationCounterName(field string) string { return counterName("shardcache_migration_", field) }
+
+// LoadCounterName returns the metric of a client.LoadStats field: "Hits" is
+// "shardcache_getorload_hits_total".
+func LoadCounterName(field string) string { return counterName("shardcache_getorload_", field) }
+
+// counterName is prefix, field in snake case, and "_total".
+func counterName(prefix, field string) string {
 	var b strings.Builder
-	b.WriteString("shardcache_migration_")
+	b.WriteString(prefix)
 	for i, r := range field {
 		if unicode.IsUpper(r) {
 			if i > 0 {
@@ -95,13 +107,26 @@ type Collector struct {
 
 	requests, keys, duration, up, weight, placement *prometheus.Desc
 	active, windowEnd, moved, migrations            *prometheus.Desc
-	counters                                        []counterDesc
+	counters, loads                                 []counterDesc
 }
 
-// counterDesc is one field of migration.Snapshot and its metric.
+// counterDesc is one int64 field of a struct of counters (migration.Snapshot,
+// client.LoadStats) and its metric.
 type counterDesc struct {
-	field int // index in migration.Snapshot
+	field int // index in the struct
 	desc  *prometheus.Desc
+}
+
+// counterDescs describes every int64 field of T, named by name.
+func counterDescs[T any](d func(name, help string, labels ...string) *prometheus.Desc, name func(string) string, help string) []counterDesc {
+	var out []counterDesc
+	t := reflect.TypeFor[T]()
+	for i := range t.NumField() {
+		if f := t.Field(i); f.Type.Kind() == reflect.Int64 {
+			out = append(out, counterDesc{field: i, desc: d(name(f.Name), t.String()+"."+f.Name+help)})
+		}
+	}
+	return out
 }
 
 // New returns a collector of src's statistics, with constLabels (nil for
@@ -123,15 +148,8 @@ func New(src Source, constLabels prometheus.Labels) *Collector {
 		moved:      d(MigrationMovedRatio, "Share of keys whose owner the latest migration changes."),
 		migrations: d(MigrationsTotal, "Migrations the client started."),
 	}
-	t := reflect.TypeFor[migration.Snapshot]()
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if f.Type.Kind() != reflect.Int64 {
-			continue
-		}
-		c.counters = append(c.counters, counterDesc{field: i,
-			desc: d(MigrationCounterName(f.Name), "migration.Snapshot."+f.Name+", summed over every migration of the client.")})
-	}
+	c.counters = counterDescs[migration.Snapshot](d, MigrationCounterName, ", summed over every migration of the client.")
+	c.loads = counterDescs[client.LoadStats](d, LoadCounterName, ": what GetOrLoad and GetMultiOrLoad did.")
 	return c
 }
 
@@ -141,7 +159,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.active, c.windowEnd, c.moved, c.migrations} {
 		ch <- d
 	}
-	for _, cd := range c.counters {
+	for _, cd := range append(c.counters, c.loads...) {
 		ch <- cd.desc
 	}
 }
@@ -192,6 +210,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	totals := reflect.ValueOf(s.MigrationTotals)
 	for _, cd := range c.counters {
 		counter(cd.desc, totals.Field(cd.field).Int())
+	}
+	loads := reflect.ValueOf(s.Loads)
+	for _, cd := range c.loads {
+		counter(cd.desc, loads.Field(cd.field).Int())
 	}
 }
 

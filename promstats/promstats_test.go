@@ -283,6 +283,30 @@ shardcache_migrations_total 1
 	if problems, err := testutil.CollectAndLint(coll); err != nil || len(problems) > 0 {
 		t.Fatalf("lint: %v %+v", err, problems)
 	}
+
+	// GetOrLoad: a hit, and a miss that loads once.
+	loads := 0
+	loader := func(context.Context) ([]byte, error) { loads++; return []byte("loaded"), nil }
+	for _, k := range []string{stay[0], stay[35]} {
+		if _, err := c.GetOrLoad(ctx, k, time.Hour, loader); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want = `
+# HELP shardcache_getorload_hits_total client.LoadStats.Hits: what GetOrLoad and GetMultiOrLoad did.
+# TYPE shardcache_getorload_hits_total counter
+shardcache_getorload_hits_total 1
+# HELP shardcache_getorload_loads_total client.LoadStats.Loads: what GetOrLoad and GetMultiOrLoad did.
+# TYPE shardcache_getorload_loads_total counter
+shardcache_getorload_loads_total 1
+# HELP shardcache_getorload_misses_total client.LoadStats.Misses: what GetOrLoad and GetMultiOrLoad did.
+# TYPE shardcache_getorload_misses_total counter
+shardcache_getorload_misses_total 1
+`
+	if err := testutil.CollectAndCompare(coll, strings.NewReader(want), "shardcache_getorload_hits_total",
+		"shardcache_getorload_loads_total", "shardcache_getorload_misses_total"); err != nil || loads != 1 {
+		t.Fatalf("GetOrLoad, one hit and one load (the loader ran %d times): %v", loads, err)
+	}
 }
 
 func sorted(m map[string]float64) string {

@@ -79,11 +79,13 @@ func TestRunRanks(t *testing.T) {
 		t.Errorf("%d requests, want %d", got, 40*500)
 	}
 	// Reads and hits come from the client's Stats, loads from the
-	// simulation's database: every read the cache missed loads once.
+	// simulation's loader: every read the cache missed loads once, or is
+	// throttled.
 	for _, r := range res.Modes {
 		for i, s := range r.Steps {
-			if s.Reads-s.Hits != s.Loads || s.Errors != 0 {
-				t.Fatalf("%v step %d: %d reads, %d hits from Stats, but %d loads, %d errors", r.Mode, i, s.Reads, s.Hits, s.Loads, s.Errors)
+			if s.Reads-s.Hits != s.Loads+s.Throttled || s.Errors != 0 {
+				t.Fatalf("%v step %d: %d reads, %d hits from Stats, but %d loads, %d throttled, %d errors",
+					r.Mode, i, s.Reads, s.Hits, s.Loads, s.Throttled, s.Errors)
 			}
 		}
 	}
@@ -162,6 +164,7 @@ func TestRunBadConfig(t *testing.T) {
 		{"steps", func(c *Config) { c.Steps = 1 }},
 		{"reshard at the end", func(c *Config) { c.Steps, c.ReshardAt = 10, 10 }},
 		{"workers", func(c *Config) { c.Workers = -1 }},
+		{"load limit", func(c *Config) { c.LoadLimit = -1 }},
 		{"mode", func(c *Config) { c.Modes = []Mode{7} }},
 		{"vnodes", func(c *Config) { c.Vnodes = ring.MaxVnodes + 1 }},
 		{"duplicate names", func(c *Config) {

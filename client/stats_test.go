@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestStats checks that Stats counts what a test did on each node, on every
@@ -221,5 +223,40 @@ func TestKindOf(t *testing.T) {
 		if got := kindOf(tc.err); got != tc.want {
 			t.Errorf("kindOf(%v) = %d; want %d", tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestRedisOp checks how go-redis commands are named in Stats: as the node
+// methods that send them, the lease scripts as "lease", connection set-up
+// not at all.
+func TestRedisOp(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		cmd  redis.Cmder
+		want string
+	}{
+		{redis.NewStringCmd(ctx, "get", "k"), "get"},
+		{redis.NewSliceCmd(ctx, "mget", "a", "b"), "get_multi"},
+		{redis.NewStatusCmd(ctx, "set", "k", "v"), "set"},
+		{redis.NewBoolCmd(ctx, "set", "k", "v", "px", 10, "nx"), "add"},
+		{redis.NewIntCmd(ctx, "del", "k"), "delete"},
+		{redis.NewIntCmd(ctx, "del", "a", "b"), "delete_multi"},
+		{redis.NewIntCmd(ctx, "incrby", "k", 1), "incr"},
+		{redis.NewBoolCmd(ctx, "pexpire", "k", 10), "touch"},
+		{redis.NewCmd(ctx, "evalsha", storeLeasedScript.Hash(), 0), "lease"},
+		{redis.NewCmd(ctx, "evalsha", "0123", 0), "other"},
+		{redis.NewStatusCmd(ctx, "ping"), "ping"},
+		{redis.NewStringCmd(ctx, "hgetall", "h"), "other"},
+	} {
+		if got := opNames[redisOp(tc.cmd)]; got != tc.want {
+			t.Errorf("%v: %s; want %s", tc.cmd.Args(), got, tc.want)
+		}
+	}
+	if redisOp(redis.NewMapStringInterfaceCmd(ctx, "hello", 3)) != opSetup {
+		t.Error("HELLO counted")
+	}
+	pipe := []redis.Cmder{redis.NewStringCmd(ctx, "get", "a"), redis.NewDurationCmd(ctx, time.Millisecond, "pttl", "a")}
+	if got := opNames[redisPipelineOp(pipe)]; got != "get_multi" {
+		t.Errorf("GET+PTTL pipeline: %s", got)
 	}
 }

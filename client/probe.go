@@ -29,6 +29,10 @@ type nodeHealth struct {
 	node    ring.Node
 	enabled bool                            // false: FailureThreshold < 0, never down
 	ping    func(ctx context.Context) error // the backend's cheapest command
+	// flush drops the node's idle connections when it goes down: after a
+	// restart they are all dead, and each would fail one call. nil when the
+	// client checks them itself (go-redis does, on taking one from its pool).
+	flush func()
 	timeout time.Duration                   // bounds one probe
 
 	failures, downs, dropped, missed atomic.Int64
@@ -69,6 +73,9 @@ func (h *nodeHealth) observe(ctx context.Context, err error) {
 		if h.failure() {
 			h.since.Store(time.Now().UnixNano())
 			h.downs.Add(1)
+			if h.flush != nil {
+				h.flush()
+			}
 			h.startProbe()
 		}
 	}
@@ -168,6 +175,7 @@ func withHealth(n ring.Node, nd node, o *Options) node {
 	case mcNode:
 		nd.h = h
 		h.ping = nd.ping
+		h.flush = func() { nd.mc.Close() } // gomemcache's Client stays usable
 		return nd
 	}
 	return nd

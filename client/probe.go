@@ -32,8 +32,8 @@ type nodeHealth struct {
 	// flush drops the node's idle connections when it goes down: after a
 	// restart they are all dead, and each would fail one call. nil when the
 	// client checks them itself (go-redis does, on taking one from its pool).
-	flush func()
-	timeout time.Duration                   // bounds one probe
+	flush   func()
+	timeout time.Duration // bounds one probe
 
 	failures, downs, dropped, missed atomic.Int64
 	since                            atomic.Int64 // Unix ns when marked down; 0 while up

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/shardcache/shardcache/internal/testserver"
 	"github.com/shardcache/shardcache/internal/testserver/faultproxy"
@@ -596,5 +600,36 @@ func TestMigrationWithNodeDown(t *testing.T) {
 			}
 			checkDown(t, "Get from a killed new owner", err, dead.Addr)
 		})
+	}
+}
+
+// TestMemcachedRealCause checks that a Memcached node that cannot be reached
+// reports why (refused, timed out), not gomemcache's "no servers configured
+// or available".
+func TestMemcachedRealCause(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	hole := blackHole(t)
+	c, err := New(Options{Backend: Memcached, Nodes: []ring.Node{{Name: "closed", Addr: closed}, {Name: "hole", Addr: hole}},
+		ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	for addr, want := range map[string]func(error) bool{
+		closed: func(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) },
+		hole: func(err error) bool {
+			var ne net.Error
+			return errors.As(err, &ne) && ne.Timeout()
+		},
+	} {
+		_, err := c.Get(context.Background(), victimKey(c, addr))
+		if !want(err) || errors.Is(err, memcache.ErrNoServers) {
+			t.Errorf("Get from %s = %v; want the real cause", addr, err)
+		}
 	}
 }

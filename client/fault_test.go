@@ -32,9 +32,9 @@ const faultTimeout = time.Second
 // faultProbe is the probe interval of the fault tests.
 const faultProbe = 50 * time.Millisecond
 
-// waitFor is a bound on waiting for the client to notice something: far
+// faultWait is a bound on waiting for the client to notice something: far
 // above what any of it takes, so that only a real failure reaches it.
-const waitFor = 30 * time.Second
+const faultWait = 30 * time.Second
 
 // faultCluster is n real servers of a kind and a client over them.
 type faultCluster struct {
@@ -87,13 +87,13 @@ func health(t *testing.T, c *Client, addr string) NodeHealth {
 func waitHealth(t *testing.T, c *Client, addr string, down bool) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for !time.Now().After(start.Add(waitFor)) {
+	for !time.Now().After(start.Add(faultWait)) {
 		if health(t, c, addr).Down == down {
 			return time.Since(start)
 		}
 		time.Sleep(time.Millisecond)
 	}
-	t.Fatalf("node %s: Down is not %v after %v: %+v", addr, down, waitFor, health(t, c, addr))
+	t.Fatalf("node %s: Down is not %v after %v: %+v", addr, down, faultWait, health(t, c, addr))
 	return 0
 }
 
@@ -203,8 +203,8 @@ func (l *load) await(n int64) {
 	target := l.ops.Load() + n
 	start := time.Now()
 	for l.ops.Load() < target {
-		if time.Since(start) > waitFor {
-			l.t.Fatalf("load: %d calls in %v; want %d more", l.ops.Load(), waitFor, n)
+		if time.Since(start) > faultWait {
+			l.t.Fatalf("load: %d calls in %v; want %d more", l.ops.Load(), faultWait, n)
 		}
 		time.Sleep(time.Millisecond)
 	}

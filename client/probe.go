@@ -208,6 +208,15 @@ func (downNode) incr(context.Context, string, int64) (int64, error)       { retu
 func (downNode) touch(context.Context, string, time.Duration) error       { return ErrNodeDown }
 func (downNode) Close() error                                             { return nil }
 
+// downNode has each capability a node client has beyond node, failing at
+// once too, so that code asserting one sees a node down rather than none.
+var _ leaser = downNode{}
+
+func (downNode) storeLeased(context.Context, []item, []string, string) ([]bool, error) {
+	return nil, ErrNodeDown
+}
+func (downNode) releaseLeases(context.Context, []string, string) error { return ErrNodeDown }
+
 // NodeHealth is one node's health as the client sees it.
 type NodeHealth struct {
 	Node ring.Node

@@ -185,8 +185,8 @@ func TestCloseDuringBackfill(t *testing.T) {
 	go func() { c.Close(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(waitFor):
-		t.Fatalf("Close still waits after %v on a copy stuck on a node that never answers", waitFor)
+	case <-time.After(faultWait):
+		t.Fatalf("Close still waits after %v on a copy stuck on a node that never answers", faultWait)
 	}
 }
 
@@ -235,8 +235,8 @@ func TestCloseDuringProbe(t *testing.T) {
 			go func() { c.Close(); close(done) }()
 			select {
 			case <-done:
-			case <-time.After(waitFor):
-				t.Fatalf("Close still waits after %v on a probe of a node that never answers", waitFor)
+			case <-time.After(faultWait):
+				t.Fatalf("Close still waits after %v on a probe of a node that never answers", faultWait)
 			}
 			l.Close()
 			for conn := range hole {

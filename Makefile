@@ -44,6 +44,8 @@ bench:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzLocate$$' -fuzztime $(FUZZTIME) ./ring/
 	$(GO) test -run '^$$' -fuzz '^FuzzNew$$' -fuzztime $(FUZZTIME) ./ring/
+	$(GO) test -run '^$$' -fuzz '^FuzzCheckKey$$' -fuzztime $(FUZZTIME) ./client/
+	$(GO) test -run '^$$' -fuzz '^FuzzMultiSplit$$' -fuzztime $(FUZZTIME) ./client/
 
 simulate:
 	$(GO) run ./cmd/shardcache simulate

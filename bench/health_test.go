@@ -41,7 +41,10 @@ func BenchmarkHealth(b *testing.B) {
 				nodes[i] = ring.Node{Name: "cache-" + strconv.Itoa(i), Addr: s.Addr}
 			}
 			newClient := func(threshold int) *client.Client {
-				c, err := client.New(client.Options{Backend: backend, Nodes: nodes, FailureThreshold: threshold})
+				// 1s timeouts: a loaded machine must not time a healthy node out
+				// (which would fail the run), and a hung one costs 3s to detect.
+				c, err := client.New(client.Options{Backend: backend, Nodes: nodes, FailureThreshold: threshold,
+					DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
 				if err != nil {
 					b.Fatal(err)
 				}

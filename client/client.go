@@ -561,7 +561,8 @@ func (c *Client) nodeOf(key string) node {
 // Reshard moves the client to a ring of nodes (built with Options.Vnodes).
 // For window (the longest TTL the application writes) reads fall back to the
 // current placement and writes reach both; then the current placement is
-// dropped and the pools of nodes only it used are closed. A zero window
+// dropped and the pools of nodes only it used are closed, after a grace
+// period that lets operations routed before finish (retire.go). A zero window
 // switches at once, without a dual-ring phase.
 //
 // It fails with ErrMigrationActive while an earlier window is open.

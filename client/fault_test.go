@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/shardcache/shardcache/internal/testserver"
 	"github.com/shardcache/shardcache/internal/testserver/faultproxy"
@@ -28,9 +32,9 @@ const faultTimeout = time.Second
 // faultProbe is the probe interval of the fault tests.
 const faultProbe = 50 * time.Millisecond
 
-// waitBound is a bound on waiting for the client to notice something: far
+// faultWait is a bound on waiting for the client to notice something: far
 // above what any of it takes, so that only a real failure reaches it.
-const waitBound = 30 * time.Second
+const faultWait = 30 * time.Second
 
 // faultCluster is n real servers of a kind and a client over them.
 type faultCluster struct {
@@ -83,13 +87,13 @@ func health(t *testing.T, c *Client, addr string) NodeHealth {
 func waitHealth(t *testing.T, c *Client, addr string, down bool) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for !time.Now().After(start.Add(waitBound)) {
+	for !time.Now().After(start.Add(faultWait)) {
 		if health(t, c, addr).Down == down {
 			return time.Since(start)
 		}
 		time.Sleep(time.Millisecond)
 	}
-	t.Fatalf("node %s: Down is not %v after %v: %+v", addr, down, waitBound, health(t, c, addr))
+	t.Fatalf("node %s: Down is not %v after %v: %+v", addr, down, faultWait, health(t, c, addr))
 	return 0
 }
 
@@ -199,8 +203,8 @@ func (l *load) await(n int64) {
 	target := l.ops.Load() + n
 	start := time.Now()
 	for l.ops.Load() < target {
-		if time.Since(start) > waitBound {
-			l.t.Fatalf("load: %d calls in %v; want %d more", l.ops.Load(), waitBound, n)
+		if time.Since(start) > faultWait {
+			l.t.Fatalf("load: %d calls in %v; want %d more", l.ops.Load(), faultWait, n)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -596,5 +600,36 @@ func TestMigrationWithNodeDown(t *testing.T) {
 			}
 			checkDown(t, "Get from a killed new owner", err, dead.Addr)
 		})
+	}
+}
+
+// TestMemcachedRealCause checks that a Memcached node that cannot be reached
+// reports why (refused, timed out), not gomemcache's "no servers configured
+// or available".
+func TestMemcachedRealCause(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	hole := blackHole(t)
+	c, err := New(Options{Backend: Memcached, Nodes: []ring.Node{{Name: "closed", Addr: closed}, {Name: "hole", Addr: hole}},
+		ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	for addr, want := range map[string]func(error) bool{
+		closed: func(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) },
+		hole: func(err error) bool {
+			var ne net.Error
+			return errors.As(err, &ne) && ne.Timeout()
+		},
+	} {
+		_, err := c.Get(context.Background(), victimKey(c, addr))
+		if !want(err) || errors.Is(err, memcache.ErrNoServers) {
+			t.Errorf("Get from %s = %v; want the real cause", addr, err)
+		}
 	}
 }

@@ -31,7 +31,11 @@ type nodeHealth struct {
 	node    ring.Node
 	enabled bool                            // false: FailureThreshold < 0, never down
 	ping    func(ctx context.Context) error // the backend's cheapest command
-	timeout time.Duration                   // bounds one probe
+	// flush drops the node's idle connections when it goes down: after a
+	// restart they are all dead, and each would fail one call. nil when the
+	// client checks them itself (go-redis does, on taking one from its pool).
+	flush   func()
+	timeout time.Duration // bounds one probe
 
 	failures, downs, dropped, missed atomic.Int64
 	since                            atomic.Int64 // Unix ns when marked down; 0 while up
@@ -93,6 +97,9 @@ func (h *nodeHealth) observe(ctx context.Context, o op, start time.Time, err err
 			h.since.Store(time.Now().UnixNano())
 			h.downs.Add(1)
 			h.log.Warn("shardcache: node down", h.attrs(slog.Int("threshold", int(h.threshold)), slog.Any("cause", err))...)
+			if h.flush != nil {
+				h.flush()
+			}
 			h.startProbe()
 		}
 	}
@@ -216,6 +223,7 @@ func withHealth(n ring.Node, nd node, o *Options) node {
 	case mcNode:
 		nd.h = h
 		h.ping = nd.ping
+		h.flush = func() { nd.mc.Close() } // gomemcache's Client stays usable
 		return nd
 	}
 	return nd
@@ -258,7 +266,10 @@ func (d downNode) incr(context.Context, string, int64) (int64, error)       { re
 func (d downNode) touch(context.Context, string, time.Duration) error       { return d.fail(opTouch) }
 func (downNode) Close() error                                               { return nil }
 
-// storeLeased and releaseLeases make downNode a leaser (lease.go).
+// downNode has each capability a node client has beyond node, failing at
+// once too, so that code asserting one sees a node down rather than none.
+var _ leaser = downNode{}
+
 func (d downNode) storeLeased(context.Context, []item, []string, string) ([]bool, error) {
 	return nil, d.fail(opLease)
 }

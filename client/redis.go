@@ -187,9 +187,12 @@ func (n redisNode) touch(ctx context.Context, key string, ttl time.Duration) err
 	return redisErr(ctx, err)
 }
 
+// Close closes the client first, which ends a probe in flight on a node that
+// does not answer, then waits for the probe.
 func (n redisNode) Close() error {
+	err := n.rdb.Close()
 	n.h.close()
-	if err := n.rdb.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
+	if err != nil && !errors.Is(err, redis.ErrClosed) {
 		return err
 	}
 	return nil

@@ -185,7 +185,63 @@ func TestCloseDuringBackfill(t *testing.T) {
 	go func() { c.Close(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(waitBound):
-		t.Fatalf("Close still waits after %v on a copy stuck on a node that never answers", waitBound)
+	case <-time.After(faultWait):
+		t.Fatalf("Close still waits after %v on a copy stuck on a node that never answers", faultWait)
+	}
+}
+
+// TestCloseDuringProbe checks that Close does not wait for a probe stuck on
+// a node that accepts connections and never answers.
+func TestCloseDuringProbe(t *testing.T) {
+	for _, b := range []Backend{Redis, Memcached} {
+		t.Run(b.String(), func(t *testing.T) {
+			// A port that first refuses (the node goes down), then accepts and
+			// never answers (the probe hangs).
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := l.Addr().String()
+			l.Close()
+			c, err := New(Options{Backend: b, Nodes: []ring.Node{{Name: "n", Addr: addr}}, FailureThreshold: 1,
+				ProbeInterval: time.Millisecond, DialTimeout: time.Second, ReadTimeout: time.Hour, WriteTimeout: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hole := make(chan net.Conn, 16)
+			if _, err := c.Get(context.Background(), "k"); err == nil {
+				t.Fatal("Get from a closed port succeeded")
+			}
+			if !c.Health()[0].Down {
+				t.Fatalf("not down after a refused call: %+v", c.Health())
+			}
+			if l, err = net.Listen("tcp", addr); err != nil {
+				t.Skipf("the port was taken meanwhile: %v", err)
+			}
+			defer l.Close()
+			go func() {
+				for {
+					conn, err := l.Accept()
+					if err != nil {
+						close(hole)
+						return
+					}
+					hole <- conn
+				}
+			}()
+			conn := <-hole // the probe connected: its PING or version waits for ever
+			defer conn.Close()
+			done := make(chan struct{})
+			go func() { c.Close(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(faultWait):
+				t.Fatalf("Close still waits after %v on a probe of a node that never answers", faultWait)
+			}
+			l.Close()
+			for conn := range hole {
+				conn.Close()
+			}
+		})
 	}
 }

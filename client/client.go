@@ -211,6 +211,21 @@ type Options struct {
 	// two clock reads per call. Health, Migration and the migration
 	// counters of Stats stay.
 	DisableStats bool
+
+	// AutoPipeline sends each Redis node's single-key commands (Get, Set,
+	// Add, Delete, Incr, Touch with a TTL, and their parts of the migration
+	// paths) through go-redis's auto-pipeliner, so that concurrent callers
+	// share round trips: while one batch is on the wire, the commands that
+	// arrive meanwhile wait and go together in the next one. A lone caller
+	// pays no timer. The multi-key calls keep their own pipelines. A
+	// caller's context ending returns at once with its error, but a command
+	// already queued still runs; a batch is bounded by ReadTimeout and
+	// WriteTimeout. go-redis marks its auto-pipeliner EXPERIMENTAL: this
+	// module pins go-redis v9.23.0, the version it is tested with. Each
+	// node's batches ride a second go-redis client of the node, made like
+	// the first (NewRedisClient included), so Stats and Health still see
+	// every call, one by one. Default false.
+	AutoPipeline bool
 }
 
 // MigrateFrom describes the placement a migration moves keys from, and its
@@ -466,7 +481,16 @@ func (c *Client) newNode(n ring.Node) (node, error) {
 	if d.creds.Password != "" {
 		rdb.AddHook(redactHook{d.creds.Password})
 	}
-	return redisNode{rdb: rdb}, nil
+	nd := redisNode{rdb: rdb}
+	if o.AutoPipeline {
+		return withAutoPipeline(nd, func() *redis.Client {
+			if o.NewRedisClient != nil {
+				return o.NewRedisClient(n, o.redisOptions(n, d))
+			}
+			return redis.NewClient(o.redisOptions(n, d))
+		}, d.creds.Password)
+	}
+	return nd, nil
 }
 
 // redisOptions returns the go-redis options of node n, dialed by d.

@@ -25,6 +25,9 @@ type cluster struct {
 	stop    func(i int)                    // makes server i refuse connections
 	advance func(d time.Duration)          // moves the servers' clocks (TTLs) forward
 	raw     func(addr string) directReader // reads a server without the façade
+	// autoPipeline: its clients set Options.AutoPipeline (kind
+	// "redis-autopipeline", real redis-server).
+	autoPipeline bool
 }
 
 // directReader reads one server directly, bypassing placement.
@@ -58,6 +61,13 @@ func (r rawMemcache) get(key string) ([]byte, error) {
 // clusterKinds names the server kinds every integration test runs against.
 var clusterKinds = []string{"miniredis", "redis-server", "memcached"}
 
+// autoPipelined names the tests that run on a "redis-autopipeline" cluster
+// too: the dual-ring paths with Options.AutoPipeline.
+var autoPipelined = map[string]bool{
+	"TestReshardKeepsEveryKey":   true,
+	"TestWindowWritesAndDeletes": true,
+}
+
 // newCluster starts n servers of the kind.
 func newCluster(t testing.TB, kind string, n int) *cluster {
 	t.Helper()
@@ -76,9 +86,10 @@ func newCluster(t testing.TB, kind string, n int) *cluster {
 				m.FastForward(d)
 			}
 		}
-	case "redis-server", "memcached":
+	case "redis-server", "redis-autopipeline", "memcached":
 		var ss []*testserver.Server
-		if kind == "redis-server" {
+		c.autoPipeline = kind == "redis-autopipeline"
+		if kind != "memcached" {
 			ss, c.backend = testserver.Redis(t, n), Redis
 		} else {
 			ss, c.backend = testserver.Memcached(t, n), Memcached
@@ -133,6 +144,7 @@ func (c *cluster) nodes(idx ...int) []ring.Node {
 func (c *cluster) client(t testing.TB, opts Options) *Client {
 	t.Helper()
 	opts.Backend = c.backend
+	opts.AutoPipeline = opts.AutoPipeline || c.autoPipeline
 	// Generous network timeouts: -race on a loaded 2-core machine can stall
 	// an in-process miniredis past the 500ms default.
 	if opts.ReadTimeout == 0 {
@@ -170,7 +182,11 @@ func (c *cluster) holders(t testing.TB, key string) []string {
 
 // forEachCluster runs fn as a subtest against n servers of every kind.
 func forEachCluster(t *testing.T, n int, fn func(t *testing.T, cl *cluster)) {
-	for _, kind := range clusterKinds {
+	kinds := clusterKinds
+	if autoPipelined[t.Name()] {
+		kinds = append(kinds[:len(kinds):len(kinds)], "redis-autopipeline")
+	}
+	for _, kind := range kinds {
 		t.Run(kind, func(t *testing.T) {
 			fn(t, newCluster(t, kind, n))
 		})

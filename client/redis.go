@@ -17,6 +17,7 @@ import (
 type redisNode struct {
 	rdb *redis.Client
 	h   *nodeHealth
+	ap  *autoPipe // Options.AutoPipeline (autopipeline.go); nil without it
 }
 
 // redisTTL converts a TTL for go-redis: 0 stays "no expiry", and a TTL under
@@ -51,6 +52,9 @@ func redisErr(ctx context.Context, err error) error {
 }
 
 func (n redisNode) get(ctx context.Context, key string) ([]byte, error) {
+	if n.ap != nil {
+		return n.ap.get(ctx, n.h, key)
+	}
 	v, err := n.rdb.Get(ctx, key).Bytes()
 	return v, redisErr(ctx, err)
 }
@@ -112,6 +116,9 @@ func stringBytes(s string) []byte {
 }
 
 func (n redisNode) set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if n.ap != nil {
+		return n.ap.set(ctx, n.h, key, value, ttl)
+	}
 	return redisErr(ctx, n.rdb.Set(ctx, key, value, redisTTL(ttl)).Err())
 }
 
@@ -126,6 +133,9 @@ func (n redisNode) setMulti(ctx context.Context, items []item) error {
 }
 
 func (n redisNode) add(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if n.ap != nil {
+		return n.ap.add(ctx, n.h, key, value, ttl)
+	}
 	ok, err := n.rdb.SetNX(ctx, key, value, redisTTL(ttl)).Result()
 	if err == nil && !ok {
 		return ErrNotStored
@@ -152,6 +162,9 @@ func (n redisNode) addMulti(ctx context.Context, items []item) ([]bool, error) {
 }
 
 func (n redisNode) delete(ctx context.Context, key string) error {
+	if n.ap != nil {
+		return n.ap.delete(ctx, n.h, key)
+	}
 	return redisErr(ctx, n.rdb.Del(ctx, key).Err())
 }
 
@@ -162,11 +175,17 @@ func (n redisNode) deleteMulti(ctx context.Context, keys []string) error {
 // incr is INCRBY: a missing key is created with the value delta and no
 // expiry.
 func (n redisNode) incr(ctx context.Context, key string, delta int64) (int64, error) {
+	if n.ap != nil {
+		return n.ap.incr(ctx, n.h, key, delta)
+	}
 	v, err := n.rdb.IncrBy(ctx, key, delta).Result()
 	return v, redisErr(ctx, err)
 }
 
 func (n redisNode) touch(ctx context.Context, key string, ttl time.Duration) error {
+	if ttl > 0 && n.ap != nil {
+		return n.ap.expire(ctx, n.h, key, ttl)
+	}
 	if ttl > 0 {
 		ok, err := n.rdb.PExpire(ctx, key, redisTTL(ttl)).Result()
 		if err == nil && !ok {
@@ -190,10 +209,14 @@ func (n redisNode) touch(ctx context.Context, key string, ttl time.Duration) err
 // Close closes the client first, which ends a probe in flight on a node that
 // does not answer, then waits for the probe.
 func (n redisNode) Close() error {
+	var apErr error
+	if n.ap != nil {
+		apErr = n.ap.Close()
+	}
 	err := n.rdb.Close()
 	n.h.close()
 	if err != nil && !errors.Is(err, redis.ErrClosed) {
 		return err
 	}
-	return nil
+	return apErr
 }

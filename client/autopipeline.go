@@ -1,0 +1,121 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Auto-pipelining (Options.AutoPipeline): a Redis node's single-key
+// commands go through go-redis's auto-pipeliner (EXPERIMENTAL in go-redis
+// v9.23), which batches the commands of concurrent callers into one
+// pipeline per round trip. It rides a second go-redis client of the node,
+// without the health hook: that hook would see each batch as one pipelined
+// call, so the node's health and statistics are told of each command here
+// instead, as the hook does for the node's own client.
+
+// autoPipe is a node's auto-pipeliner and the go-redis client it rides.
+type autoPipe struct {
+	rdb *redis.Client
+	ap  *redis.AutoPipeliner
+}
+
+// withAutoPipeline gives nd an auto-pipeliner on a client made by newClient,
+// with the password redacted from its errors as on nd's own client.
+func withAutoPipeline(nd redisNode, newClient func() *redis.Client, password string) (node, error) {
+	rdb := newClient()
+	if password != "" {
+		rdb.AddHook(redactHook{password})
+	}
+	// The deferred face: its Submit hands back a future that a caller can
+	// stop waiting for when its context ends; the blocking face cannot.
+	ap, err := rdb.AsyncAutoPipeline()
+	if err != nil {
+		addr := rdb.Options().Addr
+		_ = rdb.Close()
+		_ = nd.rdb.Close()
+		return nil, fmt.Errorf("%w: auto-pipeline of %s: %w", ErrBadOptions, addr, err)
+	}
+	nd.ap = &autoPipe{rdb: rdb, ap: ap}
+	return nd, nil
+}
+
+// process queues cmd in the next batch and waits for it, or for ctx to end;
+// it reports the call to h (nil: nothing). cmd's value may be read only when
+// the error returned is nil or redis.Nil: after ctx ended the batch may
+// still be writing it.
+func (a *autoPipe) process(ctx context.Context, h *nodeHealth, cmd redis.Cmder) error {
+	start := h.begin()
+	err := a.ap.Submit(ctx, cmd).WaitContext(ctx)
+	h.observe(ctx, redisOp(cmd), start, err)
+	return err
+}
+
+// ms is a TTL as the milliseconds of PX and PEXPIRE.
+func ms(ttl time.Duration) int64 { return int64(redisTTL(ttl) / time.Millisecond) }
+
+func (a *autoPipe) get(ctx context.Context, h *nodeHealth, key string) ([]byte, error) {
+	cmd := redis.NewStringCmd(ctx, "get", key)
+	if err := a.process(ctx, h, cmd); err != nil {
+		return nil, redisErr(ctx, err)
+	}
+	return cmd.Bytes()
+}
+
+func (a *autoPipe) set(ctx context.Context, h *nodeHealth, key string, value []byte, ttl time.Duration) error {
+	args := []any{"set", key, value}
+	if ttl > 0 {
+		args = append(args, "px", ms(ttl))
+	}
+	return redisErr(ctx, a.process(ctx, h, redis.NewStatusCmd(ctx, args...)))
+}
+
+func (a *autoPipe) add(ctx context.Context, h *nodeHealth, key string, value []byte, ttl time.Duration) error {
+	args := []any{"set", key, value}
+	if ttl > 0 {
+		args = append(args, "px", ms(ttl))
+	}
+	cmd := redis.NewBoolCmd(ctx, append(args, "nx")...)
+	if err := a.process(ctx, h, cmd); err != nil {
+		return redisErr(ctx, err)
+	}
+	if !cmd.Val() {
+		return ErrNotStored
+	}
+	return nil
+}
+
+func (a *autoPipe) delete(ctx context.Context, h *nodeHealth, key string) error {
+	return redisErr(ctx, a.process(ctx, h, redis.NewIntCmd(ctx, "del", key)))
+}
+
+func (a *autoPipe) incr(ctx context.Context, h *nodeHealth, key string, delta int64) (int64, error) {
+	cmd := redis.NewIntCmd(ctx, "incrby", key, delta)
+	if err := a.process(ctx, h, cmd); err != nil {
+		return 0, redisErr(ctx, err)
+	}
+	return cmd.Val(), nil
+}
+
+// expire is Touch with a TTL; Touch without one keeps its pipeline.
+func (a *autoPipe) expire(ctx context.Context, h *nodeHealth, key string, ttl time.Duration) error {
+	cmd := redis.NewBoolCmd(ctx, "pexpire", key, ms(ttl))
+	if err := a.process(ctx, h, cmd); err != nil {
+		return redisErr(ctx, err)
+	}
+	if !cmd.Val() {
+		return ErrCacheMiss
+	}
+	return nil
+}
+
+// Close closes the auto-pipeliner's client, which stops the auto-pipeliner.
+func (a *autoPipe) Close() error {
+	if err := a.rdb.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
+		return err
+	}
+	return nil
+}

@@ -170,10 +170,11 @@ func TestAutoPipeline(t *testing.T) {
 	}
 }
 
-// TestAutoPipelineContext: a caller waiting for a batch on a node that does
-// not answer returns when its context ends, with the context's error, long
-// before the node's timeouts; the node is not held against it, and once the
-// node answers again the next calls succeed.
+// TestAutoPipelineContext: callers waiting for a batch on a node that does
+// not answer return when their context ends, with the context's error, long
+// before the node's timeouts; the node is not held against them, and once
+// it answers again the call that was alone on the wire (sent without the
+// auto-pipeliner, with go-redis's usual context handling) gets its value.
 func TestAutoPipelineContext(t *testing.T) {
 	ss := testserver.Redis(t, 1)
 	c, err := New(Options{
@@ -191,6 +192,7 @@ func TestAutoPipelineContext(t *testing.T) {
 	if err := c.Set(ctx, "k", []byte("v"), 0); err != nil {
 		t.Fatal(err)
 	}
+	ap := c.state.Load().own[ss[0].Addr].(redisNode).ap
 	ss[0].Pause()
 	resumed := false
 	defer func() {
@@ -198,6 +200,16 @@ func TestAutoPipelineContext(t *testing.T) {
 			ss[0].Resume()
 		}
 	}()
+	lone := make(chan error, 1)
+	go func() {
+		v, err := c.Get(ctx, "k")
+		if err == nil && string(v) != "v" {
+			err = fmt.Errorf("got %q", v)
+		}
+		lone <- err
+	}()
+	waitFor(t, "the first Get under way", func() bool { return ap.calls.Load() == 1 })
+
 	const waiters = 4
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, waiters)
@@ -207,6 +219,7 @@ func TestAutoPipelineContext(t *testing.T) {
 			done <- err
 		}()
 	}
+	waitFor(t, "the Gets queued", func() bool { return ap.calls.Load() == 1+waiters })
 	cancel()
 	for range waiters {
 		select {
@@ -214,12 +227,15 @@ func TestAutoPipelineContext(t *testing.T) {
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("Get after cancel: %v, want context.Canceled", err)
 			}
-		case <-time.After(30 * time.Second): // the node's timeouts are a minute
+		case <-time.After(faultWait): // the node's timeouts are a minute
 			t.Fatal("a cancelled Get still waits for the paused node")
 		}
 	}
 	ss[0].Resume()
 	resumed = true
+	if err := <-lone; err != nil {
+		t.Fatalf("the lone Get after resume: %v", err)
+	}
 	if v, err := c.Get(ctx, "k"); err != nil || string(v) != "v" {
 		t.Fatalf("Get after resume = %q, %v", v, err)
 	}

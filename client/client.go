@@ -216,10 +216,11 @@ type Options struct {
 	// Add, Delete, Incr, Touch with a TTL, and their parts of the migration
 	// paths) through go-redis's auto-pipeliner, so that concurrent callers
 	// share round trips: while one batch is on the wire, the commands that
-	// arrive meanwhile wait and go together in the next one. A lone caller
-	// pays no timer. The multi-key calls keep their own pipelines. A
-	// caller's context ending returns at once with its error, but a command
-	// already queued still runs; a batch is bounded by ReadTimeout and
+	// arrive meanwhile wait and go together in the next one. No timer: a
+	// call that finds no other under way to its node is sent at once, as
+	// without AutoPipeline. The multi-key calls keep their own pipelines. A
+	// queued caller whose context ends returns at once with its error, but
+	// its command may still run; a batch is bounded by ReadTimeout and
 	// WriteTimeout. go-redis marks its auto-pipeliner EXPERIMENTAL: this
 	// module pins go-redis v9.23.0, the version it is tested with. Each
 	// node's batches ride a second go-redis client of the node, made like

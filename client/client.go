@@ -225,7 +225,14 @@ type Options struct {
 	// module pins go-redis v9.23.0, the version it is tested with. Each
 	// node's batches ride a second go-redis client of the node, made like
 	// the first (NewRedisClient included), so Stats and Health still see
-	// every call, one by one. Default false.
+	// every call, one by one.
+	//
+	// On Memcached, which has no pipelining, AutoPipeline batches Gets:
+	// while a Get or a batch to a node is in flight, the Gets that arrive
+	// for it wait and go together, as one multi-get of their distinct keys,
+	// when it ends; a waiter whose context ends returns at once, and a
+	// failed batch fails each of its Gets with the node's error. The other
+	// calls are sent as without it. Default false.
 	AutoPipeline bool
 }
 
@@ -469,7 +476,11 @@ func (c *Client) newNode(n ring.Node) (node, error) {
 		if o.NewMemcacheClient != nil {
 			mc = o.NewMemcacheClient(n, mc)
 		}
-		return mcNode{mc: mc}, nil
+		nd := mcNode{mc: mc}
+		if o.AutoPipeline {
+			nd.batch = &mcBatcher{}
+		}
+		return nd, nil
 	}
 	opt := o.redisOptions(n, d)
 	var rdb *redis.Client

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,8 +26,8 @@ type cluster struct {
 	stop    func(i int)                    // makes server i refuse connections
 	advance func(d time.Duration)          // moves the servers' clocks (TTLs) forward
 	raw     func(addr string) directReader // reads a server without the façade
-	// autoPipeline: its clients set Options.AutoPipeline (kind
-	// "redis-autopipeline", real redis-server).
+	// autoPipeline: its clients set Options.AutoPipeline (kinds
+	// "redis-autopipeline" and "memcached-autopipeline", real servers).
 	autoPipeline bool
 }
 
@@ -61,8 +62,8 @@ func (r rawMemcache) get(key string) ([]byte, error) {
 // clusterKinds names the server kinds every integration test runs against.
 var clusterKinds = []string{"miniredis", "redis-server", "memcached"}
 
-// autoPipelined names the tests that run on a "redis-autopipeline" cluster
-// too: the dual-ring paths with Options.AutoPipeline.
+// autoPipelined names the tests that run on "-autopipeline" clusters too:
+// the dual-ring paths with Options.AutoPipeline.
 var autoPipelined = map[string]bool{
 	"TestReshardKeepsEveryKey":   true,
 	"TestWindowWritesAndDeletes": true,
@@ -86,10 +87,10 @@ func newCluster(t testing.TB, kind string, n int) *cluster {
 				m.FastForward(d)
 			}
 		}
-	case "redis-server", "redis-autopipeline", "memcached":
+	case "redis-server", "redis-autopipeline", "memcached", "memcached-autopipeline":
 		var ss []*testserver.Server
-		c.autoPipeline = kind == "redis-autopipeline"
-		if kind != "memcached" {
+		c.autoPipeline = strings.HasSuffix(kind, "-autopipeline")
+		if strings.HasPrefix(kind, "redis") {
 			ss, c.backend = testserver.Redis(t, n), Redis
 		} else {
 			ss, c.backend = testserver.Memcached(t, n), Memcached
@@ -184,7 +185,7 @@ func (c *cluster) holders(t testing.TB, key string) []string {
 func forEachCluster(t *testing.T, n int, fn func(t *testing.T, cl *cluster)) {
 	kinds := clusterKinds
 	if autoPipelined[t.Name()] {
-		kinds = append(kinds[:len(kinds):len(kinds)], "redis-autopipeline")
+		kinds = append(kinds[:len(kinds):len(kinds)], "redis-autopipeline", "memcached-autopipeline")
 	}
 	for _, kind := range kinds {
 		t.Run(kind, func(t *testing.T) {

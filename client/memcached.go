@@ -14,8 +14,9 @@ import (
 // bounded by the context here (see call). Every call's outcome goes to h
 // (probe.go) from call, or from the fast paths beside it.
 type mcNode struct {
-	mc *memcache.Client
-	h  *nodeHealth
+	mc    *memcache.Client
+	h     *nodeHealth
+	batch *mcBatcher // Options.AutoPipeline (mcbatch.go); nil without it
 }
 
 // maxRelative is the longest TTL Memcached reads as relative seconds; a
@@ -94,6 +95,9 @@ func call0(ctx context.Context, h *nodeHealth, o op, fn func() error) error {
 }
 
 func (n mcNode) get(ctx context.Context, key string) ([]byte, error) {
+	if n.batch != nil {
+		return n.batch.get(ctx, n, key)
+	}
 	if ctx.Done() == nil { // call's fast path, without allocating the closure
 		start := n.h.begin()
 		it, err := n.mc.Get(key)

@@ -22,9 +22,13 @@ const callers = 256
 //     (directRedis); .../facade: the façade; .../facade-autopipeline: the
 //     façade with Options.AutoPipeline; .../goredis-autopipeline: go-redis's
 //     own blocking auto-pipeliner on the direct client, the floor.
+//
 //   - Redis/Get/serial/...: one caller, the same clients; .../paired
 //     interleaves direct (off) and facade-autopipeline (on) in blocks and
 //     reports on/off-time, the lone caller's latency ratio.
+//
+//   - Memcached/...: the same rows without go-redis's: direct is a
+//     gomemcache Client (directMemcache), facade-autopipeline batches Gets.
 //
 // Compare ns/op (wall time per Get, all goroutines together: its inverse is
 // the throughput) and cpu-ns/op (the process's CPU per Get) across rows.
@@ -50,6 +54,37 @@ func BenchmarkAutoPipeline(b *testing.B) {
 			{"facade", func(i int) error { return checkValue(plain.Get(ctx, keys[i&mask])) }},
 			{"facade-autopipeline", func(i int) error { return checkValue(auto.Get(ctx, keys[i&mask])) }},
 			{"goredis-autopipeline", func(i int) error { return checkValue(ap.Get(ctx, keys[i&mask]).Bytes()) }},
+		}
+		for _, r := range rows {
+			b.Run("Get/256/"+r.name, concurrent(callers, r.get))
+		}
+		for _, r := range rows {
+			b.Run("Get/serial/"+r.name, serial(r.get))
+		}
+		b.Run("Get/serial/paired", paired(rows[0].get, rows[2].get))
+	})
+	b.Run("Memcached", func(b *testing.B) {
+		addrs := testserver.Addrs(testserver.Memcached(b, 1))
+		ctx := context.Background()
+		plain := facadeWith(b, client.Options{Backend: client.Memcached}, addrs)
+		auto := facadeWith(b, client.Options{Backend: client.Memcached, AutoPipeline: true}, addrs)
+		direct := directMemcache(addrs[0])
+		b.Cleanup(func() { direct.Close() })
+		keys := loadKeysOn(b, plain, addrs[0])
+		const mask = singleKeys - 1
+		rows := []struct {
+			name string
+			get  func(i int) error
+		}{
+			{"direct", func(i int) error {
+				it, err := direct.Get(keys[i&mask])
+				if err != nil {
+					return err
+				}
+				return checkValue(it.Value, nil)
+			}},
+			{"facade", func(i int) error { return checkValue(plain.Get(ctx, keys[i&mask])) }},
+			{"facade-autopipeline", func(i int) error { return checkValue(auto.Get(ctx, keys[i&mask])) }},
 		}
 		for _, r := range rows {
 			b.Run("Get/256/"+r.name, concurrent(callers, r.get))

@@ -208,42 +208,27 @@ func residueCount(width uint, n, r uint64) float64 {
 	return float64(q)
 }
 
-// maxModuloPeriod bounds the residues ModuloMoved walks to be exact.
-const maxModuloPeriod = 1 << 24
+// maxModuloPeriod bounds the residues moduloFlows walks to be exact.
+const maxModuloPeriod = 1 << 22
 
-// moduloSamples is the number of hashes ModuloMoved draws beyond
-// maxModuloPeriod: a standard error of 0.025% at most.
-const moduloSamples = 1 << 22
-
-// ModuloMoved returns the fraction of keys whose server differs between two
-// Modulo placements, and whether it is exact.
-//
-// With the same hash and hash tag, a hash h keeps its server when both slot
-// lists name the same server at h mod their lengths, which repeats every lcm
-// of the lengths: the fraction is exact over the whole hash space when that
-// period is at most 2^24 slots, else estimated from 2^22 pseudo-random hashes
-// (standard error at most 0.025%). With different hashes, the positions of a
-// key are independent, and the fraction is exactly 1 − Σ share·share over
-// the servers both hold.
-func ModuloMoved(from, to *Modulo) (moved float64, exact bool) {
-	if from.hash != to.hash || from.tag != to.tag {
-		return independentMoved(from.Shares(), to.Shares()), true
-	}
+// moduloFlows returns the flows between the servers of two Modulo placements
+// of the same hash (see Compare): exact over the whole hash space when the
+// period of the two slot lists, the lcm of their lengths, is at most 2^22,
+// else counted over samples pseudo-random hashes (exact is then false).
+func moduloFlows(from, to *Modulo, samples int) (flows map[[2]string]float64, exact bool) {
 	n1, n2 := uint64(len(from.slots)), uint64(len(to.slots))
-	differs := func(h uint64) bool { return from.slots[h%n1].Addr != to.slots[h%n2].Addr }
+	flows = map[[2]string]float64{}
 	period := n1 / gcd(n1, n2) * n2
 	if n1 > maxModuloPeriod || n2 > maxModuloPeriod || period > maxModuloPeriod {
 		r := rand.New(rand.NewPCG(1, 2))
-		count := 0
-		for range moduloSamples {
-			if differs(r.Uint64() >> (64 - from.width)) {
-				count++
-			}
+		for range samples {
+			h := r.Uint64() >> (64 - from.width)
+			flows[[2]string{from.slots[h%n1].Addr, to.slots[h%n2].Addr}] += 1 / float64(samples)
 		}
-		return float64(count) / moduloSamples, false
+		return flows, false
 	}
-	// The hash space is q whole periods and a first part of one, of rest
-	// hashes: count the hashes that move in both.
+	// The hash space is q whole periods and the first rest hashes of one
+	// more: hash h of the period counts q+1 times if below rest, else q.
 	var q, rest uint64
 	if from.width == 64 {
 		q, rest = math.MaxUint64/period, math.MaxUint64%period+1
@@ -253,27 +238,40 @@ func ModuloMoved(from, to *Modulo) (moved float64, exact bool) {
 	} else {
 		q, rest = (uint64(1)<<from.width)/period, (uint64(1)<<from.width)%period
 	}
-	var inPeriod, inRest uint64
+	// Count by pair of servers, numbered: one map operation per hash of
+	// the period.
+	fromIdx, fromAddr := serverIndex(from.slots)
+	toIdx, toAddr := serverIndex(to.slots)
+	count := map[int]float64{}
 	for h := range period {
-		if h == rest {
-			inRest = inPeriod
+		c := float64(q)
+		if h < rest {
+			c++
 		}
-		if differs(h) {
-			inPeriod++
-		}
+		count[fromIdx[h%n1]*len(toAddr)+toIdx[h%n2]] += c
 	}
-	return (float64(q)*float64(inPeriod) + float64(inRest)) / math.Ldexp(1, int(from.width)), true
+	space := math.Ldexp(1, int(from.width))
+	for ij, c := range count {
+		flows[[2]string{fromAddr[ij/len(toAddr)], toAddr[ij%len(toAddr)]}] += c / space
+	}
+	return flows, true
 }
 
-// independentMoved is the fraction of keys whose server differs between two
-// placements whose hashes are independent: 1 − Σ share·share over the servers
-// both hold, with shares by server address.
-func independentMoved(from, to map[string]float64) float64 {
-	stay := 0.0
-	for addr, s := range from {
-		stay += s * to[addr]
+// serverIndex numbers the distinct addresses of slots: idx[i] is slot i's
+// number, addrs the addresses by number.
+func serverIndex(slots []Node) (idx []int, addrs []string) {
+	num := map[string]int{}
+	idx = make([]int, len(slots))
+	for i, n := range slots {
+		k, ok := num[n.Addr]
+		if !ok {
+			k = len(addrs)
+			num[n.Addr] = k
+			addrs = append(addrs, n.Addr)
+		}
+		idx[i] = k
 	}
-	return min(max(1-stay, 0), 1)
+	return idx, addrs
 }
 
 func gcd(a, b uint64) uint64 {

@@ -49,7 +49,7 @@ type planReport struct {
 	// shares: the sum of the ideal shares that nodes lose.
 	MinMoved float64 `json:"min_moved"`
 	// ModNMoved is what hash(key) % N over the same lists' servers, in
-	// their order, would move (ring.ModuloMoved).
+	// their order, would move (ring.Compare).
 	ModNMoved float64 `json:"mod_n_moved"`
 	// Flows are the fractions of all keys going from each node to each,
 	// staying put included (from == to); ring.Flows.
@@ -156,7 +156,7 @@ func makePlan(fromNodes, toNodes []ring.Node, vnodes int, hitRate float64) (*pla
 	if err != nil {
 		return nil, fmt.Errorf("--to: %w", err)
 	}
-	modMoved, _ := ring.ModuloMoved(modFrom, modTo)
+	modMoved := ring.Compare(modFrom, modTo).Moved
 
 	rep := &planReport{
 		From: formatNodes(fromNodes), To: formatNodes(toNodes), Vnodes: vnodes,

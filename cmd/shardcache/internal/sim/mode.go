@@ -45,7 +45,7 @@ func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *clust
 			return res, err
 		}
 		opts.Placement = from
-		res.Moved, _ = ring.ModuloMoved(from, to)
+		res.Moved = ring.Compare(from, to).Moved
 		reshard = func(c *client.Client) error { return c.ReshardTo(to, 0) }
 	} else {
 		opts.Nodes = cl.from

@@ -308,7 +308,7 @@ type ModeResult struct {
 	// Mode is the mode run.
 	Mode Mode
 	// Moved is the exact fraction of keys whose node changes at the
-	// reshard (ring.Moved, or ring.ModuloMoved).
+	// reshard (ring.Moved, or ring.Compare for mod-N).
 	Moved float64
 	// Steps has one entry per step; step ReshardAt is the first after the
 	// reshard.

@@ -1,8 +1,11 @@
 package ring
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // CompareSamples is the number of keys Compare samples when it cannot count
@@ -81,13 +84,45 @@ func Compare(from, to Locator) Change {
 		}
 	}
 	c.Method, c.Exact, c.Samples = "sampled: keys located in both", false, CompareSamples
+	return c.fill(sampleFlows(from, to, CompareSamples))
+}
+
+// sampleFlows locates n keys in both placements and returns the fraction of
+// them that goes from each server to each. Servers are numbered so that a
+// key costs two small map reads and an increment.
+func sampleFlows(from, to Locator, n int) map[[2]string]float64 {
+	type servers struct {
+		num   map[string]int
+		addrs []string
+	}
+	index := func(s *servers, addr string) int {
+		i, ok := s.num[addr]
+		if !ok { // a server Nodes did not list
+			i = len(s.addrs)
+			s.num[addr], s.addrs = i, append(s.addrs, addr)
+		}
+		return i
+	}
+	list := func(l Locator) *servers {
+		s := &servers{num: map[string]int{}}
+		for _, n := range l.Nodes() {
+			index(s, n.Addr)
+		}
+		return s
+	}
+	a, b := list(from), list(to)
+	counts := map[int]int{}
 	buf := []byte("shardcache-sample:")
 	base := len(buf)
-	for i := range CompareSamples {
+	for i := range n {
 		key := string(strconv.AppendInt(buf[:base], int64(i), 10))
-		flows[[2]string{from.Locate(key).Addr, to.Locate(key).Addr}] += 1.0 / CompareSamples
+		counts[index(a, from.Locate(key).Addr)<<32|index(b, to.Locate(key).Addr)]++
 	}
-	return c.fill(flows)
+	flows := make(map[[2]string]float64, len(counts))
+	for ij, c := range counts {
+		flows[[2]string{a.addrs[ij>>32], b.addrs[ij&(1<<32-1)]}] = float64(c) / float64(n)
+	}
+	return flows
 }
 
 // fill sets the shares, flows and Moved of c from flows by pair of servers.
@@ -95,8 +130,15 @@ func (c Change) fill(flows map[[2]string]float64) Change {
 	c.Before, c.After = map[string]float64{}, map[string]float64{}
 	c.Flows = map[string]map[string]float64{}
 	stay := 0.0
-	for ab, s := range flows {
-		a, b := ab[0], ab[1]
+	// In order, so that the float sums, and Compare, are deterministic.
+	pairs := slices.SortedFunc(maps.Keys(flows), func(x, y [2]string) int {
+		if c := strings.Compare(x[0], y[0]); c != 0 {
+			return c
+		}
+		return strings.Compare(x[1], y[1])
+	})
+	for _, ab := range pairs {
+		a, b, s := ab[0], ab[1], flows[ab]
 		c.Before[a] += s
 		c.After[b] += s
 		if c.Flows[a] == nil {

@@ -19,19 +19,7 @@ keys that change server and from which node to which, and the hit rate and
 database load expected right after the switch, switching at once (mod-N,
 ring) or with a dual-ring migration. With no flags: 8 nodes down to 6.
 
---from-kind names the placement the --from nodes run today, so that moving
-off it to our ring is planned before it is done:
-  ring        our ring (the default), with --vnodes
-  ketama      twemproxy's "distribution: ketama" with "hash: md5", or
-              libmemcached's weighted ketama; a node's NAME is twemproxy's
-              server name (without one: the host when the port is 11211,
-              else HOST:PORT); --from-hash-tag is twemproxy's hash_tag
-  modulo      hash(key) % N over the servers in the order given, each WEIGHT
-              times: gomemcache's ServerList with the default --from-hash
-              crc32, or a hand-written one (murmur3, murmur3-32, fnv1a,
-              fnv1a-32); names play no part
-  rendezvous  go-redis v9's Ring: NAME is the shard's name in RingOptions.Addrs
-The --to nodes are always our ring.
+` + fromKindHelp + `
 
 Exact or sampled: the fractions are exact (no keys sampled) from ring to ring,
 ketama to ketama and modulo to modulo of one hash (from the points' arcs or
@@ -140,9 +128,7 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	from := fs.String("from", formatNodes(sim.DefaultFrom()), "the nodes now: a node `list` (see below)")
 	to := fs.String("to", formatNodes(sim.DefaultTo()), "the nodes after the change: a node `list`")
 	vnodes := fs.Int("vnodes", ring.DefaultVnodes, "ring points per unit of weight, as the client's Options.Vnodes")
-	kind := fs.String("from-kind", "ring", "the placement the --from nodes run: ring, ketama, modulo or rendezvous (see above)")
-	hash := fs.String("from-hash", string(ring.ModuloCRC32), "with --from-kind modulo, the hash of keys: crc32, murmur3, murmur3-32, fnv1a or fnv1a-32")
-	tag := fs.String("from-hash-tag", "", "with --from-kind ketama or modulo, the two characters of a hash tag, such as {} (twemproxy's hash_tag)")
+	kind := addFromKindFlags(fs)
 	hitRate := fs.Float64("hit-rate", 0.95, "the steady hit rate, in [0, 1), from which to expect the rate after the switch")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
 	if code, done := parseFlags(fs, args, stdout); done {
@@ -156,13 +142,8 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	switch {
-	case !slices.Contains(fromKinds, *kind):
-		return badInput(stderr, "plan", "--from-kind %q: want one of %s", *kind, strings.Join(fromKinds, ", "))
-	case set["from-hash"] && *kind != "modulo":
-		return badInput(stderr, "plan", "--from-hash: only for --from-kind modulo")
-	case set["from-hash-tag"] && *kind != "ketama" && *kind != "modulo":
-		return badInput(stderr, "plan", "--from-hash-tag: only for --from-kind ketama or modulo (%s has its own rule)", *kind)
+	if err := kind.check(set); err != nil {
+		return badInput(stderr, "plan", "%v", err)
 	}
 	fromNodes, err := parseNodes(*from)
 	if err != nil {
@@ -172,8 +153,7 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return badInput(stderr, "plan", "--to: %v", err)
 	}
-	rep, err := makePlan(planInput{from: fromNodes, to: toNodes, fromKind: *kind, fromHash: ring.ModuloHash(*hash),
-		fromTag: *tag, vnodes: *vnodes, hitRate: *hitRate})
+	rep, err := makePlan(planInput{from: fromNodes, to: toNodes, kind: kind, vnodes: *vnodes, hitRate: *hitRate})
 	if err != nil {
 		return badInput(stderr, "plan", "%v", err)
 	}
@@ -200,47 +180,17 @@ func modulo(nodes []ring.Node) (*ring.Modulo, error) {
 	return ring.NewModulo(slots, ring.WithModuloHash(ring.ModuloMurmur3), ring.WithModuloHashTag("{}"))
 }
 
-// fromKinds are the placements --from-kind names.
-var fromKinds = []string{"ring", "ketama", "modulo", "rendezvous"}
-
-// fromKindNames says what each kind is, for the report's first line.
-var fromKindNames = map[string]string{
-	"ring":       "ring",
-	"ketama":     "ketama (twemproxy, libmemcached)",
-	"modulo":     "mod-N (gomemcache's ServerList, hash % N)",
-	"rendezvous": "rendezvous (go-redis Ring)",
-}
-
 // planInput is what plan is asked.
 type planInput struct {
 	from, to []ring.Node
-	fromKind string          // one of fromKinds
-	fromHash ring.ModuloHash // for modulo
-	fromTag  string          // for ketama and modulo
+	kind     *fromKind // of from
 	vnodes   int
 	hitRate  float64
 }
 
-// fromPlacement builds the placement the --from nodes run.
-func (in planInput) fromPlacement() (ring.Locator, error) {
-	switch in.fromKind {
-	case "ketama":
-		return ring.NewKetama(in.from, ring.WithKetamaHashTag(in.fromTag))
-	case "modulo":
-		slots, err := ring.ModuloSlots(in.from)
-		if err != nil {
-			return nil, err
-		}
-		return ring.NewModulo(slots, ring.WithModuloHash(in.fromHash), ring.WithModuloHashTag(in.fromTag))
-	case "rendezvous":
-		return ring.NewRendezvous(in.from)
-	}
-	return ring.New(in.from, ring.WithVnodes(in.vnodes))
-}
-
 // makePlan computes the plan of a change from one node list to another.
 func makePlan(in planInput) (*planReport, error) {
-	before, err := in.fromPlacement()
+	before, err := in.kind.placement(in.from, in.vnodes)
 	if err != nil {
 		return nil, fmt.Errorf("--from: %w", err)
 	}
@@ -259,7 +209,7 @@ func makePlan(in planInput) (*planReport, error) {
 
 	change := ring.Compare(before, after)
 	rep := &planReport{
-		From: formatNodes(in.from), FromKind: in.fromKind, To: formatNodes(in.to), Vnodes: in.vnodes,
+		From: formatNodes(in.from), FromKind: in.kind.kind, To: formatNodes(in.to), Vnodes: in.vnodes,
 		ServerMoved: change.Moved,
 		Exact:       change.Exact, Method: change.Method, Samples: change.Samples, StdErr: change.StdErr,
 		ModNMoved:     ring.Compare(modFrom, modTo).Moved,
@@ -269,7 +219,7 @@ func makePlan(in planInput) (*planReport, error) {
 	// the ring; by server from another kind, whose names are not ours.
 	rows := map[string]*planNode{}
 	key := func(n ring.Node) string { return n.Name }
-	if in.fromKind != "ring" {
+	if in.kind.kind != "ring" {
 		key = func(n ring.Node) string { return n.Addr }
 	}
 	side := func(nodes []ring.Node, share func(ring.Node) float64, set func(*planNode, *planSide)) {

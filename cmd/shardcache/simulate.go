@@ -38,7 +38,14 @@ traffic, takes seconds, and is the same for the same --seed. With --redis or
 --memcached the servers are real and so is the clock: each step lasts
 --real-step, and the TTL and window shrink in proportion; the modes share the
 servers, with keys of their own, and the results vary from run to run. With
-no flags: 8 nodes down to 6, the collapse the README describes.`
+no flags: 8 nodes down to 6, the collapse the README describes.
+
+With --from-kind other than ring, the ring and dual-ring modes start on that
+placement of the --from nodes and move to our ring of the --to nodes, at once
+or with a dual-ring migration: --from-kind modulo replays the incident as a
+mod-N fleet (gomemcache's ServerList) adopting the ring.
+
+` + fromKindHelp
 
 // simFlags are simulate's command line.
 type simFlags struct {
@@ -57,6 +64,7 @@ type simFlags struct {
 	svg               string
 	asJSON, quiet     bool
 	every             int
+	kind              *fromKind
 }
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -86,6 +94,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON, every step included, instead of tables")
 	fs.IntVar(&f.every, "every", 5, "print every Nth step in the table (the reshard and the extremes always)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar on stderr")
+	f.kind = addFromKindFlags(fs)
 	if code, done := parseFlags(fs, args, stdout); done {
 		return code
 	}
@@ -197,6 +206,9 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 			return cfg, "", fmt.Errorf("--%s %v: want %s", c.flag, c.v, c.want)
 		}
 	}
+	if err := f.kind.check(set); err != nil {
+		return cfg, "", err
+	}
 	cfg = sim.Config{
 		From: from, To: to, Vnodes: f.vnodes,
 		Keys: f.keys, ZipfS: f.zipfS, ZipfV: f.zipfV,
@@ -207,6 +219,10 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 	}
 	if f.writes == 0 {
 		cfg.WriteRatio = -1 // none; zero would be the default
+	}
+	if f.kind.kind != "ring" {
+		cfg.FromKind = f.kind.kind
+		cfg.FromPlacement = func(nodes []ring.Node) (ring.Locator, error) { return f.kind.placement(nodes, f.vnodes) }
 	}
 	if cfg.Window == 0 {
 		cfg.Window = cfg.TTL
@@ -345,8 +361,12 @@ func describe(res *sim.Result, f *simFlags) string {
 	if cfg.Servers != nil {
 		where = fmt.Sprintf("%d %v servers, real time", len(cfg.Servers), cfg.Backend)
 	}
-	return fmt.Sprintf("%s → %s (%s)\n%d keys (Zipf s=%g v=%g), %d requests per %v step, %s writes, TTL %v, dual-ring window %v, seed %d",
-		nodeNames(cfg.From), nodeNames(cfg.To), where,
+	fromKind := ""
+	if cfg.FromKind != "" {
+		fromKind = fromKindNames[cfg.FromKind] + " "
+	}
+	return fmt.Sprintf("%s%s → %s (%s)\n%d keys (Zipf s=%g v=%g), %d requests per %v step, %s writes, TTL %v, dual-ring window %v, seed %d",
+		fromKind, nodeNames(cfg.From), nodeNames(cfg.To), where,
 		cfg.Keys, cfg.ZipfS, cfg.ZipfV, cfg.Requests, cfg.Step, pct(max(cfg.WriteRatio, 0), 1), cfg.TTL, cfg.Window, f.seed)
 }
 

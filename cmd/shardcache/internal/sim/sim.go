@@ -123,6 +123,15 @@ type Config struct {
 	// ring.DefaultVnodes.
 	Vnodes int
 
+	// FromPlacement, when set, is the placement the ring and dual-ring
+	// modes start on and move keys off, instead of a ring of From: what a
+	// fleet ran before it adopted the ring (ring.NewModulo, NewKetama,
+	// NewRendezvous), so that the run replays that migration. It is called
+	// with From at the servers' addresses; FromKind names it in reports.
+	// The mod-N mode is unchanged.
+	FromPlacement func(from []ring.Node) (ring.Locator, error) `json:"-"`
+	FromKind      string                                       `json:",omitempty"`
+
 	// Keys is the number of distinct keys. Default 15000.
 	Keys int
 	// ZipfS and ZipfV shape key popularity: key k (0 the most popular) is
@@ -247,6 +256,11 @@ func (c *Config) init() error {
 		}
 		if _, err := modulo(nodes); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadConfig, err)
+		}
+	}
+	if c.FromPlacement != nil {
+		if _, err := c.FromPlacement(c.From); err != nil {
+			return fmt.Errorf("%w: From: %w", ErrBadConfig, err)
 		}
 	}
 	if c.Servers != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"net"
 	"slices"
 	"strconv"
@@ -83,6 +84,13 @@ type Ketama struct {
 	values []uint32 // the continuum: point positions, sorted
 	owners []int32  // owners[i] is the index in nodes of values[i]'s server
 	points []int    // points[i] is the number of points of nodes[i]
+
+	// starts[b] is the index of the first point at or above bucket b, the
+	// hashes of top bits b: one to two points a bucket, so a look-up
+	// searches a few points instead of the whole continuum. The last entry
+	// is len(values).
+	starts []int32
+	shift  uint // a hash's bucket is h >> shift
 }
 
 // KetamaName returns the name twemproxy and libmemcached give a server of
@@ -170,6 +178,17 @@ func NewKetama(nodes []Node, opts ...KetamaOption) (*Ketama, error) {
 	for i, p := range pts {
 		k.values[i], k.owners[i] = p.value, p.owner
 	}
+	b := uint(bits.Len(uint(len(pts)))) // len(pts) < 2^b <= 2 len(pts)
+	k.shift = 32 - b
+	k.starts = make([]int32, 1<<b+1)
+	i := 0
+	for bucket := range 1 << b {
+		for i < len(k.values) && int(k.values[i]>>k.shift) < bucket {
+			i++
+		}
+		k.starts[bucket] = int32(i)
+	}
+	k.starts[1<<b] = int32(len(k.values))
 	return k, nil
 }
 
@@ -187,9 +206,11 @@ func (k *Ketama) Locate(key string) Node {
 }
 
 // index returns the index of the first point at or above h, wrapping to 0:
-// the same binary search as twemproxy's ketama_dispatch.
+// the point twemproxy's ketama_dispatch finds with a binary search of the
+// whole continuum, found with one among the points of h's bucket.
 func (k *Ketama) index(h uint32) int {
-	lo, hi := 0, len(k.values)
+	b := h >> k.shift
+	lo, hi := int(k.starts[b]), int(k.starts[b+1])
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
 		if k.values[mid] < h {

@@ -412,3 +412,34 @@ func TestGoRedisRing(t *testing.T) {
 	checkPlacement(t, r, Redis, addrs, keys)
 	moveToRing(t, Redis, r, addrs, keys, viaMigrateFrom)
 }
+
+// TestTwemproxyKetamaRounding: with 25 servers of equal weight, twemproxy's
+// float arithmetic gives each 156 points, not 160 (1/25 × 40 × 25 rounds
+// below 40 in float32); Ketama must round alike to find every key.
+func TestTwemproxyKetamaRounding(t *testing.T) {
+	ss := testserver.Memcached(t, 25)
+	addrs := testserver.Addrs(ss)
+	var backends []testserver.Backend
+	var nodes []ring.Node
+	for i, a := range addrs {
+		name := fmt.Sprintf("mc%02d", i)
+		backends = append(backends, testserver.Backend{Addr: a, Name: name})
+		nodes = append(nodes, ring.Node{Name: name, Addr: a})
+	}
+	proxy := testserver.NutcrackerPool(t, testserver.Pool{Backends: backends, Hash: "md5", Distribution: "ketama"})
+	k, err := ring.NewKetama(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := k.Points(); p[0] != 156 {
+		t.Fatalf("%d points a server, want 156: the test no longer exercises the rounding", p[0])
+	}
+	mc := memcache.New(proxy.Addr)
+	mc.Timeout = 5 * time.Second
+	defer mc.Close()
+	keys := foreignKeys("twem-round", false)
+	setParallel(t, keys, func(k string) error {
+		return mc.Set(&memcache.Item{Key: k, Value: []byte(foreignValue(k))})
+	})
+	checkPlacement(t, k, Memcached, addrs, keys)
+}

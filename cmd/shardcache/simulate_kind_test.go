@@ -15,7 +15,9 @@ import (
 // ServerList) of --from, and the dual-ring migration keeps the hit rate
 // while the cut-over loses most of it.
 func TestSimulateFromModulo(t *testing.T) {
+	// short, smaller: 500 keys, 250 requests a step, 16 steps.
 	args := append([]string{"simulate", "--json", "--quiet", "--from-kind", "modulo", "--modes", "ring,dual-ring"}, short...)
+	args = append(args, "--steps", "16", "--reshard-at", "4", "--keys", "500", "--requests", "250")
 	code, out, errOut := runCmd(t, args...)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -47,7 +49,8 @@ func TestSimulateFromModulo(t *testing.T) {
 		t.Errorf("low hit rates: cut-over %.3f, dual-ring %.3f (steady %.3f, %.0f%% of keys moved)",
 			rng.MinHitRate, dual.MinHitRate, dual.SteadyHitRate, 100*want)
 	}
-	code, out, _ = runCmd(t, append([]string{"simulate", "--quiet", "--from-kind", "modulo", "--modes", "dual-ring"}, short...)...)
+	code, out, _ = runCmd(t, "simulate", "--quiet", "--from-kind", "modulo", "--modes", "dual-ring",
+		"--keys", "100", "--requests", "50", "--steps", "3", "--reshard-at", "1")
 	if code != exitOK || !strings.HasPrefix(out, "mod-N (gomemcache's ServerList, hash % N) a,b,c,d,e,f,g,h → a,b,c,d,e,f") {
 		t.Errorf("the first line does not say the run starts on mod-N:\n%s", out)
 	}

@@ -256,6 +256,17 @@ func makePlan(in planInput) (*planReport, error) {
 			p.Before.Name, p.Name, s.Name = p.Name, s.Name, ""
 		}
 	})
+	// By server, a foreign name may be one of ours on another server: tell
+	// such rows apart by their address.
+	seen := map[string]int{}
+	for _, p := range rows {
+		seen[p.Name]++
+	}
+	for _, p := range rows {
+		if seen[p.Name] > 1 {
+			p.Name += "@" + p.Addr
+		}
+	}
 	for _, p := range rows {
 		rep.Nodes = append(rep.Nodes, *p)
 	}

@@ -139,3 +139,21 @@ func TestPlanHelpDocumentsJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanForeignNameClash: a go-redis shard named "a" on a server that
+// leaves, and our node "a" on a new one, are two rows, flows apart.
+func TestPlanForeignNameClash(t *testing.T) {
+	rep := planJSON(t, "--from-kind", "rendezvous", "--from", "a=h1:1,b=h2:1", "--to", "a=h3:1,b=h2:1")
+	names := map[string]bool{}
+	for _, n := range rep.Nodes {
+		names[n.Name] = true
+	}
+	if len(rep.Nodes) != 3 || !names["a@h1:1"] || !names["a@h3:1"] || !names["b"] {
+		t.Fatalf("rows %+v, want a@h1:1, a@h3:1 and b", rep.Nodes)
+	}
+	for _, f := range rep.Flows {
+		if f.From == "a@h1:1" && f.To == "a@h1:1" {
+			t.Errorf("keys stay on h1:1, which leaves: %+v", f)
+		}
+	}
+}

@@ -61,8 +61,8 @@ func WithKetamaHashTag(tag string) KetamaOption {
 //     libmemcached sorts points by value, then server index, so; twemproxy
 //     sorts by value only and leaves ties to the C library's qsort, which
 //     in glibc is a stable merge sort that keeps them in the order built:
-//     the same rule. (A tie takes two of a few hundred 32-bit points to
-//     collide, about 3 chances in 100000 for 3 servers.)
+//     the same rule. (Two servers' 32-bit points collide with a chance of
+//     about 2 in 100000 for 3 servers, 3 in 100 for 100 servers.)
 //
 // The order of nodes therefore matters only for ties; keep it as in the
 // proxy's configuration. Weight 0 counts as 1 (libmemcached's rule;

@@ -50,7 +50,8 @@ func WithKetamaHashTag(tag string) KetamaOption {
 //   - Of n servers with total weight W, a server of weight w gets
 //     floor(w/W × 160/4 × n + 1e-10) × 4 points, computed in float32 as the
 //     C code does (so a share that is a whole number in exact arithmetic
-//     may round one digest down, as it does there). Point group i (from 0)
+//     may round one digest down, as it does there: 25 servers of equal
+//     weight get 156 points each, not 160). Point group i (from 0)
 //     is the MD5 digest of the bytes Name + "-" + decimal(i): its 16 bytes
 //     are 4 points, each 4 bytes read little-endian.
 //   - A key's position is the first 4 bytes of the MD5 of the key (of its
@@ -60,13 +61,13 @@ func WithKetamaHashTag(tag string) KetamaOption {
 //     first wins (of one server, the earlier point, which changes nothing).
 //     libmemcached sorts points by value, then server index, so; twemproxy
 //     sorts by value only and leaves ties to the C library's qsort, which
-//     in glibc is a stable merge sort that keeps them in the order built:
-//     the same rule. (Two servers' 32-bit points collide with a chance of
+//     in glibc is a merge sort (when it can allocate its buffer) that keeps
+//     them in the order built: the same rule. (Two servers' 32-bit points collide with a chance of
 //     about 2 in 100000 for 3 servers, 3 in 100 for 100 servers.)
 //
 // The order of nodes therefore matters only for ties; keep it as in the
-// proxy's configuration. Weight 0 counts as 1 (libmemcached's rule;
-// twemproxy refuses it). A Ketama models every server up: twemproxy's
+// proxy's configuration. Weight 0 counts as 1, as everywhere in this
+// package (twemproxy refuses it). A Ketama models every server up: twemproxy's
 // auto_eject_hosts, which rebuilds the continuum without failed servers,
 // and libmemcached's non-weighted ketama (100 points of one hash each) are
 // other placements.

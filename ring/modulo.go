@@ -123,6 +123,7 @@ type Modulo struct {
 	nodes []Node // distinct addresses, sorted, Weight = slots held
 	sum   func(string) uint64
 	width uint // bits of the hash: 32 or 64
+	crc32 bool // hash is ModuloCRC32, which Locate calls directly
 }
 
 // NewModulo returns the mod-N placement over addrs, in their order. It
@@ -145,7 +146,10 @@ func NewModulo(addrs []string, opts ...ModuloOption) (*Modulo, error) {
 	if len(addrs) == 0 {
 		return nil, ErrNoNodes
 	}
-	m := &Modulo{slots: make([]Node, len(addrs)), hash: cfg.hash, tag: tag, sum: sum, width: width}
+	if len(addrs) > math.MaxUint32 {
+		return nil, fmt.Errorf("%w: %d addresses (want at most %d)", ErrBadWeight, len(addrs), uint32(math.MaxUint32))
+	}
+	m := &Modulo{slots: make([]Node, len(addrs)), hash: cfg.hash, tag: tag, sum: sum, width: width, crc32: cfg.hash == ModuloCRC32}
 	weight := map[string]int{}
 	for i, a := range addrs {
 		if a == "" {
@@ -169,7 +173,25 @@ func NewModulo(addrs []string, opts ...ModuloOption) (*Modulo, error) {
 // Locate returns the server of key's slot: hash(key) % N. It does not
 // allocate.
 func (m *Modulo) Locate(key string) Node {
-	return m.slots[m.sum(m.tag.of(key))%uint64(len(m.slots))]
+	if m.tag.set {
+		key = m.tag.of(key)
+	}
+	// The default hash called directly, and a 32-bit hash reduced with a
+	// 32-bit division, cheaper than a 64-bit one: together they took
+	// Locate from 10% slower than gomemcache's PickServer to 10-20% faster
+	// (bench/, cpu-ns/op).
+	var i uint32
+	switch {
+	case m.crc32:
+		i = crc32.ChecksumIEEE(unsafe.Slice(unsafe.StringData(key), len(key))) % uint32(len(m.slots))
+	case m.width == 32:
+		i = uint32(m.sum(key)) % uint32(len(m.slots))
+	default:
+		i = uint32(m.sum(key) % uint64(len(m.slots)))
+	}
+	// Field by field, as Ring.Locate does: cheaper than copying the Node.
+	n := &m.slots[i]
+	return Node{Name: n.Name, Addr: n.Addr, Weight: n.Weight}
 }
 
 // Nodes returns the distinct servers sorted by Name (their address), each

@@ -443,3 +443,34 @@ func TestTwemproxyKetamaRounding(t *testing.T) {
 	})
 	checkPlacement(t, k, Memcached, addrs, keys)
 }
+
+// TestTwemproxyKetamaFNV1a64: twemproxy's default key hash, fnv1a_64 with
+// ketama, over 3 memcached; a fifth of the keys hold bytes of 0x80 and
+// more, which twemproxy reads as signed chars.
+func TestTwemproxyKetamaFNV1a64(t *testing.T) {
+	ss := testserver.Memcached(t, 3)
+	addrs := testserver.Addrs(ss)
+	backends := []testserver.Backend{{Addr: addrs[0], Weight: 2}, {Addr: addrs[1], Name: "beta"}, {Addr: addrs[2]}}
+	proxy := testserver.NutcrackerPool(t, testserver.Pool{Backends: backends, Hash: "fnv1a_64", Distribution: "ketama"})
+	keys := foreignKeys("twem-fnv", false)
+	for i := range keys {
+		if i%5 == 0 {
+			keys[i] += ":é\xff\x80"
+		}
+	}
+	mc := memcache.New(proxy.Addr)
+	mc.Timeout = 5 * time.Second
+	defer mc.Close()
+	setParallel(t, keys, func(k string) error {
+		return mc.Set(&memcache.Item{Key: k, Value: []byte(foreignValue(k))})
+	})
+	nodes := make([]ring.Node, len(backends))
+	for i, b := range backends {
+		nodes[i] = ring.Node{Name: b.Name, Addr: b.Addr, Weight: b.Weight}
+	}
+	k, err := ring.NewKetama(nodes, ring.WithKetamaKeyHash(ring.KetamaFNV1a64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPlacement(t, k, Memcached, addrs, keys)
+}

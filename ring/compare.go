@@ -34,7 +34,7 @@ type Change struct {
 }
 
 // Compare returns the change from one placement to another. It is exact for
-// two Rings and two Ketamas (from the arcs between their points), for two
+// two Rings and two Ketamas of one key hash (from the arcs between their points), for two
 // Modulos of the same hash (from its residues, when the lcm of their slot
 // counts is at most 2^22), and for any two of Ring, Ketama and Modulo that
 // hash keys differently: a key's positions in them are then independent, so
@@ -54,7 +54,7 @@ func Compare(from, to Locator) Change {
 		}
 	}
 	if f, ok := from.(*Ketama); ok {
-		if t, ok := to.(*Ketama); ok {
+		if t, ok := to.(*Ketama); ok && f.fnv == t.fnv {
 			c.Method = "exact, from the arcs between the points of both continuums"
 			overlay32(f, t, func(a, b int32, length float64) {
 				flows[[2]string{f.nodes[a].Addr, t.nodes[b].Addr}] += length / (1 << 32)

@@ -47,6 +47,7 @@ func TestCompare(t *testing.T) {
 		{"ketama to ketama", k8, k6, true},
 		{"modulo to modulo", m8, m6, true},
 		{"ketama to ring", k8, r6, true},
+		{"ketama md5 to ketama fnv1a_64", k8, mustKetama(t, six, WithKetamaKeyHash(KetamaFNV1a64)), true},
 		{"modulo to ring", m8, r6, true},
 		{"ring to modulo", r8, m6, true},
 		{"rendezvous to rendezvous", v8, v6, false},

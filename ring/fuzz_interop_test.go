@@ -34,7 +34,11 @@ func FuzzInterop(f *testing.F) {
 				t.Fatalf("Locate(%q) = %v, not one of %v", key, got, l.Nodes())
 			}
 		}
-		k, err := NewKetama(nodes, WithKetamaHashTag(tag))
+		kh := KetamaMD5
+		if len(hash)%2 == 1 {
+			kh = KetamaFNV1a64
+		}
+		k, err := NewKetama(nodes, WithKetamaHashTag(tag), WithKetamaKeyHash(kh))
 		check(k, err)
 		m, err := NewModulo([]string{a1, a2}, WithModuloHash(ModuloHash(hash)), WithModuloHashTag(tag))
 		check(m, err)

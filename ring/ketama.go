@@ -28,7 +28,39 @@ const (
 type KetamaOption func(*ketamaConfig)
 
 type ketamaConfig struct {
-	tag string
+	tag  string
+	hash KetamaKeyHash
+}
+
+// KetamaKeyHash names twemproxy's "hash:", the hash of keys on a ketama
+// continuum; the points are MD5 digests whatever it is.
+type KetamaKeyHash string
+
+// The key hashes a Ketama can place keys by.
+const (
+	// KetamaMD5 is "hash: md5", libmemcached's weighted ketama's: the first
+	// 4 bytes of the key's MD5, little-endian. The default.
+	KetamaMD5 KetamaKeyHash = "md5"
+	// KetamaFNV1a64 is twemproxy's default "hash: fnv1a_64", as nc_fnv.c
+	// computes it: FNV-1a with the 64-bit offset basis and prime cut to
+	// 32 bits, over the key's bytes as C's signed char (a byte of 0x80 or
+	// more is sign-extended), 32 bits out.
+	KetamaFNV1a64 KetamaKeyHash = "fnv1a_64"
+)
+
+// WithKetamaKeyHash sets the hash of keys (default KetamaMD5).
+func WithKetamaKeyHash(h KetamaKeyHash) KetamaOption {
+	return func(c *ketamaConfig) { c.hash = h }
+}
+
+// twemproxyFNV1a64 is nc_fnv.c's hash_fnv1a_64.
+func twemproxyFNV1a64(key string) uint32 {
+	h := uint32(0xcbf29ce484222325 & 0xffffffff)
+	for i := 0; i < len(key); i++ {
+		h ^= uint32(int32(int8(key[i])))
+		h *= uint32(0x100000001b3 & 0xffffffff)
+	}
+	return h
 }
 
 // WithKetamaHashTag sets twemproxy's hash_tag: two characters, such as "{}",
@@ -39,7 +71,8 @@ func WithKetamaHashTag(tag string) KetamaOption {
 }
 
 // Ketama is the ketama consistent hashing of twemproxy (nutcracker) with
-// "distribution: ketama" and "hash: md5", and of libmemcached's weighted
+// "distribution: ketama" and "hash: md5" (or its default "hash: fnv1a_64",
+// with WithKetamaKeyHash), and of libmemcached's weighted
 // ketama (MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED, or any server of weight above
 // 1), byte for byte:
 //
@@ -55,7 +88,8 @@ func WithKetamaHashTag(tag string) KetamaOption {
 //     is the MD5 digest of the bytes Name + "-" + decimal(i): its 16 bytes
 //     are 4 points, each 4 bytes read little-endian.
 //   - A key's position is the first 4 bytes of the MD5 of the key (of its
-//     hash tag, with WithKetamaHashTag), little-endian; its owner is the
+//     hash tag, with WithKetamaHashTag), little-endian, or its
+//     KetamaFNV1a64 with WithKetamaKeyHash; its owner is the
 //     server of the first point at or above it, wrapping to the first point.
 //   - Ties, two points at the same position: the point of the server listed
 //     first wins (of one server, the earlier point, which changes nothing).
@@ -79,6 +113,7 @@ type Ketama struct {
 	// Inputs.
 	nodes []Node // in the order given, names formed, weights normalised
 	tag   hashTag
+	fnv   bool // keys hashed with KetamaFNV1a64, else KetamaMD5
 
 	// Internal data.
 	sorted []Node   // nodes sorted by Name, for Nodes
@@ -110,9 +145,12 @@ func KetamaName(addr string) string {
 // ErrLongName for a name twemproxy cannot hash, ErrBadHashTag for a hash
 // tag that is not two characters.
 func NewKetama(nodes []Node, opts ...KetamaOption) (*Ketama, error) {
-	var cfg ketamaConfig
+	cfg := ketamaConfig{hash: KetamaMD5}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.hash != KetamaMD5 && cfg.hash != KetamaFNV1a64 {
+		return nil, fmt.Errorf("%w: %q (want %q or %q)", ErrBadHash, cfg.hash, KetamaMD5, KetamaFNV1a64)
 	}
 	tag, err := parseHashTag(cfg.tag)
 	if err != nil {
@@ -137,7 +175,7 @@ func NewKetama(nodes []Node, opts ...KetamaOption) (*Ketama, error) {
 		}
 	}
 
-	k := &Ketama{nodes: named, tag: tag, sorted: sorted, points: make([]int, len(named))}
+	k := &Ketama{nodes: named, tag: tag, fnv: cfg.hash == KetamaFNV1a64, sorted: sorted, points: make([]int, len(named))}
 	type point struct {
 		value uint32
 		owner int32
@@ -203,7 +241,14 @@ func KetamaHash(key string) uint32 {
 
 // Locate returns the server that owns key.
 func (k *Ketama) Locate(key string) Node {
-	return k.nodes[k.owners[k.index(KetamaHash(k.tag.of(key)))]]
+	key = k.tag.of(key)
+	var h uint32
+	if k.fnv {
+		h = twemproxyFNV1a64(key)
+	} else {
+		h = KetamaHash(key)
+	}
+	return k.nodes[k.owners[k.index(h)]]
 }
 
 // index returns the index of the first point at or above h, wrapping to 0:

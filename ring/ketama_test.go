@@ -185,6 +185,7 @@ func TestNewKetamaErrors(t *testing.T) {
 		{[]Node{{Addr: "h:1"}, {Name: "x", Addr: "h:1"}}, nil, ErrDuplicateAddr},
 		{[]Node{{Name: long, Addr: "a:1"}}, nil, ErrLongName},
 		{[]Node{{Addr: "a:1"}}, []KetamaOption{WithKetamaHashTag("{")}, ErrBadHashTag},
+		{[]Node{{Addr: "a:1"}}, []KetamaOption{WithKetamaKeyHash("crc32")}, ErrBadHash},
 	} {
 		if _, err := NewKetama(tc.nodes, tc.opts...); !errors.Is(err, tc.want) {
 			t.Errorf("NewKetama(%v) = %v, want %v", tc.nodes, err, tc.want)

@@ -13,7 +13,8 @@ import (
 const fromKindHelp = `--from-kind names the placement the --from nodes run today, so that moving
 off it to our ring is planned before it is done:
   ring        our ring (the default), with --vnodes
-  ketama      twemproxy's "distribution: ketama" with "hash: md5", or
+  ketama      twemproxy's "distribution: ketama" with "hash: md5" (or
+              --from-hash fnv1a_64, twemproxy's default hash), or
               libmemcached's weighted ketama; a node's NAME is twemproxy's
               server name (without one: the host when the port is 11211,
               else HOST:PORT); --from-hash-tag is twemproxy's hash_tag
@@ -45,7 +46,7 @@ type fromKind struct {
 func addFromKindFlags(fs *flag.FlagSet) *fromKind {
 	k := &fromKind{}
 	fs.StringVar(&k.kind, "from-kind", "ring", "the placement the --from nodes run: ring, ketama, modulo or rendezvous (see above)")
-	fs.StringVar(&k.hash, "from-hash", string(ring.ModuloCRC32), "with --from-kind modulo, the hash of keys: crc32, murmur3, murmur3-32, fnv1a or fnv1a-32")
+	fs.StringVar(&k.hash, "from-hash", "", "the hash of keys: with --from-kind modulo crc32 (the default), murmur3, murmur3-32, fnv1a or fnv1a-32; with ketama md5 (the default) or fnv1a_64")
 	fs.StringVar(&k.tag, "from-hash-tag", "", "with --from-kind ketama or modulo, the two characters of a hash tag, such as {} (twemproxy's hash_tag)")
 	return k
 }
@@ -56,8 +57,8 @@ func (k *fromKind) check(set map[string]bool) error {
 	switch {
 	case !slices.Contains(fromKinds, k.kind):
 		return fmt.Errorf("--from-kind %q: want one of %s", k.kind, strings.Join(fromKinds, ", "))
-	case set["from-hash"] && k.kind != "modulo":
-		return fmt.Errorf("--from-hash: only for --from-kind modulo")
+	case set["from-hash"] && k.kind != "modulo" && k.kind != "ketama":
+		return fmt.Errorf("--from-hash: only for --from-kind modulo or ketama")
 	case set["from-hash-tag"] && k.kind != "ketama" && k.kind != "modulo":
 		return fmt.Errorf("--from-hash-tag: only for --from-kind ketama or modulo (%s has its own rule)", k.kind)
 	}
@@ -68,13 +69,21 @@ func (k *fromKind) check(set map[string]bool) error {
 func (k *fromKind) placement(nodes []ring.Node, vnodes int) (ring.Locator, error) {
 	switch k.kind {
 	case "ketama":
-		return ring.NewKetama(nodes, ring.WithKetamaHashTag(k.tag))
+		hash := ring.KetamaMD5
+		if k.hash != "" {
+			hash = ring.KetamaKeyHash(k.hash)
+		}
+		return ring.NewKetama(nodes, ring.WithKetamaHashTag(k.tag), ring.WithKetamaKeyHash(hash))
 	case "modulo":
 		slots, err := ring.ModuloSlots(nodes)
 		if err != nil {
 			return nil, err
 		}
-		return ring.NewModulo(slots, ring.WithModuloHash(ring.ModuloHash(k.hash)), ring.WithModuloHashTag(k.tag))
+		hash := ring.ModuloCRC32
+		if k.hash != "" {
+			hash = ring.ModuloHash(k.hash)
+		}
+		return ring.NewModulo(slots, ring.WithModuloHash(hash), ring.WithModuloHashTag(k.tag))
 	case "rendezvous":
 		return ring.NewRendezvous(nodes)
 	}

@@ -31,6 +31,7 @@ func TestPlanFromKinds(t *testing.T) {
 	ketama, _ := ring.NewKetama(mustNodes(t, "10.0.0.1:11211,10.0.0.2:11211*2,gamma=10.0.0.3:11212"))
 	crc, _ := ring.NewModulo([]string{"10.0.0.1:11211", "10.0.0.2:11211", "10.0.0.2:11211", "10.0.0.3:11212"})
 	fnv, _ := ring.NewModulo([]string{"10.0.0.1:11211", "10.0.0.2:11211"}, ring.WithModuloHash(ring.ModuloFNV1a32))
+	ketamaFNV, _ := ring.NewKetama(mustNodes(t, "10.0.0.1:11211,10.0.0.2:11211*2,gamma=10.0.0.3:11212"), ring.WithKetamaKeyHash(ring.KetamaFNV1a64))
 	rdv, _ := ring.NewRendezvous(mustNodes(t, "s1=10.0.0.1:11211,s2=10.0.0.2:11211,s3=10.0.0.3:11212"))
 	for _, tc := range []struct {
 		args      []string
@@ -41,6 +42,7 @@ func TestPlanFromKinds(t *testing.T) {
 		{[]string{"--from-kind", "modulo", "--from", "10.0.0.1:11211,10.0.0.2:11211*2,10.0.0.3:11212"}, crc, true},
 		{[]string{"--from-kind", "modulo", "--from-hash", "fnv1a-32", "--from", "10.0.0.1:11211,10.0.0.2:11211"}, fnv, true},
 		{[]string{"--from-kind", "rendezvous", "--from", "s1=10.0.0.1:11211,s2=10.0.0.2:11211,s3=10.0.0.3:11212"}, rdv, false},
+		{[]string{"--from-kind", "ketama", "--from-hash", "fnv1a_64", "--from", "10.0.0.1:11211,10.0.0.2:11211*2,gamma=10.0.0.3:11212"}, ketamaFNV, true},
 	} {
 		rep := planJSON(t, append(tc.args, "--to", to)...)
 		want := ring.Compare(tc.from, toRing)
@@ -118,7 +120,8 @@ func TestPlanKindErrors(t *testing.T) {
 	}{
 		{[]string{"--vnodes", "0"}, "--vnodes 0: want 1..16384", "--from"},
 		{[]string{"--from-kind", "jump"}, `--from-kind "jump": want one of ring, ketama, modulo, rendezvous`, ""},
-		{[]string{"--from-hash", "fnv1a"}, "--from-hash: only for --from-kind modulo", ""},
+		{[]string{"--from-hash", "fnv1a"}, "--from-hash: only for --from-kind modulo or ketama", ""},
+		{[]string{"--from-kind", "ketama", "--from-hash", "crc32"}, "--from: shardcache/ring: unknown hash", ""},
 		{[]string{"--from-kind", "rendezvous", "--from-hash-tag", "{}"}, "--from-hash-tag: only for --from-kind ketama or modulo", ""},
 		{[]string{"--from-kind", "modulo", "--from-hash", "md5"}, "--from: shardcache/ring: unknown hash", ""},
 		{[]string{"--from-kind", "ketama", "--from-hash-tag", "{"}, "--from: shardcache/ring: bad hash tag", ""},

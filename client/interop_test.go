@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"slices"
 	"testing"
@@ -179,6 +180,15 @@ func moveToRing(t *testing.T, backend Backend, foreign ring.Locator, addrs, keys
 	if !st.Active || st.FallbackHits != int64(moved) || st.Backfills != int64(moved) || st.FallbackMisses != 0 {
 		t.Fatalf("after reading every key once: %d fallback hits, %d backfills, %d misses on both; want %d, %d, 0",
 			st.FallbackHits, st.Backfills, st.FallbackMisses, moved, moved)
+	}
+	// The status knows the share that moves, except from a Rendezvous,
+	// which only a sample could tell.
+	if _, sampled := foreign.(*ring.Rendezvous); !sampled {
+		if frac := float64(moved) / float64(len(keys)); math.IsNaN(st.Moved) || math.Abs(st.Moved-frac) > 0.03 {
+			t.Errorf("Migration().Moved = %v; %.3f of the keys moved", st.Moved, frac)
+		}
+	} else if !math.IsNaN(st.Moved) {
+		t.Errorf("Migration().Moved = %v from a Rendezvous, want NaN (unknown)", st.Moved)
 	}
 	held := holdersOf(t, backend, addrs, keys)
 	for _, k := range keys {

@@ -33,16 +33,36 @@ type Change struct {
 	Method string
 }
 
-// Compare returns the change from one placement to another. It is exact for
-// two Rings and two Ketamas of one key hash (from the arcs between their points), for two
-// Modulos of the same hash (from its residues, when the lcm of their slot
-// counts is at most 2^22), and for any two of Ring, Ketama and Modulo that
-// hash keys differently: a key's positions in them are then independent, so
-// it stays put with probability Σ before(s)·after(s) over the servers s, from
-// exact shares. Hash tags are taken to group keys alike in both. Otherwise
-// (a Rendezvous, any other Locator) it locates CompareSamples keys in both.
+// Compare returns the change from one placement to another: that of
+// CompareExact when it is exact, else counted over CompareSamples keys
+// located in both (a Rendezvous, any other Locator), or hashes for two
+// Modulos of a period too long to walk.
 func Compare(from, to Locator) Change {
-	c := Change{Exact: true}
+	if c, ok := CompareExact(from, to); ok {
+		return c
+	}
+	c := Change{Samples: CompareSamples}
+	f, ok1 := from.(*Modulo)
+	t, ok2 := to.(*Modulo)
+	if ok1 && ok2 && f.hash == t.hash {
+		c.Method = "sampled: hashes drawn at random, located in both"
+		return c.fill(moduloSampleFlows(f, t, CompareSamples))
+	}
+	c.Method = "sampled: keys located in both"
+	return c.fill(sampleFlows(from, to, CompareSamples))
+}
+
+// CompareExact returns the change from one placement to another when it can
+// be computed exactly, without sampling; ok is false otherwise. It is exact
+// for two Rings and two Ketamas of one key hash (from the arcs between their
+// points), for two Modulos of the same hash (from its residues, when the lcm
+// of their slot counts is at most 2^22), and for any two of Ring, Ketama and
+// Modulo that hash keys differently: a key's positions in them are then
+// independent, so it stays put with probability Σ before(s)·after(s) over
+// the servers s, from exact shares. Hash tags are taken to group keys alike
+// in both.
+func CompareExact(from, to Locator) (c Change, ok bool) {
+	c.Exact = true
 	flows := map[[2]string]float64{}
 	if f, ok := from.(*Ring); ok {
 		if t, ok := to.(*Ring); ok {
@@ -50,7 +70,7 @@ func Compare(from, to Locator) Change {
 			overlay(f, t, func(a, b int32, length float64) {
 				flows[[2]string{f.nodes[a].Addr, t.nodes[b].Addr}] += length / space
 			})
-			return c.fill(flows)
+			return c.fill(flows), true
 		}
 	}
 	if f, ok := from.(*Ketama); ok {
@@ -59,18 +79,15 @@ func Compare(from, to Locator) Change {
 			overlay32(f, t, func(a, b int32, length float64) {
 				flows[[2]string{f.nodes[a].Addr, t.nodes[b].Addr}] += length / (1 << 32)
 			})
-			return c.fill(flows)
+			return c.fill(flows), true
 		}
 	}
 	f, ok1 := from.(*Modulo)
 	t, ok2 := to.(*Modulo)
 	if ok1 && ok2 && f.hash == t.hash {
-		flows, exact := moduloFlows(f, t, CompareSamples)
+		flows, ok := moduloFlows(f, t)
 		c.Method = "exact, from the residues of the hash modulo both slot counts"
-		if !exact {
-			c.Method, c.Exact, c.Samples = "sampled: hashes drawn at random, located in both", false, CompareSamples
-		}
-		return c.fill(flows)
+		return c.fill(flows), ok
 	}
 	if before, ok := exactShares(from); ok {
 		if after, ok := exactShares(to); ok {
@@ -80,11 +97,10 @@ func Compare(from, to Locator) Change {
 					flows[[2]string{a, b}] += sa * sb
 				}
 			}
-			return c.fill(flows)
+			return c.fill(flows), true
 		}
 	}
-	c.Method, c.Exact, c.Samples = "sampled: keys located in both", false, CompareSamples
-	return c.fill(sampleFlows(from, to, CompareSamples))
+	return Change{}, false
 }
 
 // sampleFlows locates n keys in both placements and returns the fraction of

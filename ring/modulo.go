@@ -243,20 +243,15 @@ func residueCount(width uint, n, r uint64) float64 {
 const maxModuloPeriod = 1 << 22
 
 // moduloFlows returns the flows between the servers of two Modulo placements
-// of the same hash (see Compare): exact over the whole hash space when the
-// period of the two slot lists, the lcm of their lengths, is at most 2^22,
-// else counted over samples pseudo-random hashes (exact is then false).
-func moduloFlows(from, to *Modulo, samples int) (flows map[[2]string]float64, exact bool) {
+// of the same hash (see Compare), exact over the whole hash space, when the
+// period of the two slot lists, the lcm of their lengths, is at most 2^22;
+// else ok is false.
+func moduloFlows(from, to *Modulo) (flows map[[2]string]float64, ok bool) {
 	n1, n2 := uint64(len(from.slots)), uint64(len(to.slots))
 	flows = map[[2]string]float64{}
 	period := n1 / gcd(n1, n2) * n2
 	if n1 > maxModuloPeriod || n2 > maxModuloPeriod || period > maxModuloPeriod {
-		r := rand.New(rand.NewPCG(1, 2))
-		for range samples {
-			h := r.Uint64() >> (64 - from.width)
-			flows[[2]string{from.slots[h%n1].Addr, to.slots[h%n2].Addr}] += 1 / float64(samples)
-		}
-		return flows, false
+		return nil, false
 	}
 	// The hash space is q whole periods and the first rest hashes of one
 	// more: hash h of the period counts q+1 times if below rest, else q.
@@ -286,6 +281,19 @@ func moduloFlows(from, to *Modulo, samples int) (flows map[[2]string]float64, ex
 		flows[[2]string{fromAddr[ij/len(toAddr)], toAddr[ij%len(toAddr)]}] += c / space
 	}
 	return flows, true
+}
+
+// moduloSampleFlows counts the flows between two Modulo placements of the
+// same hash over samples pseudo-random hashes.
+func moduloSampleFlows(from, to *Modulo, samples int) map[[2]string]float64 {
+	n1, n2 := uint64(len(from.slots)), uint64(len(to.slots))
+	flows := map[[2]string]float64{}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range samples {
+		h := r.Uint64() >> (64 - from.width)
+		flows[[2]string{from.slots[h%n1].Addr, to.slots[h%n2].Addr}] += 1 / float64(samples)
+	}
+	return flows
 }
 
 // serverIndex numbers the distinct addresses of slots: idx[i] is slot i's

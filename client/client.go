@@ -425,8 +425,9 @@ func (c *Client) newNode(n ring.Node) (node, error) {
 		mc := memcache.NewFromSelector(newMCServer(n.Addr))
 		mc.Timeout = max(o.ReadTimeout, o.WriteTimeout, o.DialTimeout)
 		mc.MaxIdleConns = o.PoolSize
-		mc.DialContext = d.dial
-		return mcNode{mc: mc}, nil
+		conns := new(mcConns)
+		mc.DialContext = conns.wrap(d.dial)
+		return mcNode{mc: mc, conns: conns}, nil
 	}
 	quietDialErrors()
 	rdb := redis.NewClient(&redis.Options{

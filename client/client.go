@@ -449,11 +449,12 @@ func (c *Client) newNode(n ring.Node) (node, error) {
 		mc := memcache.NewFromSelector(newMCServer(n.Addr))
 		mc.Timeout = max(o.ReadTimeout, o.WriteTimeout, o.DialTimeout)
 		mc.MaxIdleConns = o.PoolSize
-		mc.DialContext = d.dial
+		conns := new(mcConns)
+		mc.DialContext = conns.wrap(d.dial)
 		if o.NewMemcacheClient != nil {
 			mc = o.NewMemcacheClient(n, mc)
 		}
-		return mcNode{mc: mc}, nil
+		return mcNode{mc: mc, conns: conns}, nil
 	}
 	opt := o.redisOptions(n, d)
 	var rdb *redis.Client

@@ -14,8 +14,9 @@ import (
 // bounded by the context here (see call). Every call's outcome goes to h
 // (probe.go) from call, or from the fast paths beside it.
 type mcNode struct {
-	mc *memcache.Client
-	h  *nodeHealth
+	mc    *memcache.Client
+	h     *nodeHealth
+	conns *mcConns // nil for a client made by Options.NewMemcacheClient
 }
 
 // maxRelative is the longest TTL Memcached reads as relative seconds; a
@@ -247,7 +248,11 @@ func (n mcNode) ping(ctx context.Context) error {
 	return call0(ctx, n.h, opPing, n.mc.Ping)
 }
 
+// Close closes the idle connections, then those of calls in flight, which
+// ends them and the probe's.
 func (n mcNode) Close() error {
+	err := n.mc.Close()
+	n.conns.closeAll()
 	n.h.close()
-	return n.mc.Close()
+	return err
 }

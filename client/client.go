@@ -195,8 +195,10 @@ type Options struct {
 	// NewMemcacheClient does the same for Memcached nodes: mc is the client
 	// the client would use (the node's address, the Timeout and
 	// MaxIdleConns from the options above, and a DialContext with the
-	// node's TLS and login); set its fields, or wrap its DialContext, and
-	// return it, or return a client of your own. Default mc.
+	// node's TLS and login, which also tracks the connections so that a
+	// node marked down closes them); set its fields, or wrap its
+	// DialContext (calling the one it has), and return it, or return a
+	// client of your own. Default mc.
 	NewMemcacheClient func(n ring.Node, mc *memcache.Client) *memcache.Client
 
 	// Logger receives the client's events, never one per call: a node
@@ -472,11 +474,12 @@ func (c *Client) newNode(n ring.Node) (node, error) {
 		mc := memcache.NewFromSelector(newMCServer(n.Addr))
 		mc.Timeout = max(o.ReadTimeout, o.WriteTimeout, o.DialTimeout)
 		mc.MaxIdleConns = o.PoolSize
-		mc.DialContext = d.dial
+		conns := new(mcConns)
+		mc.DialContext = conns.wrap(d.dial)
 		if o.NewMemcacheClient != nil {
 			mc = o.NewMemcacheClient(n, mc)
 		}
-		nd := mcNode{mc: mc}
+		nd := mcNode{mc: mc, conns: conns}
 		if o.AutoPipeline {
 			nd.batch = &mcBatcher{}
 		}

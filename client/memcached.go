@@ -16,6 +16,7 @@ import (
 type mcNode struct {
 	mc    *memcache.Client
 	h     *nodeHealth
+	conns *mcConns   // nil for a client made by Options.NewMemcacheClient
 	batch *mcBatcher // Options.AutoPipeline (mcbatch.go); nil without it
 }
 
@@ -251,7 +252,11 @@ func (n mcNode) ping(ctx context.Context) error {
 	return call0(ctx, n.h, opPing, n.mc.Ping)
 }
 
+// Close closes the idle connections, then those of calls in flight, which
+// ends them and the probe's.
 func (n mcNode) Close() error {
+	err := n.mc.Close()
+	n.conns.closeAll()
 	n.h.close()
-	return n.mc.Close()
+	return err
 }

@@ -238,6 +238,11 @@ func TestCloseDuringProbe(t *testing.T) {
 			case <-time.After(faultWait):
 				t.Fatalf("Close still waits after %v on a probe of a node that never answers", faultWait)
 			}
+			// And the probe's connection is closed: nothing waits on it.
+			conn.SetReadDeadline(time.Now().Add(faultWait))
+			if _, err := io.Copy(io.Discard, conn); err != nil {
+				t.Fatalf("the probe's connection after Close: %v; want it closed by the client", err)
+			}
 			l.Close()
 			for conn := range hole {
 				conn.Close()

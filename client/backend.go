@@ -35,6 +35,7 @@ type item struct {
 	found    bool          // getMulti: the key was present
 	ttl      time.Duration // 0: no expiry
 	ttlKnown bool          // getMulti withTTL: ttl was read from the server
+	flags    uint32        // Memcached: the item's client flags, kept by copies
 	oldCopy  bool          // a migration's copy to the old owner, not the caller's write
 	src      ring.Node     // a copy's source: the old owner it was read from
 }

@@ -249,13 +249,15 @@ func (c *Client) placement(p ring.Locator, nodes []ring.Node) (ring.Locator, err
 func (c *Client) dial(n ring.Node) (node, error) {
 	o := &c.opts
 	if o.Backend == Memcached {
+		raw := newRawConns(c, n.Addr)
 		if o.NewMemcacheClient != nil {
-			return mcNode{o.NewMemcacheClient(n)}, nil
+			return mcNode{o.NewMemcacheClient(n), raw}, nil
 		}
 		mc := memcache.New(n.Addr)
 		mc.Timeout = max(o.ReadTimeout, o.WriteTimeout, o.DialTimeout)
 		mc.MaxIdleConns = o.PoolSize
-		return mcNode{mc}, nil
+		mc.DialContext = c.dialMemcached
+		return mcNode{mc, raw}, nil
 	}
 	if o.NewRedisClient != nil {
 		return redisNode{o.NewRedisClient(n)}, nil

@@ -143,6 +143,13 @@ type Counters struct {
 	DualWrites       atomic.Int64 // writes copied to the old owner
 	DualWriteErrors  atomic.Int64 // copies to the old owner that failed
 	DualDeletes      atomic.Int64 // deletes sent to the old owner too
+
+	SweepScanned        atomic.Int64 // keys a sweep listed on the old nodes
+	SweepCopied         atomic.Int64 // keys a sweep copied to their new owner (and kept)
+	SweepSkippedNewer   atomic.Int64 // keys a sweep found already on their new owner
+	SweepSkippedUnmoved atomic.Int64 // keys a sweep listed whose owner does not change
+	SweepGone           atomic.Int64 // moved keys that expired or were deleted before the sweep read them
+	SweepFailed         atomic.Int64 // moved keys a sweep could not copy: a read or a write failed
 }
 
 // Status is a snapshot of a migration, as the client reports it.
@@ -157,6 +164,9 @@ type Status struct {
 	Backfills, BackfillsSkipped, BackfillsRevoked         int64
 	BackfillsDropped                                      int64
 	DualWrites, DualWriteErrors, DualDeletes              int64
+
+	SweepScanned, SweepCopied, SweepSkippedNewer, SweepSkippedUnmoved int64
+	SweepGone, SweepFailed                                            int64
 }
 
 // Status returns a snapshot of m at time now.
@@ -170,6 +180,9 @@ func (m *Migration) Status(now time.Time) Status {
 		Backfills: c.Backfills.Load(), BackfillsSkipped: c.BackfillsSkipped.Load(),
 		BackfillsRevoked: c.BackfillsRevoked.Load(), BackfillsDropped: c.BackfillsDropped.Load(),
 		DualWrites: c.DualWrites.Load(), DualWriteErrors: c.DualWriteErrors.Load(),
-		DualDeletes: c.DualDeletes.Load(),
+		DualDeletes:  c.DualDeletes.Load(),
+		SweepScanned: c.SweepScanned.Load(), SweepCopied: c.SweepCopied.Load(),
+		SweepSkippedNewer: c.SweepSkippedNewer.Load(), SweepSkippedUnmoved: c.SweepSkippedUnmoved.Load(),
+		SweepGone: c.SweepGone.Load(), SweepFailed: c.SweepFailed.Load(),
 	}
 }

@@ -39,6 +39,8 @@ type rawConns struct {
 	maxIdle int
 	noMeta  atomic.Bool // the server answered a meta command with ERROR
 
+	noHashDump atomic.Bool // the server refused "lru_crawler metadump hash"
+
 	mu     sync.Mutex
 	idle   []*rawConn
 	closed bool
@@ -238,9 +240,17 @@ var errBusy = errors.New("shardcache: memcached crawler busy")
 // once so the node's crawler is held no longer than the listing takes: one
 // crawl at a time per node, and another process's sweep waits for it. While
 // another crawl runs it retries, up to ctx and a bound on attempts.
+//
+// It walks the hash table ("metadump hash", memcached >= 1.6): a walk of the
+// LRUs ("metadump all", the fallback for older servers) misses keys that
+// reads move from one LRU segment to another while it runs.
 func (p *rawConns) metadump(ctx context.Context) ([]listedKey, error) {
 	for attempt := 0; ; attempt++ {
-		keys, err := p.metadumpOnce(ctx)
+		keys, err := p.metadumpOnce(ctx, !p.noHashDump.Load())
+		if errors.Is(err, ErrSweepUnsupported) && !p.noHashDump.Load() {
+			p.noHashDump.Store(true)
+			continue
+		}
 		if err != errBusy || attempt == 600 {
 			return keys, err
 		}
@@ -254,7 +264,7 @@ func (p *rawConns) metadump(ctx context.Context) ([]listedKey, error) {
 	}
 }
 
-func (p *rawConns) metadumpOnce(ctx context.Context) ([]listedKey, error) {
+func (p *rawConns) metadumpOnce(ctx context.Context, hash bool) ([]listedKey, error) {
 	conn, err := p.dial(ctx, "tcp", p.addr)
 	if err != nil {
 		return nil, ctxErr(ctx, err)
@@ -264,7 +274,11 @@ func (p *rawConns) metadumpOnce(ctx context.Context) ([]listedKey, error) {
 	defer stop()
 	rc := &rawConn{Conn: conn, r: bufio.NewReaderSize(conn, 64<<10), w: bufio.NewWriter(conn)}
 	conn.SetDeadline(time.Now().Add(p.timeout))
-	rc.w.WriteString("lru_crawler metadump all\r\n")
+	if hash {
+		rc.w.WriteString("lru_crawler metadump hash\r\n")
+	} else {
+		rc.w.WriteString("lru_crawler metadump all\r\n")
+	}
 	if err := rc.w.Flush(); err != nil {
 		return nil, ctxErr(ctx, err)
 	}

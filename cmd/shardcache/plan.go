@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/shardcache/shardcache/client"
 	"github.com/shardcache/shardcache/internal/sim"
 	"github.com/shardcache/shardcache/ring"
 )
@@ -16,7 +20,11 @@ const planAbout = `Computes from the ring itself, exactly (no keys are sampled):
 share of the keys before and after the change and its ideal share by weight,
 the fraction of keys that move and from which node to which, and the hit rate
 and database load expected right after the switch, switching at once (mod-N,
-ring) or with a dual-ring migration. With no flags: 8 nodes down to 6.`
+ring) or with a dual-ring migration. With no flags: 8 nodes down to 6.
+With --keys, it also estimates how long "shardcache sweep" takes to copy the
+moved keys at --sweep-rate: each old node is listed at that rate, all in
+parallel, so the node with the most keys sets the duration (an estimate that
+assumes each node can serve the rate).`
 
 // formatNodes writes nodes in the node-list grammar.
 func formatNodes(nodes []ring.Node) string {
@@ -58,7 +66,21 @@ type planReport struct {
 	SteadyHitRate float64 `json:"steady_hit_rate"`
 	// AfterSwitch is what each mode expects right after the switch.
 	AfterSwitch []planOutcome `json:"after_switch"`
-	Notes       []string      `json:"notes,omitempty"`
+	// Sweep is the estimate of a sweep's duration, with --keys.
+	Sweep *planSweep `json:"sweep,omitempty"`
+	Notes []string   `json:"notes,omitempty"`
+}
+
+// planSweep estimates how long `shardcache sweep` (client.Sweep) takes: the
+// old nodes are listed in parallel, each at the rate, so the one with the
+// most keys sets the duration.
+type planSweep struct {
+	Keys    int64   `json:"keys"`    // keys in the whole cache (--keys)
+	Rate    int     `json:"rate"`    // keys read per second per old node (--sweep-rate)
+	Seconds float64 `json:"seconds"` // the estimated duration
+	Slowest string  `json:"slowest"` // the old node with the most keys
+	Listed  int64   `json:"listed"`  // the keys it lists
+	Copies  int64   `json:"copies"`  // keys copied, over all nodes
 }
 
 type planNode struct {
@@ -97,8 +119,13 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	vnodes := fs.Int("vnodes", ring.DefaultVnodes, "ring points per unit of weight, as the client's Options.Vnodes")
 	hitRate := fs.Float64("hit-rate", 0.95, "the steady hit rate, in [0, 1), from which to expect the rate after the switch")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
+	keys := fs.Int64("keys", 0, "the keys in the whole cache: with it, plan estimates how long a sweep takes")
+	sweepRate := fs.Int("sweep-rate", client.DefaultSweepRate, "with --keys, the sweep's rate: keys read per second from each old node (shardcache sweep --rate)")
 	if code, done := parseFlags(fs, args, stdout); done {
 		return code
+	}
+	if *keys < 0 || *sweepRate <= 0 {
+		return badInput(stderr, "plan", "--keys %d, --sweep-rate %d: want --keys of 0 or more, a --sweep-rate above 0", *keys, *sweepRate)
 	}
 	if !(*hitRate >= 0 && *hitRate < 1) {
 		return badInput(stderr, "plan", "--hit-rate %v: want a fraction in [0, 1), such as 0.95", *hitRate)
@@ -114,6 +141,9 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	rep, err := makePlan(fromNodes, toNodes, *vnodes, *hitRate)
 	if err != nil {
 		return badInput(stderr, "plan", "%v", err)
+	}
+	if *keys > 0 {
+		rep.Sweep = estimateSweep(rep, *keys, *sweepRate)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -228,6 +258,26 @@ func makePlan(fromNodes, toNodes []ring.Node, vnodes int, hitRate float64) (*pla
 	return rep, nil
 }
 
+// estimateSweep estimates a sweep of keys keys at rate keys/s per old node.
+func estimateSweep(rep *planReport, keys int64, rate int) *planSweep {
+	sw := &planSweep{Keys: keys, Rate: rate, Copies: int64(math.Round(rep.ServerMoved * float64(keys)))}
+	byAddr := map[string]float64{} // nodes sharing a server are one node to sweep
+	names := map[string]string{}
+	for _, n := range rep.Nodes {
+		if n.Before != nil {
+			byAddr[n.Before.Addr] += n.Before.Share
+			names[n.Before.Addr] = n.Name
+		}
+	}
+	for _, addr := range slices.Sorted(maps.Keys(byAddr)) {
+		if listed := int64(math.Round(byAddr[addr] * float64(keys))); listed > sw.Listed {
+			sw.Listed, sw.Slowest = listed, names[addr]
+		}
+	}
+	sw.Seconds = float64(sw.Listed) / float64(rate)
+	return sw
+}
+
 // writePlan prints the plan as tables.
 func writePlan(w io.Writer, rep *planReport) {
 	nFrom, nTo := 0, 0
@@ -273,6 +323,13 @@ func writePlan(w io.Writer, rep *planReport) {
 	tw.Flush()
 	fmt.Fprintln(w, "These are the rates the instant after the switch, before misses refill the cache;")
 	fmt.Fprintln(w, "`shardcache simulate` runs a workload through it and shows the recovery.")
+	if sw := rep.Sweep; sw != nil {
+		d := time.Duration(sw.Seconds * float64(time.Second)).Round(time.Second)
+		fmt.Fprintf(w, "\nSweep of %d keys at %d keys/s per old node: about %v, set by the largest old node, %s (%d keys to list);\n",
+			sw.Keys, sw.Rate, d, sw.Slowest, sw.Listed)
+		fmt.Fprintf(w, "%d keys to copy. With a sweep, the window must cover the rollout of the new nodes to every\n", sw.Copies)
+		fmt.Fprintln(w, "process plus the sweep; without one, the longest TTL (and keys without expiry are lost).")
+	}
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "Note: %s.\n", n)
 	}

@@ -11,9 +11,10 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/schollz/progressbar/v3"
 
 	"github.com/shardcache/shardcache/client"
 	"github.com/shardcache/shardcache/internal/sim"
@@ -113,14 +114,17 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			}
 		}()
 	}
-	var bar *progressBar
+	var bar *progressbar.ProgressBar
 	if !f.quiet {
-		bar = &progressBar{w: stderr, last: -1, draw: isTerminal(stderr)}
-		cfg.Progress = bar.update
+		bar = newBar(stderr, int64(cfg.Steps), "simulate", "steps")
+		cfg.Progress = func(done, _ int) { bar.Set(done) }
 	}
 	res, err := sim.Run(ctx, cfg)
 	if bar != nil {
-		bar.finish(res)
+		bar.Finish()
+		if res != nil {
+			fmt.Fprintf(stderr, "%d modes × %d steps in %v\n", len(res.Modes), res.Config.Steps, res.Elapsed.Round(10*time.Millisecond))
+		}
 	}
 	switch {
 	case errors.Is(err, sim.ErrBadConfig):
@@ -246,56 +250,6 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 		note += "\n(Memcached counts TTLs in whole seconds: one under 5s is coarse; raise --real-step)"
 	}
 	return cfg, note, nil
-}
-
-// progressBar draws the progress of a run on a terminal line.
-type progressBar struct {
-	w     io.Writer
-	draw  bool // false: only the closing line, for a log rather than a terminal
-	mu    sync.Mutex
-	last  int // percentage drawn last
-	drawn bool
-}
-
-// isTerminal reports whether w is a terminal, or something else than a
-// file (a test's buffer): not a file or pipe that a bar's \r would litter.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return true
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-const barWidth = 30
-
-func (p *progressBar) update(done, total int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	pc := done * 100 / total
-	if !p.draw || pc == p.last {
-		return
-	}
-	p.last, p.drawn = pc, true
-	full := barWidth * done / total
-	bar := strings.Repeat("=", full)
-	if full < barWidth {
-		bar += ">" + strings.Repeat(" ", barWidth-full-1)
-	}
-	fmt.Fprintf(p.w, "\r[%s] %3d%%  %d/%d steps", bar, pc, done, total)
-}
-
-// finish ends the bar's line with the run's duration.
-func (p *progressBar) finish(res *sim.Result) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.drawn {
-		fmt.Fprint(p.w, "\r"+strings.Repeat(" ", barWidth+24)+"\r")
-	}
-	if res != nil {
-		fmt.Fprintf(p.w, "%d modes × %d steps in %v\n", len(res.Modes), res.Config.Steps, res.Elapsed.Round(10*time.Millisecond))
-	}
 }
 
 // fmtOffset formats a time since the reshard as [-]m:ss or [-]h:mm:ss, or

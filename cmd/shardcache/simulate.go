@@ -17,7 +17,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/shardcache/shardcache/client"
-	"github.com/shardcache/shardcache/internal/sim"
+	"github.com/shardcache/shardcache/cmd/shardcache/internal/sim"
 	"github.com/shardcache/shardcache/ring"
 )
 

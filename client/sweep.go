@@ -48,6 +48,10 @@ type SweepOptions struct {
 	// Progress, when set, is called with the totals so far after each page
 	// of keys, by one goroutine at a time.
 	Progress func(SweepStatus)
+	// Prefix, when set, limits the sweep to the keys that start with it
+	// (Redis SCAN MATCH; Memcached filters its listing): one application's
+	// keys on shared servers.
+	Prefix string
 
 	// beforeCopy, for tests, is called with the keys of each page after
 	// they are read from the old owner and before they are copied.
@@ -72,10 +76,11 @@ type SweepStatus struct {
 // sweepNode is what a sweep needs of a node beyond node; redisNode and
 // mcNode implement it.
 type sweepNode interface {
-	// scan lists the node's keys a page of about n at a time, calling fn
-	// with each page until the listing ends or fn fails. A page's items
-	// have their key, and where the listing tells it their TTL (ttlKnown).
-	scan(ctx context.Context, n int, fn func(page []item) error) error
+	// scan lists the node's keys that start with prefix, a page of about n
+	// at a time, calling fn with each page until the listing ends or fn
+	// fails. A page's items have their key, and where the listing tells it
+	// their TTL (ttlKnown).
+	scan(ctx context.Context, prefix string, n int, fn func(page []item) error) error
 	// dump reads the keys' values with their type, flags and remaining
 	// TTL, in one round trip. Its items' values are the node's own
 	// serialization (Redis DUMP), for restore alone.
@@ -244,7 +249,7 @@ func (sw *sweep) node(ctx context.Context, n ring.Node) error {
 	if sw.opts.Rate > 0 {
 		lim = rate.NewLimiter(rate.Limit(sw.opts.Rate), sweepPage)
 	}
-	return sn.scan(ctx, sweepPage, func(page []item) error {
+	return sn.scan(ctx, sw.opts.Prefix, sweepPage, func(page []item) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

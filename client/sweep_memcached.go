@@ -3,7 +3,9 @@ package client
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -12,11 +14,12 @@ import (
 // multi-get and the listing's expiry where the server has no mg), and add
 // writes it only where absent, with that expiry.
 
-func (n mcNode) scan(ctx context.Context, count int, fn func(page []item) error) error {
+func (n mcNode) scan(ctx context.Context, prefix string, count int, fn func(page []item) error) error {
 	listed, err := n.raw.metadump(ctx)
 	if err != nil {
 		return err
 	}
+	listed = slices.DeleteFunc(listed, func(k listedKey) bool { return !strings.HasPrefix(k.key, prefix) })
 	now := time.Now()
 	page := make([]item, 0, count)
 	for i, k := range listed {

@@ -10,10 +10,14 @@ import (
 // The sweep on Redis: SCAN lists the keys, DUMP and PTTL read each one
 // whatever its type, RESTORE without REPLACE writes it only where absent.
 
-func (n redisNode) scan(ctx context.Context, count int, fn func(page []item) error) error {
+func (n redisNode) scan(ctx context.Context, prefix string, count int, fn func(page []item) error) error {
+	match := ""
+	if prefix != "" {
+		match = globEscape.Replace(prefix) + "*"
+	}
 	var cursor uint64
 	for {
-		keys, next, err := n.rdb.Scan(ctx, cursor, "", int64(count)).Result()
+		keys, next, err := n.rdb.Scan(ctx, cursor, match, int64(count)).Result()
 		if err != nil {
 			return redisErr(ctx, err)
 		}
@@ -32,6 +36,9 @@ func (n redisNode) scan(ctx context.Context, count int, fn func(page []item) err
 		cursor = next
 	}
 }
+
+// globEscape escapes the characters SCAN MATCH reads as a pattern.
+var globEscape = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)
 
 func (n redisNode) dump(ctx context.Context, keys []item) ([]item, error) {
 	dumps := make([]*redis.StringCmd, len(keys))

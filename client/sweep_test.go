@@ -521,3 +521,22 @@ func TestSweepErrors(t *testing.T) {
 		t.Fatalf("after Close: %v", err)
 	}
 }
+
+// TestSweepPrefix sweeps one application's keys on shared servers: the
+// others' stay where they are.
+func TestSweepPrefix(t *testing.T) {
+	for _, kind := range sweepKinds {
+		t.Run(kind, func(t *testing.T) {
+			cl := newCluster(t, kind, 8)
+			c, _, moved := sweepSetup(t, cl, "app*[1]", 1000)
+			others := numberedKeys("other", 1000)
+			setAll(t, c, others, time.Hour)
+			s, err := c.Sweep(t.Context(), SweepOptions{Rate: -1, Prefix: "app*[1]"})
+			// Copies land on old nodes still being listed, and Redis SCAN
+			// may list them: up to len(moved) more; the others' 1000 never.
+			if err != nil || s.Copied != int64(len(moved)) || s.Scanned < 1000 || s.Scanned > int64(1000+len(moved)) {
+				t.Fatalf("sweep of the prefix's %d keys, %d moved: %+v, %v", 1000, len(moved), s, err)
+			}
+		})
+	}
+}

@@ -31,6 +31,7 @@ var modeColors = map[sim.Mode]string{
 	sim.ModeModN:     "#d55e00",
 	sim.ModeRing:     "#e69f00",
 	sim.ModeDualRing: "#0072b2",
+	sim.ModeSweep:    "#009e73",
 }
 
 // writeSVG draws the run as two panels, the hit rate and the database load
@@ -122,6 +123,11 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 			p(`<line class="window-end" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#0072b2" stroke-dasharray="2 3"/>`+"\n",
 				x(end), pn.top, x(end), pn.top+panelH)
 			p(`<text x="%.1f" y="%.1f" font-size="11" text-anchor="end">dual-ring window over</text>`+"\n", x(end)-4, labelY)
+		}
+		if se := sweepWindowEnd(cfg); se < cfg.Steps && hasMode(res, sim.ModeSweep) {
+			p(`<line class="window-end" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#009e73" stroke-dasharray="2 3"/>`+"\n",
+				x(se), pn.top, x(se), pn.top+panelH)
+			p(`<text x="%.1f" y="%.1f" font-size="11">sweep window over</text>`+"\n", x(se)+4, labelY+14)
 		}
 		for _, m := range res.Modes {
 			p(`<polyline class="series" data-panel="%s" data-mode="%s" fill="none" stroke="%s" stroke-width="1.6" stroke-linejoin="round" points="`,

@@ -153,21 +153,10 @@ func (n mcNode) add(ctx context.Context, key string, value []byte, ttl time.Dura
 	})
 }
 
+// addMulti pipelines its adds on a raw connection: one round trip, where
+// gomemcache would take one per item.
 func (n mcNode) addMulti(ctx context.Context, items []item) ([]bool, error) {
-	return call(ctx, func() ([]bool, error) {
-		stored := make([]bool, len(items))
-		for i, it := range items {
-			err := n.mc.Add(&memcache.Item{Key: it.key, Value: it.value, Flags: it.flags, Expiration: mcExpiration(it.ttl)})
-			switch {
-			case err == nil:
-				stored[i] = true
-			case errors.Is(err, memcache.ErrNotStored):
-			default:
-				return nil, err
-			}
-		}
-		return stored, nil
-	})
+	return n.raw.addMulti(ctx, items)
 }
 
 func (n mcNode) delete(ctx context.Context, key string) error {

@@ -332,3 +332,48 @@ func parseMetadump(l []byte) (listedKey, error) {
 	}
 	return k, nil
 }
+
+// addMulti adds each item if its key is absent, with its flags and TTL, in
+// one round trip of pipelined "add" commands, and reports which were stored.
+func (p *rawConns) addMulti(ctx context.Context, items []item) ([]bool, error) {
+	stored := make([]bool, len(items))
+	err := p.do(ctx, func(rc *rawConn) error {
+		var num []byte
+		for _, it := range items {
+			num = num[:0]
+			num = append(num, "add "...)
+			num = append(num, it.key...)
+			num = append(num, ' ')
+			num = strconv.AppendUint(num, uint64(it.flags), 10)
+			num = append(num, ' ')
+			num = strconv.AppendInt(num, int64(mcExpiration(it.ttl)), 10)
+			num = append(num, ' ')
+			num = strconv.AppendInt(num, int64(len(it.value)), 10)
+			num = append(num, "\r\n"...)
+			rc.w.Write(num)
+			rc.w.Write(it.value)
+			rc.w.WriteString("\r\n")
+		}
+		if err := rc.w.Flush(); err != nil {
+			return err
+		}
+		for i := range items {
+			l, err := rc.line()
+			if err != nil {
+				return err
+			}
+			switch string(l) {
+			case "STORED":
+				stored[i] = true
+			case "NOT_STORED":
+			default:
+				return fmt.Errorf("shardcache: memcached add %q: %s", items[i].key, l)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return stored, nil
+}

@@ -15,9 +15,9 @@ import (
 
 // The chart's geometry, in SVG user units (pixels).
 const (
-	svgWidth   = 860
+	svgWidth   = 880
 	svgLeft    = 70  // room for the y labels
-	svgRight   = 150 // room for the legend
+	svgRight   = 170 // room for the legend
 	panelH     = 190 // height of a panel's plot area
 	hitTop     = 78  // top of the hit-rate panel
 	loadTop    = hitTop + panelH + 60
@@ -33,6 +33,10 @@ var modeColors = map[sim.Mode]string{
 	sim.ModeDualRing: "#0072b2",
 	sim.ModeSweep:    "#009e73",
 }
+
+// modeDash dashes the series a mode draws over another's: the sweep's hit
+// rate and load can match the dual-ring's step for step.
+var modeDash = map[sim.Mode]string{sim.ModeSweep: ` stroke-dasharray="6 4"`}
 
 // writeSVG draws the run as two panels, the hit rate and the database load
 // per step, one line per mode, with the reshard marked by a dashed line and
@@ -130,8 +134,8 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 			p(`<text x="%.1f" y="%.1f" font-size="11">sweep window over</text>`+"\n", x(se)+4, labelY+14)
 		}
 		for _, m := range res.Modes {
-			p(`<polyline class="series" data-panel="%s" data-mode="%s" fill="none" stroke="%s" stroke-width="1.6" stroke-linejoin="round" points="`,
-				pn.id, m.Mode, modeColors[m.Mode])
+			p(`<polyline class="series" data-panel="%s" data-mode="%s" fill="none" stroke="%s"%s stroke-width="1.6" stroke-linejoin="round" points="`,
+				pn.id, m.Mode, modeColors[m.Mode], modeDash[m.Mode])
 			for i, s := range m.Steps {
 				if i > 0 {
 					p(" ")
@@ -150,7 +154,7 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 	p(`<g id="legend">` + "\n")
 	for i, m := range res.Modes {
 		yy := ly + 54*i
-		p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>`+"\n", lx, yy, lx+22, yy, modeColors[m.Mode])
+		p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s"%s stroke-width="3"/>`+"\n", lx, yy, lx+22, yy, modeColors[m.Mode], modeDash[m.Mode])
 		p(`<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", lx+28, yy+4, m.Mode)
 		p(`<text x="%d" y="%d" font-size="11">min hit %s</text>`+"\n", lx+28, yy+20, pct(m.MinHitRate, 1))
 		p(`<text x="%d" y="%d" font-size="11">peak DB ×%.1f</text>`+"\n", lx+28, yy+34, float64(m.PeakDBLoad)/m.SteadyDBLoad)

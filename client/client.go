@@ -22,10 +22,16 @@
 //	defer c.Close()
 //	err = c.Set(ctx, "user:42", []byte("Ada"), time.Hour)
 //	v, err := c.Get(ctx, "user:42") // errors.Is(err, client.ErrCacheMiss) on a miss
+//
+// GetOrLoad and GetMultiOrLoad read through the cache to a loader (the
+// database), one load per key however many callers miss at once, with
+// negative caching, leases across processes and a load limit (load.go).
 package client
 
 import (
+	"crypto/tls"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -33,6 +39,8 @@ import (
 
 	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
+	"golang.org/x/time/rate"
 
 	"github.com/shardcache/shardcache/internal/pool"
 	"github.com/shardcache/shardcache/migration"
@@ -101,12 +109,60 @@ type Options struct {
 	AsyncBackfill bool
 	BackfillQueue int
 
+	// NegativeTTL, when positive, makes GetOrLoad and GetMultiOrLoad cache
+	// a loader's ErrNotFound for that long, in the cache, so that no process
+	// asks the database for the missing row again meanwhile (see
+	// ErrNotFound). Default 0: not cached.
+	NegativeTTL time.Duration
+
+	// Lease, when positive, makes GetOrLoad take a lease on a missing key in
+	// the cache before loading it, so one process of the fleet loads it and
+	// the others wait for its value, re-reading the key every LeaseRetry; a
+	// lease expires after Lease, which should outlast a load: a value
+	// loaded under an expired lease is not stored. A Delete or DeleteMulti
+	// during the load clears the lease (one more round trip each, when Lease
+	// is set), and the loaded value is then not stored. On Redis the store
+	// is one Lua script, atomic; on Memcached it is a set, a check of the
+	// lease and, if it was lost, a delete, so for one round trip a reader can
+	// see a value that is then withdrawn, and a lease lasts whole seconds.
+	// Every process must agree on Lease: a Delete without it clears no
+	// lease. GetMultiOrLoad takes leases too, per key. Default 0: no leases;
+	// LeaseRetry defaults to DefaultLeaseRetry.
+	Lease, LeaseRetry time.Duration
+
+	// LoadLimit, when set, caps the loader calls of GetOrLoad and
+	// GetMultiOrLoad in this process (see LoadLimit). Default: no cap.
+	LoadLimit *LoadLimit
+
 	// Now is the clock; tests set it. Default time.Now.
 	Now func() time.Time
 
+	// Username, Password, DB and TLSConfig log in to every node and protect
+	// its connections: the nodes of Nodes, those of MigrateFrom, and those
+	// of every later Reshard. For Redis they are go-redis's fields of the
+	// same names: an ACL user (empty: "default") or requirepass, and the
+	// database to SELECT. For Memcached, Username and Password are its ASCII
+	// authentication (memcached -Y), sent on each new connection; DB must
+	// be 0. TLSConfig, when set, makes every connection TLS (memcached -Z,
+	// redis-server --tls-port); an empty ServerName becomes the host of the
+	// node's address. Default none: no login, no TLS.
+	//
+	// A refused login or a TLS failure is ErrAuth, a Redis ACL refusal
+	// ErrNoPerm. Options and Credentials print with the password redacted.
+	Username  string
+	Password  string
+	DB        int
+	TLSConfig *tls.Config
+	// NodeCredentials, when set, returns the credentials of node n, given
+	// those of the fields above: for fleets whose nodes differ. It is called
+	// each time the client sets a node up (in New, and in Reshard for a node
+	// it has no pool for).
+	NodeCredentials func(n ring.Node, c Credentials) Credentials
+
 	// NewRedisClient, when set, makes the go-redis client of every Redis
 	// node, the initial ones included, instead of redis.NewClient with the
-	// options above: add hooks (redisotel, logging) or TLS here.
+	// options above: add hooks (redisotel, logging) here. It cannot be
+	// combined with the credential fields above, which it would not apply.
 	NewRedisClient func(ring.Node) *redis.Client
 	// NewMemcacheClient does the same for Memcached nodes.
 	NewMemcacheClient func(ring.Node) *memcache.Client
@@ -153,7 +209,21 @@ func (o *Options) init() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.LeaseRetry == 0 {
+		o.LeaseRetry = DefaultLeaseRetry
+	}
+	if o.LoadLimit != nil {
+		l := *o.LoadLimit // a copy: the caller's may change after New
+		if l.Burst == 0 {
+			l.Burst = max(int(math.Ceil(l.PerSecond)), 1)
+		}
+		o.LoadLimit = &l
+	}
 }
+
+// DefaultLeaseRetry is how often a process waiting for another's load under
+// a lease re-reads the key, by default.
+const DefaultLeaseRetry = 10 * time.Millisecond
 
 // Client is a sharded cache client. It is safe for concurrent use.
 type Client struct {
@@ -172,6 +242,12 @@ type Client struct {
 	queue  chan pendingBackfill // nil when backfills are synchronous
 	done   chan struct{}        // closed by Close: stops the backfill worker
 	worker sync.WaitGroup
+
+	// GetOrLoad's: one load per key in flight, the database guard (nil
+	// without Options.LoadLimit) and the counters of LoadStats.
+	flight  singleflight.Group
+	limiter *rate.Limiter
+	loads   loadCounters
 }
 
 // state is an immutable routing table.
@@ -193,10 +269,20 @@ func New(opts Options) (*Client, error) {
 	if opts.Vnodes < 0 {
 		return nil, fmt.Errorf("%w: Vnodes %d", ErrBadOptions, opts.Vnodes)
 	}
+	if (opts.NewRedisClient != nil || opts.NewMemcacheClient != nil) && opts.secured() {
+		return nil, fmt.Errorf("%w: NewRedisClient or NewMemcacheClient with credentials or TLS, which they would not apply", ErrBadOptions)
+	}
 	if opts.Placement != nil && len(opts.Nodes) > 0 {
 		return nil, fmt.Errorf("%w: give Nodes or Placement, not both", ErrBadOptions)
 	}
-	c := &Client{opts: opts}
+	if opts.NegativeTTL < 0 || opts.Lease < 0 || opts.LeaseRetry < 0 {
+		return nil, fmt.Errorf("%w: negative NegativeTTL %v, Lease %v or LeaseRetry %v", ErrBadOptions, opts.NegativeTTL, opts.Lease, opts.LeaseRetry)
+	}
+	limiter, err := newLimiter(opts.LoadLimit)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{opts: opts, limiter: limiter}
 	c.pools = pool.New(c.dial)
 	placement, err := c.placement(opts.Placement, opts.Nodes)
 	if err != nil {
@@ -252,22 +338,32 @@ func (c *Client) placement(p ring.Locator, nodes []ring.Node) (ring.Locator, err
 // dial makes the client of one node; no connection is opened yet.
 func (c *Client) dial(n ring.Node) (node, error) {
 	o := &c.opts
+	if o.Backend == Redis && o.NewRedisClient != nil {
+		return redisNode{o.NewRedisClient(n)}, nil
+	}
+	d, err := o.newNodeDialer(n)
+	if err != nil {
+		return nil, err
+	}
 	if o.Backend == Memcached {
-		raw := newRawConns(c, n.Addr)
+		// The raw connections (memcached_raw.go) are the client's own, made
+		// through d, even beside a NewMemcacheClient.
 		if o.NewMemcacheClient != nil {
-			return mcNode{o.NewMemcacheClient(n), raw}, nil
+			return mcNode{o.NewMemcacheClient(n), newRawConns(o, d)}, nil
 		}
 		mc := memcache.New(n.Addr)
 		mc.Timeout = max(o.ReadTimeout, o.WriteTimeout, o.DialTimeout)
 		mc.MaxIdleConns = o.PoolSize
-		mc.DialContext = c.dialMemcached
-		return mcNode{mc, raw}, nil
+		mc.DialContext = d.dial
+		return mcNode{mc, newRawConns(o, d)}, nil
 	}
-	if o.NewRedisClient != nil {
-		return redisNode{o.NewRedisClient(n)}, nil
-	}
-	return redisNode{redis.NewClient(&redis.Options{
+	rdb := redis.NewClient(&redis.Options{
 		Addr:                  n.Addr,
+		Dialer:                d.dial, // TCP and TLS; go-redis logs in with the fields below
+		TLSConfig:             d.tls,  // not dialed with (Dialer is): tells go-redis TLS is on
+		Username:              d.creds.Username,
+		Password:              d.creds.Password,
+		DB:                    d.creds.DB,
 		DialTimeout:           o.DialTimeout,
 		ReadTimeout:           o.ReadTimeout,
 		WriteTimeout:          o.WriteTimeout,
@@ -280,7 +376,11 @@ func (c *Client) dial(n ring.Node) (node, error) {
 		// count twice, and for a cache a fast miss beats a slow retry (a host
 		// that drops packets cost 4 × DialTimeout per call with go-redis's 3).
 		MaxRetries: -1,
-	})}, nil
+	})
+	if d.creds.Password != "" {
+		rdb.AddHook(redactHook{d.creds.Password})
+	}
+	return redisNode{rdb}, nil
 }
 
 // Close closes every node's pool and stops the backfill worker. Operations

@@ -23,14 +23,6 @@ import (
 // errNoMeta means the server does not know the meta commands.
 var errNoMeta = errors.New("shardcache: memcached without meta commands")
 
-// dialMemcached opens every connection the client makes to a Memcached
-// node, gomemcache's (its DialContext) and the raw ones below alike: the one
-// place where a connection is made.
-func (c *Client) dialMemcached(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := net.Dialer{Timeout: c.opts.DialTimeout}
-	return d.DialContext(ctx, network, addr)
-}
-
 // rawConns is a Memcached node's pool of raw connections.
 type rawConns struct {
 	addr    string
@@ -53,9 +45,10 @@ type rawConn struct {
 	w *bufio.Writer
 }
 
-func newRawConns(c *Client, addr string) *rawConns {
-	o := &c.opts
-	return &rawConns{addr: addr, dial: c.dialMemcached,
+// newRawConns returns the raw connections of the node d dials: through d,
+// the one place where the client connects to a node (TLS, login).
+func newRawConns(o *Options, d *nodeDialer) *rawConns {
+	return &rawConns{addr: d.node.Addr, dial: d.dial,
 		timeout: max(o.ReadTimeout, o.WriteTimeout, o.DialTimeout), maxIdle: o.PoolSize}
 }
 

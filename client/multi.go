@@ -86,6 +86,17 @@ func (bs *batches) run(fn func(b *batch) error) {
 // node. During a migration the new owners' misses are looked up on their old
 // owners in a second parallel round, and backfilled in a third.
 func (c *Client) GetMulti(ctx context.Context, keys []string) (map[string][]byte, error) {
+	hits, err := c.getMulti(ctx, keys)
+	for k, v := range hits {
+		if isNegative(v) { // GetOrLoad's "not found" (see ErrNotFound)
+			delete(hits, k)
+		}
+	}
+	return hits, err
+}
+
+// getMulti is GetMulti with negative entries among the hits.
+func (c *Client) getMulti(ctx context.Context, keys []string) (map[string][]byte, error) {
 	for _, k := range keys {
 		if err := c.checkKey(k); err != nil {
 			return nil, err
@@ -227,6 +238,11 @@ func (c *Client) SetMulti(ctx context.Context, items map[string][]byte, ttl time
 func (c *Client) DeleteMulti(ctx context.Context, keys []string) error {
 	for _, k := range keys {
 		if err := c.checkKey(k); err != nil {
+			return err
+		}
+	}
+	if c.opts.Lease > 0 && len(keys) > 0 { // first, as Delete does
+		if err := c.clearLeases(ctx, keys); err != nil {
 			return err
 		}
 	}

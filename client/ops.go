@@ -56,7 +56,11 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.get(ctx, r, key)
+	v, err := c.get(ctx, r, key)
+	if err == nil && isNegative(v) {
+		return nil, ErrCacheMiss // GetOrLoad's "not found" (see ErrNotFound)
+	}
+	return v, err
 }
 
 func (c *Client) get(ctx context.Context, r route, key string) ([]byte, error) {
@@ -244,6 +248,11 @@ func (c *Client) Delete(ctx context.Context, key string) error {
 	r, err := c.begin(key)
 	if err != nil {
 		return err
+	}
+	if c.opts.Lease > 0 { // first: a load under the lease must not store (lease.go)
+		if err := c.clearLease(ctx, r, key); err != nil {
+			return err
+		}
 	}
 	if !r.Dual {
 		return fail("delete", r.New, key, r.st.conn(r.New).delete(ctx, key))

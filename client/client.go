@@ -105,7 +105,9 @@ type Options struct {
 	// AsyncBackfill makes the backfills of a migration asynchronous: reads
 	// return as soon as they have the value and a worker writes the copy.
 	// When BackfillQueue copies are waiting, more are dropped and counted.
-	// Default synchronous; the queue defaults to 4096.
+	// Default synchronous; the queue defaults to 4096. The copies that an
+	// operation depends on (Incr's counter, Touch's key) are made
+	// synchronously whatever this says.
 	AsyncBackfill bool
 	BackfillQueue int
 

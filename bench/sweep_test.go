@@ -86,7 +86,9 @@ func newSweepFleet(b *testing.B, backend client.Backend) *sweepFleet {
 // client returns a client of the two old nodes, or when to is set in a
 // migration from them to the three.
 func (f *sweepFleet) client(tb testing.TB, to []ring.Node) *client.Client {
-	opts := client.Options{Backend: f.backend, Nodes: f.nodes[:2]}
+	// Long network timeouts: a benchmark on a loaded machine must measure a
+	// slow Get, not fail on it (the default is 500ms).
+	opts := client.Options{Backend: f.backend, Nodes: f.nodes[:2], ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
 	if to != nil {
 		opts.Nodes = to
 		opts.MigrateFrom = &client.MigrateFrom{Nodes: f.nodes[:2], Start: time.Now(), Window: time.Hour}

@@ -86,7 +86,9 @@ type sweepNode interface {
 	// serialization (Redis DUMP), for restore alone.
 	dump(ctx context.Context, keys []item) ([]item, error)
 	// restore writes each dumped item if its key is absent, keeping its
-	// type and TTL, in one round trip, and reports which were stored.
+	// type and TTL, in one round trip, and reports which were stored. When
+	// some commands of the round trip failed and others stored their item,
+	// it returns both stored and the first failure.
 	restore(ctx context.Context, items []item) (stored []bool, err error)
 	// exists reports which keys the node holds, whatever their type.
 	exists(ctx context.Context, keys []string) ([]bool, error)
@@ -316,32 +318,37 @@ func (sw *sweep) page(ctx context.Context, n ring.Node, sn sweepNode, page []ite
 			return ErrSweepUnsupported
 		}
 		stored, err := sd.restore(ctx, b.items)
-		if err != nil {
+		if stored == nil {
 			return err
 		}
-		var copied []item
+		var copied, rest []item // rest: newer, or failed with err
 		for i, ok := range stored {
 			if ok {
 				copied = append(copied, b.items[i])
+			} else {
+				rest = append(rest, b.items[i])
 			}
 		}
 		revoked := 0
-		if len(copied) > 0 {
+		if len(copied) > 0 { // stored copies are confirmed, even beside a failure
 			revoked = sw.c.confirm(ctx, sw.st, b.node, copied)
 		}
-		newer := len(b.items) - len(copied)
 		sw.add(func(s *SweepStatus) {
 			s.Copied += int64(len(copied) - revoked)
-			s.SkippedNewer += int64(newer)
 			s.Revoked += int64(revoked)
 		})
 		cs.SweepCopied.Add(int64(len(copied) - revoked))
-		cs.SweepSkippedNewer.Add(int64(newer))
+		if err != nil {
+			b.items = rest // counted as failed below
+			return err
+		}
+		sw.add(func(s *SweepStatus) { s.SkippedNewer += int64(len(rest)) })
+		cs.SweepSkippedNewer.Add(int64(len(rest)))
 		return nil
 	})
 	for _, b := range dst.list {
 		if b.err != nil {
-			sw.failed(n, len(b.items), nodeErr("sweep_restore", b.node, b.keys, b.err))
+			sw.failed(n, len(b.items), nodeErr("sweep_restore", b.node, itemKeys(b.items), b.err))
 		}
 	}
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -80,16 +81,20 @@ func (n redisNode) restore(ctx context.Context, items []item) ([]bool, error) {
 		}
 		return stored, nil
 	}
+	var failed error
 	for i, c := range cmds {
 		switch err := c.Err(); {
 		case err == nil:
 			stored[i] = true
 		case strings.HasPrefix(err.Error(), "BUSYKEY"): // the new owner has a newer value
-		default:
-			return nil, redisErr(ctx, err)
+		case failed == nil:
+			failed = redisErr(ctx, err)
 		}
 	}
-	return stored, nil
+	if failed != nil && !slices.Contains(stored, true) {
+		return nil, failed
+	}
+	return stored, failed
 }
 
 func (n redisNode) exists(ctx context.Context, keys []string) ([]bool, error) {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -538,5 +539,62 @@ func TestSweepPrefix(t *testing.T) {
 				t.Fatalf("sweep of the prefix's %d keys, %d moved: %+v, %v", 1000, len(moved), s, err)
 			}
 		})
+	}
+}
+
+// corruptRestore makes the first RESTORE of every pipeline fail on the
+// server (a payload that does not check), as a version mismatch would.
+type corruptRestore struct{ hits *atomic.Int64 }
+
+func (corruptRestore) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (corruptRestore) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h corruptRestore) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 1 && cmds[0].Name() == "restore" {
+			cmds[0].Args()[3] = "not a dump"
+			h.hits.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestSweepPartialRestore fails one RESTORE in each round trip: those keys
+// are counted as failed and named, the others of the same round trip are
+// copied, and the sweep says it failed.
+func TestSweepPartialRestore(t *testing.T) {
+	cl := newCluster(t, "redis-server", 8)
+	hits := new(atomic.Int64)
+	clock, from, to := newFakeClock(), cl.nodes(0, 1, 2, 3, 4, 5, 6, 7), cl.nodes(0, 1, 2, 3, 4, 5)
+	c := cl.client(t, Options{Nodes: from, Now: clock.Now, NewRedisClient: func(n ring.Node) *redis.Client {
+		rdb := redis.NewClient(&redis.Options{Addr: n.Addr})
+		rdb.AddHook(corruptRestore{hits})
+		return rdb
+	}})
+	keys := numberedKeys("partial", 2000)
+	setAll(t, c, keys, time.Hour)
+	if err := c.Reshard(to, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	moved := map[string]bool{}
+	oldRing, newRing := mustRing(t, from), mustRing(t, to)
+	for _, k := range keys {
+		if oldRing.Locate(k).Addr != newRing.Locate(k).Addr {
+			moved[k] = true
+		}
+	}
+	s, err := c.Sweep(t.Context(), SweepOptions{Rate: -1})
+	var ne *NodeError
+	if !errors.As(err, &ne) || s.Failed != hits.Load() || s.Copied != int64(len(moved))-s.Failed || s.Copied == 0 {
+		t.Fatalf("%d RESTOREs corrupted among %d moved keys: %+v, %v", hits.Load(), len(moved), s, err)
+	}
+	copied := 0
+	for k := range moved {
+		if _, err := cl.raw(c.Locate(k).Addr).get(k); err == nil {
+			copied++
+		}
+	}
+	if int64(copied) != s.Copied {
+		t.Fatalf("%d moved keys on their new owner, the sweep says %d", copied, s.Copied)
 	}
 }

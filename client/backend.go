@@ -19,7 +19,8 @@ type node interface {
 	setMulti(ctx context.Context, items []item) error
 	add(ctx context.Context, key string, value []byte, ttl time.Duration) error
 	// addMulti adds each item if absent, with its own TTL, and reports
-	// which were stored.
+	// which were stored. On a failure it may return both: what was stored
+	// before, or beside, the failure, and the failure.
 	addMulti(ctx context.Context, items []item) (stored []bool, err error)
 	delete(ctx context.Context, key string) error
 	deleteMulti(ctx context.Context, keys []string) error

@@ -25,28 +25,31 @@ import (
 // backfill writes copies found on old owners to their new owner n, each only
 // if absent (Redis SET NX, Memcached add), so a value written since the miss
 // is never overwritten, then confirms them. It reports which copies were
-// stored; a failed round trip stores none, counts them as dropped and
-// returns its error.
+// stored, and the round trip's failure, counting the copies it did not
+// store as dropped.
 func (c *Client) backfill(ctx context.Context, st *state, n ring.Node, items []item) ([]bool, error) {
 	cs := st.mig.Counters
 	stored, err := st.conn(n).addMulti(ctx, items)
-	if err != nil {
+	if stored == nil {
 		cs.BackfillsDropped.Add(int64(len(items)))
 		return make([]bool, len(items)), err
 	}
 	var copied []item
 	for i, ok := range stored {
-		if ok {
+		switch {
+		case ok:
 			cs.Backfills.Add(1)
 			copied = append(copied, items[i])
-		} else {
+		case err != nil: // refused, or newer: the failure does not say which
+			cs.BackfillsDropped.Add(1)
+		default:
 			cs.BackfillsSkipped.Add(1)
 		}
 	}
-	if len(copied) > 0 {
+	if len(copied) > 0 { // confirmed even beside a failure: they are stored
 		c.confirm(ctx, st, n, copied)
 	}
-	return stored, nil
+	return stored, err
 }
 
 // confirm checks that the source of each copy just stored on dst still holds

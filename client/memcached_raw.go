@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -328,6 +329,8 @@ func parseMetadump(l []byte) (listedKey, error) {
 
 // addMulti adds each item if its key is absent, with its flags and TTL, in
 // one round trip of pipelined "add" commands, and reports which were stored.
+// When the server refuses some (SERVER_ERROR: too large, out of memory) it
+// returns both what it stored and the first refusal.
 func (p *rawConns) addMulti(ctx context.Context, items []item) ([]bool, error) {
 	stored := make([]bool, len(items))
 	err := p.do(ctx, func(rc *rawConn) error {
@@ -350,23 +353,28 @@ func (p *rawConns) addMulti(ctx context.Context, items []item) ([]bool, error) {
 		if err := rc.w.Flush(); err != nil {
 			return err
 		}
+		var refused error
 		for i := range items {
 			l, err := rc.line()
 			if err != nil {
 				return err
 			}
-			switch string(l) {
-			case "STORED":
+			switch {
+			case string(l) == "STORED":
 				stored[i] = true
-			case "NOT_STORED":
-			default:
+			case string(l) == "NOT_STORED":
+			case bytes.HasPrefix(l, []byte("SERVER_ERROR")): // this item alone
+				if refused == nil {
+					refused = fmt.Errorf("shardcache: memcached add %q: %s", items[i].key, l)
+				}
+			default: // the stream can no longer be trusted
 				return fmt.Errorf("shardcache: memcached add %q: %s", items[i].key, l)
 			}
 		}
-		return nil
+		return refused
 	})
-	if err != nil {
+	if err != nil && !slices.Contains(stored, true) {
 		return nil, err
 	}
-	return stored, nil
+	return stored, err
 }

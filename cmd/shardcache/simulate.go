@@ -48,7 +48,14 @@ traffic, takes seconds, and is the same for the same --seed. With --redis or
 servers, with keys of their own, and the results vary from run to run.
 Servers that want a password or TLS: --username, --password-file (or the
 password in $SHARDCACHE_REDIS_PASSWORD), --tls and the --tls-* flags. With
-no flags: 8 nodes down to 6, the collapse the README describes.`
+no flags: 8 nodes down to 6, the collapse the README describes.
+
+With --from-kind other than ring, the ring and dual-ring modes start on that
+placement of the --from nodes and move to our ring of the --to nodes, at once
+or with a dual-ring migration: --from-kind modulo replays the incident as a
+mod-N fleet (gomemcache's ServerList) adopting the ring.
+
+` + fromKindHelp
 
 // simFlags are simulate's command line.
 type simFlags struct {
@@ -69,6 +76,7 @@ type simFlags struct {
 	svg               string
 	asJSON, quiet     bool
 	every             int
+	kind              *fromKind
 	conn              *connFlags
 }
 
@@ -102,6 +110,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON, every step included, instead of tables")
 	fs.IntVar(&f.every, "every", 5, "print every Nth step in the table (the reshard and the extremes always)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar on stderr")
+	f.kind = addFromKindFlags(fs)
 	f.conn = addConnFlags(fs)
 	if code, done := parseFlags(fs, args, stdout); done {
 		return code
@@ -227,6 +236,9 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 			return cfg, "", fmt.Errorf("--%s %v: want %s", c.flag, c.v, c.want)
 		}
 	}
+	if err := f.kind.check(set); err != nil {
+		return cfg, "", err
+	}
 	cfg = sim.Config{
 		From: from, To: to, Vnodes: f.vnodes,
 		Keys: f.keys, ZipfS: f.zipfS, ZipfV: f.zipfV,
@@ -240,6 +252,10 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 	}
 	if f.noTTL == 0 {
 		cfg.NoTTL = -1
+	}
+	if f.kind.kind != "ring" {
+		cfg.FromKind = f.kind.kind
+		cfg.FromPlacement = func(nodes []ring.Node) (ring.Locator, error) { return f.kind.placement(nodes, f.vnodes) }
 	}
 	if cfg.Window == 0 {
 		cfg.Window = cfg.TTL
@@ -347,12 +363,16 @@ func describe(res *sim.Result, f *simFlags) string {
 	if hasMode(res, sim.ModeSweep) {
 		window += fmt.Sprintf(", with a sweep %v", cfg.SweepWindow)
 	}
+	fromKind := ""
+	if cfg.FromKind != "" {
+		fromKind = fromKindNames[cfg.FromKind] + " "
+	}
 	guard := ""
 	if cfg.LoadLimit > 0 {
 		guard = fmt.Sprintf(", load limit %d per step", loadBudget(cfg))
 	}
-	return fmt.Sprintf("%s → %s (%s)\n%d keys (Zipf s=%g v=%g, %s without expiry), %d requests per %v step, %s writes, TTL %v, %s%s, seed %d",
-		nodeNames(cfg.From), nodeNames(cfg.To), where,
+	return fmt.Sprintf("%s%s → %s (%s)\n%d keys (Zipf s=%g v=%g, %s without expiry), %d requests per %v step, %s writes, TTL %v, %s%s, seed %d",
+		fromKind, nodeNames(cfg.From), nodeNames(cfg.To), where,
 		cfg.Keys, cfg.ZipfS, cfg.ZipfV, pct(cfg.NoTTL, 0), cfg.Requests, cfg.Step, pct(max(cfg.WriteRatio, 0), 1), cfg.TTL, window, guard, f.seed)
 }
 

@@ -7,7 +7,9 @@
 // multi-key operations send one round trip per node, in parallel. Reshard
 // starts a dual-ring migration (package migration): for one window, reads
 // fall back to the old owner and backfill the new one, and writes and deletes
-// reach both, so a resharding moves keys without losing them.
+// reach both; Sweep copies every moved key to its new owner meanwhile, so a
+// resharding moves keys without losing them, those without expiry included,
+// and the window need only cover the rollout and the sweep.
 //
 //	c, err := client.New(client.Options{
 //		Backend: client.Redis,
@@ -109,7 +111,9 @@ type Options struct {
 	// AsyncBackfill makes the backfills of a migration asynchronous: reads
 	// return as soon as they have the value and a worker writes the copy.
 	// When BackfillQueue copies are waiting, more are dropped and counted.
-	// Default synchronous; the queue defaults to 4096.
+	// Default synchronous; the queue defaults to 4096. The copies that an
+	// operation depends on (Incr's counter, Touch's key) are made
+	// synchronously whatever this says.
 	AsyncBackfill bool
 	BackfillQueue int
 
@@ -246,7 +250,9 @@ type MigrateFrom struct {
 	Placement ring.Locator
 	Nodes     []ring.Node
 	// Start is when the migration started, and Window how long it lasts:
-	// the longest TTL the application writes.
+	// with a Sweep, long enough for the rollout of the new configuration
+	// and the sweep; without one, the longest TTL the application writes
+	// (and keys without expiry are lost). See package migration.
 	Start  time.Time
 	Window time.Duration
 }
@@ -471,15 +477,19 @@ func (c *Client) newNode(n ring.Node) (node, error) {
 		return nil, err
 	}
 	if o.Backend == Memcached {
+		// The raw connections (memcached_raw.go) are the client's own, made
+		// through d, even beside a NewMemcacheClient.
 		mc := memcache.NewFromSelector(newMCServer(n.Addr))
 		mc.Timeout = max(o.ReadTimeout, o.WriteTimeout, o.DialTimeout)
 		mc.MaxIdleConns = o.PoolSize
 		conns := new(mcConns)
 		mc.DialContext = conns.wrap(d.dial)
+		raw := newRawConns(o, d)
+		raw.dial = conns.wrap(raw.dial)
 		if o.NewMemcacheClient != nil {
 			mc = o.NewMemcacheClient(n, mc)
 		}
-		nd := mcNode{mc: mc, conns: conns}
+		nd := mcNode{mc: mc, raw: raw, conns: conns}
 		if o.AutoPipeline {
 			nd.batch = &mcBatcher{}
 		}
@@ -598,11 +608,16 @@ func (c *Client) nodeOf(key string) node {
 }
 
 // Reshard moves the client to a ring of nodes (built with Options.Vnodes).
-// For window (the longest TTL the application writes) reads fall back to the
-// current placement and writes reach both; then the current placement is
-// dropped and the pools of nodes only it used are closed, after a grace
-// period that lets operations routed before finish (retire.go). A zero window
-// switches at once, without a dual-ring phase.
+// For window reads fall back to the current placement and writes reach both;
+// then the current placement is dropped and the pools of nodes only it used
+// are closed, after a grace period that lets operations routed before
+// finish (retire.go). A zero window switches at once, without a dual-ring
+// phase.
+//
+// The window must last until every key is on its new owner: with a Sweep,
+// the rollout of the new configuration to every process plus the sweep;
+// without one, the longest TTL the application writes, and keys without
+// expiry that nobody reads during the window are lost.
 //
 // It fails with ErrMigrationActive while an earlier window is open.
 func (c *Client) Reshard(nodes []ring.Node, window time.Duration) error {

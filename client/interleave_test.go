@@ -3,8 +3,10 @@ package client
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -72,19 +74,68 @@ func (h redisTrap) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	}
 }
 
-// mcTrapConn springs before writing a command that starts with prefix.
-type mcTrapConn struct {
-	net.Conn
-	*trap
-	prefix []byte
-	skip   *atomic.Int32 // matching writes to let through first
-}
-
-func (c mcTrapConn) Write(p []byte) (int, error) {
-	if bytes.HasPrefix(p, c.prefix) && c.armed.Load() && c.skip.Add(-1) < 0 {
-		c.spring(true)
+// trapProxy is a TCP proxy to upstream that springs tr before forwarding
+// the client's bytes that hold one of marks, after letting skip such writes
+// through: it sees every connection of the client to the node, gomemcache's
+// and the raw ones alike.
+func trapProxy(t *testing.T, upstream string, tr *trap, marks []string, skip int32) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return c.Conn.Write(p)
+	left := new(atomic.Int32)
+	left.Store(skip)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", upstream)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, u)
+			mu.Unlock()
+			wg.Go(func() { io.Copy(c, u); c.Close() })
+			wg.Go(func() {
+				defer u.Close()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						p := buf[:n]
+						if slices.ContainsFunc(marks, func(m string) bool { return bytes.Contains(p, []byte(m)) }) &&
+							tr.armed.Load() && left.Add(-1) < 0 {
+							tr.spring(true)
+						}
+						if _, werr := u.Write(p); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			})
+		}
+	})
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return l.Addr().String()
 }
 
 func TestDeleteDuringBackfill(t *testing.T) {
@@ -108,14 +159,15 @@ func TestDeleteDuringBackfill(t *testing.T) {
 					}
 				}}
 				// Before the copy: the new owner's add of the key (Redis SET NX,
-				// Memcached add). Before the confirmation: the old owner's second
-				// read of the key (the first is the fallback read).
-				trapped, names, prefix, skip := to[0].Addr, []string{"set", "setnx"}, "add "+key+" ", int32(0)
-				if at == "before the confirmation" {
-					trapped, names, prefix, skip = from[0].Addr, []string{"mget"}, "gets "+key, 1
-				}
+				// Memcached add). Before the confirmation: the old owner's read of
+				// the key after the fallback read (Redis EXISTS, after a GET and
+				// PTTL pipeline; Memcached gets, after mg or a first gets).
 				opts := Options{Nodes: from, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
 				if kind == "redis-server" {
+					trapped, names := to[0].Addr, []string{"set", "setnx"}
+					if at == "before the confirmation" {
+						trapped, names = from[0].Addr, []string{"exists", "mget"}
+					}
 					opts.Backend = Redis
 					opts.NewRedisClient = func(n ring.Node, opt *redis.Options) *redis.Client {
 						rdb := redis.NewClient(opt)
@@ -126,20 +178,11 @@ func TestDeleteDuringBackfill(t *testing.T) {
 					}
 				} else {
 					opts.Backend = Memcached
-					opts.NewMemcacheClient = func(n ring.Node, mc *memcache.Client) *memcache.Client {
-						if n.Addr == trapped {
-							left := new(atomic.Int32)
-							left.Store(skip)
-							dial := mc.DialContext
-							mc.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-								conn, err := dial(ctx, network, addr)
-								if err != nil {
-									return nil, err
-								}
-								return mcTrapConn{conn, tr, []byte(prefix), left}, nil
-							}
-						}
-						return mc
+					if at == "before the copy" {
+						to[0].Addr = trapProxy(t, to[0].Addr, tr, []string{"add " + key + " "}, 0)
+					} else {
+						from[0].Addr = trapProxy(t, from[0].Addr, tr, []string{"mg " + key + " ", "gets " + key}, 1)
+						opts.Nodes = from
 					}
 				}
 				var err error

@@ -11,12 +11,15 @@ import (
 
 // mcNode is a node served by Memcached through gomemcache, whose client holds
 // the node's idle connections. gomemcache takes no context, so every call is
-// bounded by the context here (see call). Every call's outcome goes to h
-// (probe.go) from call, or from the fast paths beside it.
+// bounded by the context here (see call). raw holds the node's connections
+// for what gomemcache does not speak (meta commands, metadump; see
+// memcached_raw.go). Every call's outcome goes to h (probe.go), from call,
+// the fast paths beside it, or raw's do.
 type mcNode struct {
 	mc    *memcache.Client
+	raw   *rawConns
 	h     *nodeHealth
-	conns *mcConns   // nil for a client made by Options.NewMemcacheClient
+	conns *mcConns   // the open connections, gomemcache's and raw's; nil beside a NewMemcacheClient
 	batch *mcBatcher // Options.AutoPipeline (mcbatch.go); nil without it
 }
 
@@ -115,9 +118,17 @@ func (n mcNode) get(ctx context.Context, key string) ([]byte, error) {
 	return it.Value, nil
 }
 
-// getMulti is one multi-get; Memcached cannot tell a remaining TTL, so items
-// never have ttlKnown.
-func (n mcNode) getMulti(ctx context.Context, keys []string, _ bool) ([]item, error) {
+// getMulti is one multi-get. With withTTL it reads each key's value, flags
+// and remaining TTL with the meta command mg (memcached >= 1.6), so that a
+// copy keeps them exactly; where the server has no meta commands it falls
+// back to a multi-get, whose items have no ttlKnown.
+func (n mcNode) getMulti(ctx context.Context, keys []string, withTTL bool) ([]item, error) {
+	if withTTL && n.raw.meta() {
+		items, err := n.raw.metaGet(ctx, keys)
+		if err != errNoMeta {
+			return items, err
+		}
+	}
 	found, err := call(ctx, n.h, opGetMulti, func() (map[string]*memcache.Item, error) {
 		found, err := n.mc.GetMulti(keys)
 		if err == nil && n.h != nil {
@@ -132,7 +143,7 @@ func (n mcNode) getMulti(ctx context.Context, keys []string, _ bool) ([]item, er
 	for i, k := range keys {
 		items[i].key = k
 		if it, ok := found[k]; ok {
-			items[i].value, items[i].found = it.Value, true
+			items[i].value, items[i].flags, items[i].found = it.Value, it.Flags, true
 		}
 	}
 	return items, nil
@@ -171,24 +182,10 @@ func (n mcNode) add(ctx context.Context, key string, value []byte, ttl time.Dura
 	})
 }
 
+// addMulti pipelines its adds on a raw connection: one round trip, where
+// gomemcache would take one per item.
 func (n mcNode) addMulti(ctx context.Context, items []item) ([]bool, error) {
-	return call(ctx, n.h, opAddMulti, func() ([]bool, error) {
-		stored := make([]bool, len(items))
-		for i, it := range items {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			err := n.mc.Add(&memcache.Item{Key: it.key, Value: it.value, Expiration: mcExpiration(it.ttl)})
-			switch {
-			case err == nil:
-				stored[i] = true
-			case errors.Is(err, memcache.ErrNotStored):
-			default:
-				return nil, err
-			}
-		}
-		return stored, nil
-	})
+	return n.raw.addMulti(ctx, items)
 }
 
 func (n mcNode) delete(ctx context.Context, key string) error {
@@ -256,6 +253,7 @@ func (n mcNode) ping(ctx context.Context) error {
 // ends them and the probe's.
 func (n mcNode) Close() error {
 	err := n.mc.Close()
+	n.raw.Close()
 	n.conns.closeAll()
 	n.h.close()
 	return err

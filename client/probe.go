@@ -222,6 +222,7 @@ func withHealth(n ring.Node, nd node, o *Options) node {
 		return nd
 	case mcNode:
 		nd.h = h
+		nd.raw.h = h
 		h.ping = nd.ping
 		h.flush = func() { nd.mc.Close() } // gomemcache's Client stays usable
 		return nd
@@ -268,7 +269,16 @@ func (downNode) Close() error                                               { re
 
 // downNode has each capability a node client has beyond node, failing at
 // once too, so that code asserting one sees a node down rather than none.
-var _ leaser = downNode{}
+var (
+	_ leaser    = downNode{}
+	_ sweepNode = downNode{}
+)
+
+func (downNode) scan(context.Context, string, int, func([]item) error) error { return ErrNodeDown }
+func (downNode) dump(context.Context, []item) ([]item, error)                { return nil, ErrNodeDown }
+func (downNode) restore(context.Context, []item) ([]bool, error)             { return nil, ErrNodeDown }
+func (downNode) exists(context.Context, []string) ([]bool, error)            { return nil, ErrNodeDown }
+func (downNode) size(context.Context) (int64, error)                         { return 0, ErrNodeDown }
 
 func (d downNode) storeLeased(context.Context, []item, []string, string) ([]bool, error) {
 	return nil, d.fail(opLease)

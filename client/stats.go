@@ -62,7 +62,9 @@ type NodeStats struct {
 type OpStats struct {
 	// Op is the call: "get", "get_multi", "set", "set_multi", "add",
 	// "add_multi", "delete", "delete_multi", "incr", "touch", "lease" (a
-	// GetOrLoad lease's store or release; taking one is an "add"), "ping" (a
+	// GetOrLoad lease's store or release; taking one is an "add"), "exists"
+	// (Redis EXISTS: a copy's confirmation, a sweep's check), "sweep"
+	// (Client.Sweep's listing, dumps and restores), "ping" (a
 	// probe), or "other" (a command sent through Client.Redis that is none
 	// of these; commands go-redis sends to set a connection up are not
 	// counted). It names the round trip to the node: a Get that falls back
@@ -207,6 +209,8 @@ const (
 	opIncr
 	opTouch
 	opLease
+	opExists
+	opSweep
 	opPing
 	opOther
 	numOps
@@ -216,7 +220,7 @@ const (
 )
 
 var opNames = [numOps]string{"get", "get_multi", "set", "set_multi", "add", "add_multi",
-	"delete", "delete_multi", "incr", "touch", "lease", "ping", "other"}
+	"delete", "delete_multi", "incr", "touch", "lease", "exists", "sweep", "ping", "other"}
 
 // errKind is a cause of failure, as Errors counts them.
 type errKind uint8
@@ -371,6 +375,10 @@ func redisOp(cmd redis.Cmder) op {
 		if isLeaseScript(cmd) {
 			return opLease
 		}
+	case "exists":
+		return opExists
+	case "scan", "dump", "restore", "dbsize", "pttl":
+		return opSweep
 	case "ping":
 		return opPing
 	case "hello", "auth", "select", "client", "readonly":
@@ -393,7 +401,7 @@ func redisPipelineOp(cmds []redis.Cmder) op {
 		return opSetMulti
 	case opAdd:
 		return opAddMulti
-	case opTouch, opSetup:
+	case opTouch, opExists, opSweep, opSetup:
 		return o
 	}
 	return opOther

@@ -110,22 +110,25 @@ func TestStatsMigration(t *testing.T) {
 	if len(s.Nodes) != 8 {
 		t.Fatalf("during the window, %d nodes; want 8", len(s.Nodes))
 	}
-	var newMisses, oldHits, backfills int64
+	var newMisses, oldHits, confirms, backfills int64
 	for i, n := range s.Nodes {
 		if n.Current != (i < 6) || !n.Old {
 			t.Errorf("%s: Current %v, Old %v; want n0-n5 in both, n6 and n7 old only", n.Node.Name, n.Current, n.Old)
 		}
 		newMisses += n.Op("get").Misses
 		oldHits += n.Op("get_multi").Hits
+		confirms += n.Op("exists").OK
 		backfills += n.Op("add_multi").OK
 	}
 	if newMisses != 30 || s.Migration.FallbackHits != 30 || s.Migration.Backfills != 30 || s.MigrationTotals != s.Migration.Snapshot {
 		t.Errorf("30 moved keys read: %d misses on new owners, status %+v, totals %+v; want 30 fallback hits and backfills in both",
 			newMisses, s.Migration.Snapshot, s.MigrationTotals)
 	}
-	// Fallback reads and confirms (one round trip per key each) hit the old owners.
-	if oldHits != 60 || backfills != 30 {
-		t.Errorf("old owners: %d keys found, new owners: %d backfill calls; want 60 and 30", oldHits, backfills)
+	// Each fallback read finds its key on the old owner, each backfill is
+	// one call to the new owner, and each copy's confirmation one EXISTS on
+	// the old owner.
+	if oldHits != 30 || confirms != 30 || backfills != 30 {
+		t.Errorf("old owners: %d keys found, %d confirmations; new owners: %d backfill calls; want 30 each", oldHits, confirms, backfills)
 	}
 	if !s.Migration.Active || s.Migrations != 1 {
 		t.Errorf("Migration active %v, Migrations %d; want active, 1", s.Migration.Active, s.Migrations)
@@ -245,6 +248,7 @@ func TestRedisOp(t *testing.T) {
 		{redis.NewBoolCmd(ctx, "pexpire", "k", 10), "touch"},
 		{redis.NewCmd(ctx, "evalsha", storeLeasedScript.Hash(), 0), "lease"},
 		{redis.NewCmd(ctx, "evalsha", "0123", 0), "other"},
+		{redis.NewIntCmd(ctx, "exists", "k"), "exists"},
 		{redis.NewStatusCmd(ctx, "ping"), "ping"},
 		{redis.NewStringCmd(ctx, "hgetall", "h"), "other"},
 	} {

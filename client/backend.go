@@ -37,6 +37,8 @@ type item struct {
 	ttlKnown bool          // getMulti withTTL: ttl was read from the server
 	oldCopy  bool          // a migration's copy to the old owner, not the caller's write
 	src      ring.Node     // a copy's source: the old owner it was read from
+	flags    uint32        // Memcached's opaque item flags, kept by copies (Item.Flags)
+	cas      uint64        // Memcached's CAS id, from reads (Item.CasID)
 }
 
 // unknownNode stands for a node the client has no connection to.

@@ -105,6 +105,7 @@ func (n mcNode) getMulti(ctx context.Context, keys []string, _ bool) ([]item, er
 		items[i].key = k
 		if it, ok := found[k]; ok {
 			items[i].value, items[i].found = it.Value, true
+			items[i].flags, items[i].cas = it.Flags, it.CasID
 		}
 	}
 	return items, nil
@@ -126,7 +127,7 @@ func (n mcNode) setMulti(ctx context.Context, items []item) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if err := n.mc.Set(&memcache.Item{Key: it.key, Value: it.value, Expiration: mcExpiration(it.ttl)}); err != nil {
+			if err := n.mc.Set(&memcache.Item{Key: it.key, Value: it.value, Flags: it.flags, Expiration: mcExpiration(it.ttl)}); err != nil {
 				return err
 			}
 		}
@@ -144,7 +145,7 @@ func (n mcNode) addMulti(ctx context.Context, items []item) ([]bool, error) {
 	return call(ctx, func() ([]bool, error) {
 		stored := make([]bool, len(items))
 		for i, it := range items {
-			err := n.mc.Add(&memcache.Item{Key: it.key, Value: it.value, Expiration: mcExpiration(it.ttl)})
+			err := n.mc.Add(&memcache.Item{Key: it.key, Value: it.value, Flags: it.flags, Expiration: mcExpiration(it.ttl)})
 			switch {
 			case err == nil:
 				stored[i] = true

@@ -206,7 +206,9 @@ func steps() (prepared int, table []step) {
 		step{"decr missing", func(mc memcacheAPI, key func(string) string) string { return showN(mc.Decrement(key("missing"), 1)) }},
 		step{"incr n 5", func(mc memcacheAPI, key func(string) string) string { return showN(mc.Increment(key("n"), 5)) }},
 		step{"decr n 20", func(mc memcacheAPI, key func(string) string) string { return showN(mc.Decrement(key("n"), 20)) }},
-		step{"incr m wraps", func(mc memcacheAPI, key func(string) string) string { return showN(mc.Increment(key("m"), math.MaxUint64)) }},
+		step{"incr m wraps", func(mc memcacheAPI, key func(string) string) string {
+			return showN(mc.Increment(key("m"), math.MaxUint64))
+		}},
 		step{"incr non-number", func(mc memcacheAPI, key func(string) string) string { return showN(mc.Increment(key("x"), 1)) }},
 		get("n"), get("m"),
 		step{"delete missing", func(mc memcacheAPI, key func(string) string) string { return showErr(mc.Delete(key("missing"))) }},

@@ -61,7 +61,7 @@ func (c *Client) confirm(ctx context.Context, st *state, dst ring.Node, copies [
 		bySrc.addKey(it.src, it.key, i)
 	}
 	bySrc.run(func(b *batch) (err error) {
-		b.got, err = b.conn.getMulti(ctx, b.keys, false)
+		b.got, err = present(ctx, b.conn, b.keys)
 		return err
 	})
 	var gone []string

@@ -157,14 +157,26 @@ func (c *Client) fallbackGetItem(ctx context.Context, r route, key string) (*Ite
 // migration the items found on old owners are read back from their new
 // owners after the backfill, for the CAS ids there.
 func (c *Client) GetItems(ctx context.Context, keys []string) (map[string]*Item, error) {
+	hits := make(map[string]*Item, len(keys))
+	err := c.GetItemsFunc(ctx, keys, func(it Item) { hits[it.Key] = &it })
+	if errors.Is(err, ErrMalformedKey) || err == ErrClosed {
+		return nil, err // nothing was asked
+	}
+	return hits, err
+}
+
+// GetItemsFunc is GetItems calling hit with each item found instead of
+// building a map, on this goroutine: a program that builds a map of its own
+// type saves one. During a migration a key may be reported twice; the later
+// report is current.
+func (c *Client) GetItemsFunc(ctx context.Context, keys []string, hit func(Item)) error {
 	st, now, err := c.beginMulti(keys)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	hits := make(map[string]*Item, len(keys))
 	var copied []string
 	err = c.getMulti(ctx, st, now, keys, func(it *item) {
-		hits[it.key] = it.export()
+		hit(Item{Key: it.key, Value: it.value, Flags: it.flags, CasID: it.cas})
 		if it.src.Addr != "" {
 			copied = append(copied, it.key)
 		}
@@ -181,13 +193,13 @@ func (c *Client) GetItems(ctx context.Context, keys []string) (map[string]*Item,
 		})
 		for _, b := range again.list {
 			for i := range b.got {
-				if b.got[i].found {
-					hits[b.keys[i]] = b.got[i].export()
+				if it := &b.got[i]; it.found {
+					hit(Item{Key: it.key, Value: it.value, Flags: it.flags, CasID: it.cas})
 				}
 			}
 		}
 	}
-	return hits, err
+	return err
 }
 
 // Store writes it under op's condition (see StoreOp). During a migration:

@@ -188,13 +188,18 @@ func (c *Client) Get(key string) (*memcache.Item, error) {
 // may have fewer elements than the input slice, due to cache misses. When a
 // node fails, the items of the others are returned with the error.
 func (c *Client) GetMulti(keys []string) (map[string]*memcache.Item, error) {
-	hits, err := c.c.GetItems(c.ctx(), keys)
-	if hits == nil {
-		return nil, mcErr(err)
-	}
-	m := make(map[string]*memcache.Item, len(hits))
-	for k, it := range hits {
-		m[k] = mcItem(it)
+	m := make(map[string]*memcache.Item, len(keys))
+	// One allocation for all the items rather than one each.
+	buf := make([]memcache.Item, 0, len(keys))
+	err := c.c.GetItemsFunc(c.ctx(), keys, func(it client.Item) {
+		if len(buf) == cap(buf) { // a key reported twice during a migration
+			buf = make([]memcache.Item, 0, len(keys))
+		}
+		buf = append(buf, memcache.Item{Key: it.Key, Value: it.Value, Flags: it.Flags, CasID: it.CasID})
+		m[it.Key] = &buf[len(buf)-1]
+	})
+	if errors.Is(err, client.ErrMalformedKey) {
+		return nil, memcache.ErrMalformedKey
 	}
 	return m, mcErr(err)
 }

@@ -102,8 +102,8 @@ func (unknownNode) incrDecr(context.Context, string, uint64, bool) (uint64, erro
 	return 0, ErrUnknownNode
 }
 
-func (it *item) export() *Item {
-	return &Item{Key: it.key, Value: it.value, Flags: it.flags, CasID: it.cas}
+func (it *item) export() Item {
+	return Item{Key: it.key, Value: it.value, Flags: it.flags, CasID: it.cas}
 }
 
 // failedItem is failed for the item operations, whose ErrCASConflict is an
@@ -119,10 +119,10 @@ func failItem(op string, n ring.Node, key string, err error) error {
 // During a migration a miss on the new owner falls back to the old owner
 // and backfills the new one, as Get does; the item returned then carries
 // the new owner's CAS id, so a StoreCAS after it succeeds.
-func (c *Client) GetItem(ctx context.Context, key string) (*Item, error) {
+func (c *Client) GetItem(ctx context.Context, key string) (Item, error) {
 	r, err := c.begin(key)
 	if err != nil {
-		return nil, err
+		return Item{}, err
 	}
 	it, err := items(r.st.conn(r.New)).getItem(ctx, key)
 	if cs := r.counters(); cs != nil {
@@ -134,7 +134,7 @@ func (c *Client) GetItem(ctx context.Context, key string) (*Item, error) {
 		}
 	}
 	if err != nil {
-		return nil, fail("get", r.New, key, err)
+		return Item{}, fail("get", r.New, key, err)
 	}
 	return it.export(), nil
 }
@@ -142,10 +142,10 @@ func (c *Client) GetItem(ctx context.Context, key string) (*Item, error) {
 // fallbackGetItem brings key over from its old owner and reads it back from
 // the new one, for its CAS id there; the old owner's item when no copy was
 // made.
-func (c *Client) fallbackGetItem(ctx context.Context, r route, key string) (*Item, error) {
+func (c *Client) fallbackGetItem(ctx context.Context, r route, key string) (Item, error) {
 	old, err := c.fallbackItem(ctx, r, key)
 	if err != nil {
-		return nil, err
+		return Item{}, err
 	}
 	if it, err := items(r.st.conn(r.New)).getItem(ctx, key); err == nil {
 		return it.export(), nil
@@ -176,7 +176,7 @@ func (c *Client) GetItemsFunc(ctx context.Context, keys []string, hit func(Item)
 	}
 	var copied []string
 	err = c.getMulti(ctx, st, now, keys, func(it *item) {
-		hit(Item{Key: it.key, Value: it.value, Flags: it.flags, CasID: it.cas})
+		hit(it.export())
 		if it.src.Addr != "" {
 			copied = append(copied, it.key)
 		}
@@ -194,7 +194,7 @@ func (c *Client) GetItemsFunc(ctx context.Context, keys []string, hit func(Item)
 		for _, b := range again.list {
 			for i := range b.got {
 				if it := &b.got[i]; it.found {
-					hit(Item{Key: it.key, Value: it.value, Flags: it.flags, CasID: it.cas})
+					hit(it.export())
 				}
 			}
 		}
@@ -212,7 +212,7 @@ func (c *Client) GetItemsFunc(ctx context.Context, keys []string, hit func(Item)
 //     deleted there instead, as Incr does, rather than left to drift.
 //   - StoreCAS on a key only the old owner holds (its CasID came from there)
 //     swaps there, and the new owner gets the item swapped in.
-func (c *Client) Store(ctx context.Context, op StoreOp, it *Item) error {
+func (c *Client) Store(ctx context.Context, op StoreOp, it Item) error {
 	if op < StoreSet || op > StoreCAS {
 		return fmt.Errorf("%w: store operation %v", ErrBadOptions, op)
 	}
@@ -280,10 +280,10 @@ func (c *Client) Store(ctx context.Context, op StoreOp, it *Item) error {
 // command (Memcached gat, Redis GETEX), or returns ErrCacheMiss. The item
 // has no CAS id. During a migration a key only the old owner holds is
 // brought over first, and the old owner's copy is touched too.
-func (c *Client) GetAndTouch(ctx context.Context, key string, ttl time.Duration) (*Item, error) {
+func (c *Client) GetAndTouch(ctx context.Context, key string, ttl time.Duration) (Item, error) {
 	r, err := c.beginTTL(key, ttl)
 	if err != nil {
-		return nil, err
+		return Item{}, err
 	}
 	it, err := items(r.st.conn(r.New)).getAndTouch(ctx, key, ttl)
 	if err == ErrCacheMiss && r.Dual {
@@ -292,7 +292,7 @@ func (c *Client) GetAndTouch(ctx context.Context, key string, ttl time.Duration)
 		}
 	}
 	if err != nil {
-		return nil, fail("gat", r.New, key, err)
+		return Item{}, fail("gat", r.New, key, err)
 	}
 	if r.Dual {
 		c.copyToOld(r, func(n node) error { return n.touch(ctx, key, ttl) })

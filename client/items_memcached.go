@@ -11,8 +11,15 @@ import (
 // Memcached's item operations: gomemcache's own, one command each.
 
 func (n mcNode) getItem(ctx context.Context, key string) (item, error) {
-	it, err := call(ctx, func() (*memcache.Item, error) { return n.mc.Get(key) })
-	if err != nil {
+	var it *memcache.Item
+	var err error
+	if ctx.Done() == nil { // call's fast path, without allocating the closure
+		if it, err = n.mc.Get(key); err != nil {
+			return item{}, mcErr(err)
+		}
+		return mcItem(it), nil
+	}
+	if it, err = call(ctx, func() (*memcache.Item, error) { return n.mc.Get(key) }); err != nil {
 		return item{}, err
 	}
 	return mcItem(it), nil

@@ -15,32 +15,32 @@ func TestItemsMemcached(t *testing.T) {
 	cl := newCluster(t, "memcached", 3)
 	c := cl.client(t, Options{})
 
-	if err := c.Store(ctx, StoreSet, &Item{Key: "f", Value: []byte("v"), Flags: 42}); err != nil {
+	if err := c.Store(ctx, StoreSet, Item{Key: "f", Value: []byte("v"), Flags: 42}); err != nil {
 		t.Fatal(err)
 	}
 	it, err := c.GetItem(ctx, "f")
 	if err != nil || string(it.Value) != "v" || it.Flags != 42 || it.CasID == 0 {
 		t.Fatalf("GetItem = %+v, %v; want v, flags 42, a CAS id", it, err)
 	}
-	stale := *it
+	stale := it
 	it.Value = []byte("w")
 	if err := c.Store(ctx, StoreCAS, it); err != nil {
 		t.Fatalf("CAS with a fresh id: %v", err)
 	}
-	if err := c.Store(ctx, StoreCAS, &stale); !errors.Is(err, ErrCASConflict) {
+	if err := c.Store(ctx, StoreCAS, stale); !errors.Is(err, ErrCASConflict) {
 		t.Fatalf("CAS with a stale id = %v, want ErrCASConflict", err)
 	}
-	if err := c.Store(ctx, StoreReplace, &Item{Key: "absent", Value: []byte("x")}); !errors.Is(err, ErrNotStored) {
+	if err := c.Store(ctx, StoreReplace, Item{Key: "absent", Value: []byte("x")}); !errors.Is(err, ErrNotStored) {
 		t.Fatalf("Replace of an absent key = %v, want ErrNotStored", err)
 	}
-	if err := c.Store(ctx, StoreAppend, &Item{Key: "f", Value: []byte(">")}); err != nil {
+	if err := c.Store(ctx, StoreAppend, Item{Key: "f", Value: []byte(">")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Store(ctx, StorePrepend, &Item{Key: "f", Value: []byte("<")}); err != nil {
+	if err := c.Store(ctx, StorePrepend, Item{Key: "f", Value: []byte("<")}); err != nil {
 		t.Fatal(err)
 	}
 	mustGet(t, c, "f", "<w>")
-	if err := c.Store(ctx, StoreOp(99), &Item{Key: "f"}); !errors.Is(err, ErrBadOptions) {
+	if err := c.Store(ctx, StoreOp(99), Item{Key: "f"}); !errors.Is(err, ErrBadOptions) {
 		t.Fatalf("Store(99) = %v, want ErrBadOptions", err)
 	}
 	if _, err := c.Increment(ctx, "counter", 1); !errors.Is(err, ErrCacheMiss) {
@@ -83,7 +83,7 @@ func TestItemsDuringMigration(t *testing.T) {
 		if i > 0 {
 			v = "v" + k
 		}
-		if err := c.Store(ctx, StoreSet, &Item{Key: k, Value: []byte(v), Flags: uint32(i + 1)}); err != nil {
+		if err := c.Store(ctx, StoreSet, Item{Key: k, Value: []byte(v), Flags: uint32(i + 1)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -106,10 +106,10 @@ func TestItemsDuringMigration(t *testing.T) {
 	if v, err := c.Increment(ctx, keys[0], 2); err != nil || v != 3 {
 		t.Fatalf("Increment of a counter on its old owner = %d, %v; want 3", v, err)
 	}
-	if err := c.Store(ctx, StoreReplace, &Item{Key: keys[1], Value: []byte("r"), Flags: 7}); err != nil {
+	if err := c.Store(ctx, StoreReplace, Item{Key: keys[1], Value: []byte("r"), Flags: 7}); err != nil {
 		t.Fatalf("Replace of a key on its old owner: %v", err)
 	}
-	if err := c.Store(ctx, StoreAppend, &Item{Key: keys[2], Value: []byte("+")}); err != nil {
+	if err := c.Store(ctx, StoreAppend, Item{Key: keys[2], Value: []byte("+")}); err != nil {
 		t.Fatalf("Append to a key on its old owner: %v", err)
 	}
 	if got := string(onNew(keys[2])); got != "v"+keys[2]+"+" {
@@ -136,7 +136,7 @@ func TestItemsDuringMigration(t *testing.T) {
 	if err := c.Store(ctx, StoreCAS, it); err != nil {
 		t.Fatalf("CAS with the id GetItem returned during the window: %v", err)
 	}
-	if err := c.Store(ctx, StoreAdd, &Item{Key: keys[5], Value: []byte("x")}); !errors.Is(err, ErrNotStored) {
+	if err := c.Store(ctx, StoreAdd, Item{Key: keys[5], Value: []byte("x")}); !errors.Is(err, ErrNotStored) {
 		t.Fatalf("Add of a key on its old owner = %v, want ErrNotStored", err)
 	}
 	if got, err := c.GetAndTouch(ctx, keys[6], time.Hour); err != nil || got.Flags != 7 {
@@ -153,7 +153,7 @@ func TestItemsDuringMigration(t *testing.T) {
 		t.Fatalf("GetItems = %v, %v", hits, err)
 	}
 	hits[keys[8]].Value = []byte("cas-after-getitems")
-	if err := c.Store(ctx, StoreCAS, hits[keys[8]]); err != nil {
+	if err := c.Store(ctx, StoreCAS, *hits[keys[8]]); err != nil {
 		t.Fatalf("CAS with the id GetItems returned during the window: %v", err)
 	}
 	if got := string(onNew(keys[8])); got != "cas-after-getitems" {
@@ -176,24 +176,24 @@ func TestItemsRedis(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			cl := newCluster(t, kind, 2)
 			c := cl.client(t, Options{})
-			if err := c.Store(ctx, StoreReplace, &Item{Key: "k", Value: []byte("x")}); !errors.Is(err, ErrNotStored) {
+			if err := c.Store(ctx, StoreReplace, Item{Key: "k", Value: []byte("x")}); !errors.Is(err, ErrNotStored) {
 				t.Fatalf("Replace of an absent key = %v, want ErrNotStored", err)
 			}
-			if err := c.Store(ctx, StoreSet, &Item{Key: "k", Value: []byte("v")}); err != nil {
+			if err := c.Store(ctx, StoreSet, Item{Key: "k", Value: []byte("v")}); err != nil {
 				t.Fatal(err)
 			}
-			if err := c.Store(ctx, StoreReplace, &Item{Key: "k", Value: []byte("r")}); err != nil {
+			if err := c.Store(ctx, StoreReplace, Item{Key: "k", Value: []byte("r")}); err != nil {
 				t.Fatal(err)
 			}
 			if got, err := c.GetAndTouch(ctx, "k", time.Hour); err != nil || string(got.Value) != "r" {
 				t.Fatalf("GetAndTouch = %+v, %v", got, err)
 			}
 			for _, op := range []StoreOp{StoreAppend, StorePrepend, StoreCAS} {
-				if err := c.Store(ctx, op, &Item{Key: "k", Value: []byte("x")}); !errors.Is(err, ErrUnsupported) {
+				if err := c.Store(ctx, op, Item{Key: "k", Value: []byte("x")}); !errors.Is(err, ErrUnsupported) {
 					t.Errorf("%v on Redis = %v, want ErrUnsupported", op, err)
 				}
 			}
-			if err := c.Store(ctx, StoreSet, &Item{Key: "k", Value: []byte("x"), Flags: 1}); !errors.Is(err, ErrUnsupported) {
+			if err := c.Store(ctx, StoreSet, Item{Key: "k", Value: []byte("x"), Flags: 1}); !errors.Is(err, ErrUnsupported) {
 				t.Errorf("flags on Redis = %v, want ErrUnsupported", err)
 			}
 			if _, err := c.Increment(ctx, "k", 1); !errors.Is(err, ErrUnsupported) {

@@ -181,7 +181,7 @@ func (c *Client) Get(key string) (*memcache.Item, error) {
 	if err != nil {
 		return nil, mcErr(err)
 	}
-	return mcItem(it), nil
+	return mcItem(&it), nil
 }
 
 // GetMulti is a batch version of Get. The returned map from keys to items
@@ -195,7 +195,7 @@ func (c *Client) GetMulti(keys []string) (map[string]*memcache.Item, error) {
 		if len(buf) == cap(buf) { // a key reported twice during a migration
 			buf = make([]memcache.Item, 0, len(keys))
 		}
-		buf = append(buf, memcache.Item{Key: it.Key, Value: it.Value, Flags: it.Flags, CasID: it.CasID})
+		buf = append(buf, *mcItem(&it))
 		m[it.Key] = &buf[len(buf)-1]
 	})
 	if errors.Is(err, client.ErrMalformedKey) {
@@ -240,7 +240,7 @@ func (c *Client) store(op client.StoreOp, item *memcache.Item) error {
 	if err != nil {
 		return err
 	}
-	return mcErr(c.c.Store(ctx, op, &client.Item{
+	return mcErr(c.c.Store(ctx, op, client.Item{
 		Key: item.Key, Value: item.Value, Flags: item.Flags, TTL: ttl, CasID: item.CasID,
 	}))
 }
@@ -302,7 +302,7 @@ func (c *Client) GetAndTouch(key string, expiration int32) (*memcache.Item, erro
 	if err != nil {
 		return nil, mcErr(err)
 	}
-	return mcItem(it), nil
+	return mcItem(&it), nil
 }
 
 // Ping checks that every node is alive. It returns an error if any of them

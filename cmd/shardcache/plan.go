@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/shardcache/shardcache/internal/sim"
+	"github.com/shardcache/shardcache/cmd/shardcache/internal/sim"
 	"github.com/shardcache/shardcache/ring"
 )
 
@@ -48,8 +48,8 @@ type planReport struct {
 	// MinMoved is the least any placement must move to reach the new ideal
 	// shares: the sum of the ideal shares that nodes lose.
 	MinMoved float64 `json:"min_moved"`
-	// ModNMoved is what hash(key) % N over the same lists, in their order,
-	// would move.
+	// ModNMoved is what hash(key) % N over the same lists' servers, in
+	// their order, would move (ring.ModuloMoved).
 	ModNMoved float64 `json:"mod_n_moved"`
 	// Flows are the fractions of all keys going from each node to each,
 	// staying put included (from == to); ring.Flows.
@@ -128,6 +128,16 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// modulo is the mod-N placement of nodes that plan compares with: the ring's
+// hash of the key, modulo the slots, each address Weight times in order.
+func modulo(nodes []ring.Node) (*ring.Modulo, error) {
+	slots, err := ring.ModuloSlots(nodes)
+	if err != nil {
+		return nil, err
+	}
+	return ring.NewModulo(slots, ring.WithModuloHash(ring.ModuloMurmur3), ring.WithModuloHashTag("{}"))
+}
+
 // makePlan computes the plan of a change from one node list to another.
 func makePlan(fromNodes, toNodes []ring.Node, vnodes int, hitRate float64) (*planReport, error) {
 	before, err := ring.New(fromNodes, ring.WithVnodes(vnodes))
@@ -138,19 +148,20 @@ func makePlan(fromNodes, toNodes []ring.Node, vnodes int, hitRate float64) (*pla
 	if err != nil {
 		return nil, fmt.Errorf("--to: %w", err)
 	}
-	modFrom, err := sim.NewModN(fromNodes)
+	modFrom, err := modulo(fromNodes)
 	if err != nil {
 		return nil, fmt.Errorf("--from: %w", err)
 	}
-	modTo, err := sim.NewModN(toNodes)
+	modTo, err := modulo(toNodes)
 	if err != nil {
 		return nil, fmt.Errorf("--to: %w", err)
 	}
+	modMoved, _ := ring.ModuloMoved(modFrom, modTo)
 
 	rep := &planReport{
 		From: formatNodes(fromNodes), To: formatNodes(toNodes), Vnodes: vnodes,
 		Moved:         ring.Moved(before, after),
-		ModNMoved:     sim.ModNMoved(modFrom, modTo),
+		ModNMoved:     modMoved,
 		SteadyHitRate: hitRate,
 	}
 	byName := map[string]*planNode{}

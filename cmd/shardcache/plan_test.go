@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shardcache/shardcache/internal/sim"
+	"github.com/shardcache/shardcache/cmd/shardcache/internal/sim"
 	"github.com/shardcache/shardcache/ring"
 )
 
@@ -72,9 +72,9 @@ func TestPlanMatchesRing(t *testing.T) {
 
 	// After the switch: the hit rate loses the keys that moved, unless
 	// the dual-ring migration finds them.
-	modFrom, _ := sim.NewModN(mustNodes(t, from))
-	modTo, _ := sim.NewModN(mustNodes(t, to))
-	modMoved := sim.ModNMoved(modFrom, modTo)
+	modFrom, _ := modulo(mustNodes(t, from))
+	modTo, _ := modulo(mustNodes(t, to))
+	modMoved, _ := ring.ModuloMoved(modFrom, modTo)
 	want := map[string][2]float64{
 		"mod-N":     {0.9 * (1 - modMoved), (1 - 0.9*(1-modMoved)) / 0.1},
 		"ring":      {0.9 * (1 - rep.Moved), (1 - 0.9*(1-rep.Moved)) / 0.1},

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/shardcache/shardcache/client"
-	"github.com/shardcache/shardcache/internal/sim"
+	"github.com/shardcache/shardcache/cmd/shardcache/internal/sim"
 	"github.com/shardcache/shardcache/ring"
 )
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shardcache/shardcache/internal/sim"
+	"github.com/shardcache/shardcache/cmd/shardcache/internal/sim"
 )
 
 // The chart's geometry, in SVG user units (pixels).

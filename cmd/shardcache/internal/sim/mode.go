@@ -20,22 +20,32 @@ type database struct {
 	version []uint32
 }
 
+// modulo is the mod-N placement of nodes: ring.Hash(key) % N over their
+// addresses in the order given, each Weight times.
+func modulo(nodes []ring.Node) (*ring.Modulo, error) {
+	slots, err := ring.ModuloSlots(nodes)
+	if err != nil {
+		return nil, err
+	}
+	return ring.NewModulo(slots, ring.WithModuloHash(ring.ModuloMurmur3), ring.WithModuloHashTag("{}"))
+}
+
 // runMode runs the whole workload in one mode on cl.
 func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *cluster, keys []string, progress func()) (ModeResult, error) {
 	res := ModeResult{Mode: mode, Steps: make([]Step, cfg.Steps)}
 	opts := client.Options{Backend: cfg.Backend, Vnodes: cfg.Vnodes, Now: cl.clock.Now, NewRedisClient: cl.redis}
 	var reshard func(*client.Client) error
 	if mode == ModeModN {
-		from, err := NewModN(cl.from)
+		from, err := modulo(cl.from)
 		if err != nil {
 			return res, err
 		}
-		to, err := NewModN(cl.to)
+		to, err := modulo(cl.to)
 		if err != nil {
 			return res, err
 		}
 		opts.Placement = from
-		res.Moved = ModNMoved(from, to)
+		res.Moved, _ = ring.ModuloMoved(from, to)
 		reshard = func(c *client.Client) error { return c.ReshardTo(to, 0) }
 	} else {
 		opts.Nodes = cl.from

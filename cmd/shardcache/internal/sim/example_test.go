@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/shardcache/shardcache/internal/sim"
+	"github.com/shardcache/shardcache/cmd/shardcache/internal/sim"
 )
 
 // A short run of the default change, 8 nodes down to 6: how low the hit

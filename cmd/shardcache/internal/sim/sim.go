@@ -5,8 +5,8 @@
 // The same request stream runs in each of three modes, through the real
 // client package, each against servers of its own:
 //
-//   - ModeModN: placement by hash(key) % N (ModN), switched at once with
-//     ReshardTo(ModN, 0), as a plain sharded client does;
+//   - ModeModN: placement by hash(key) % N (ring.Modulo), switched at once with
+//     ReshardTo(modulo, 0), as a plain sharded client does;
 //   - ModeRing: the consistent-hash ring, switched at once with Reshard(nodes, 0);
 //   - ModeDualRing: the ring with a dual-ring migration, Reshard(nodes, Window).
 //
@@ -245,7 +245,7 @@ func (c *Config) init() error {
 		if _, err := ring.New(nodes, ring.WithVnodes(c.Vnodes)); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadConfig, err)
 		}
-		if _, err := NewModN(nodes); err != nil {
+		if _, err := modulo(nodes); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadConfig, err)
 		}
 	}
@@ -308,7 +308,7 @@ type ModeResult struct {
 	// Mode is the mode run.
 	Mode Mode
 	// Moved is the exact fraction of keys whose node changes at the
-	// reshard (ring.Moved, or ModNMoved).
+	// reshard (ring.Moved, or ring.ModuloMoved).
 	Moved float64
 	// Steps has one entry per step; step ReshardAt is the first after the
 	// reshard.

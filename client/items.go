@@ -106,7 +106,7 @@ func (it *item) export() Item {
 	return Item{Key: it.key, Value: it.value, Flags: it.flags, CasID: it.cas}
 }
 
-// failedItem is failed for the item operations, whose ErrCASConflict is an
+// failItem is fail for the item operations, whose ErrCASConflict is an
 // answer too.
 func failItem(op string, n ring.Node, key string, err error) error {
 	if err == ErrCASConflict {

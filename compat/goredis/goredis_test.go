@@ -431,6 +431,15 @@ func TestCrossShardRefused(t *testing.T) {
 	if got, err := rdb.SUnion(ctx, "{u}:a", "{u}:b").Result(); err != nil || len(got) != 2 {
 		t.Fatalf("SUNION within a hash tag = %v, %v", got, err)
 	}
+	cmds, _ := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Get(ctx, "{u}:c")
+		p.SUnion(ctx, a, b)
+		p.SCard(ctx, a)
+		return nil
+	})
+	if len(cmds) != 3 || !errors.Is(cmds[1].Err(), ErrCrossShard) || cmds[2].(*redis.IntCmd).Val() != 1 {
+		t.Fatalf("a pipeline with SUNION across nodes: %v", cmds)
+	}
 	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Incr(ctx, a)
 		p.Incr(ctx, b)

@@ -28,6 +28,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"fmt"
 	"runtime"
 	"sync"
@@ -107,9 +108,32 @@ type Options struct {
 	// Now is the clock; tests set it. Default time.Now.
 	Now func() time.Time
 
+	// Username, Password, DB and TLSConfig log in to every node and protect
+	// its connections: the nodes of Nodes, those of MigrateFrom, and those
+	// of every later Reshard. For Redis they are go-redis's fields of the
+	// same names: an ACL user (empty: "default") or requirepass, and the
+	// database to SELECT. For Memcached, Username and Password are its ASCII
+	// authentication (memcached -Y), sent on each new connection; DB must
+	// be 0. TLSConfig, when set, makes every connection TLS (memcached -Z,
+	// redis-server --tls-port); an empty ServerName becomes the host of the
+	// node's address. Default none: no login, no TLS.
+	//
+	// A refused login or a TLS failure is ErrAuth, a Redis ACL refusal
+	// ErrNoPerm. Options and Credentials print with the password redacted.
+	Username  string
+	Password  string
+	DB        int
+	TLSConfig *tls.Config
+	// NodeCredentials, when set, returns the credentials of node n, given
+	// those of the fields above: for fleets whose nodes differ. It is called
+	// each time the client sets a node up (in New, and in Reshard for a node
+	// it has no pool for).
+	NodeCredentials func(n ring.Node, c Credentials) Credentials
+
 	// NewRedisClient, when set, makes the go-redis client of every Redis
 	// node, the initial ones included, instead of redis.NewClient with the
-	// options above: add hooks (redisotel, logging) or TLS here.
+	// options above: add hooks (redisotel, logging) here. It cannot be
+	// combined with the credential fields above, which it would not apply.
 	NewRedisClient func(ring.Node) *redis.Client
 	// NewMemcacheClient does the same for Memcached nodes.
 	NewMemcacheClient func(ring.Node) *memcache.Client
@@ -194,6 +218,9 @@ func New(opts Options) (*Client, error) {
 	if opts.Vnodes < 0 {
 		return nil, fmt.Errorf("%w: Vnodes %d", ErrBadOptions, opts.Vnodes)
 	}
+	if (opts.NewRedisClient != nil || opts.NewMemcacheClient != nil) && opts.secured() {
+		return nil, fmt.Errorf("%w: NewRedisClient or NewMemcacheClient with credentials or TLS, which they would not apply", ErrBadOptions)
+	}
 	if opts.Placement != nil && len(opts.Nodes) > 0 {
 		return nil, fmt.Errorf("%w: give Nodes or Placement, not both", ErrBadOptions)
 	}
@@ -253,20 +280,30 @@ func (c *Client) placement(p ring.Locator, nodes []ring.Node) (ring.Locator, err
 // dial makes the client of one node; no connection is opened yet.
 func (c *Client) dial(n ring.Node) (node, error) {
 	o := &c.opts
+	if o.Backend == Memcached && o.NewMemcacheClient != nil {
+		return mcNode{o.NewMemcacheClient(n)}, nil
+	}
+	if o.Backend == Redis && o.NewRedisClient != nil {
+		return redisNode{o.NewRedisClient(n)}, nil
+	}
+	d, err := o.newNodeDialer(n)
+	if err != nil {
+		return nil, err
+	}
 	if o.Backend == Memcached {
-		if o.NewMemcacheClient != nil {
-			return mcNode{o.NewMemcacheClient(n)}, nil
-		}
 		mc := memcache.New(n.Addr)
 		mc.Timeout = max(o.ReadTimeout, o.WriteTimeout, o.DialTimeout)
 		mc.MaxIdleConns = o.PoolSize
+		mc.DialContext = d.dial
 		return mcNode{mc}, nil
 	}
-	if o.NewRedisClient != nil {
-		return redisNode{o.NewRedisClient(n)}, nil
-	}
-	return redisNode{redis.NewClient(&redis.Options{
+	rdb := redis.NewClient(&redis.Options{
 		Addr:                  n.Addr,
+		Dialer:                d.dial, // TCP and TLS; go-redis logs in with the fields below
+		TLSConfig:             d.tls,  // not dialed with (Dialer is): tells go-redis TLS is on
+		Username:              d.creds.Username,
+		Password:              d.creds.Password,
+		DB:                    d.creds.DB,
 		DialTimeout:           o.DialTimeout,
 		ReadTimeout:           o.ReadTimeout,
 		WriteTimeout:          o.WriteTimeout,
@@ -279,7 +316,11 @@ func (c *Client) dial(n ring.Node) (node, error) {
 		// count twice, and for a cache a fast miss beats a slow retry (a host
 		// that drops packets cost 4 × DialTimeout per call with go-redis's 3).
 		MaxRetries: -1,
-	})}, nil
+	})
+	if d.creds.Password != "" {
+		rdb.AddHook(redactHook{d.creds.Password})
+	}
+	return redisNode{rdb}, nil
 }
 
 // Close closes every node's pool and stops the backfill worker. Operations

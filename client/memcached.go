@@ -34,12 +34,14 @@ func mcExpiration(ttl time.Duration) int32 {
 
 func mcErr(err error) error {
 	switch {
+	case err == nil:
+		return nil
 	case errors.Is(err, memcache.ErrCacheMiss):
 		return ErrCacheMiss
 	case errors.Is(err, memcache.ErrNotStored):
 		return ErrNotStored
 	}
-	return err
+	return authErr(err)
 }
 
 // call runs fn, returning early with the context's error when ctx is done

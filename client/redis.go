@@ -24,9 +24,10 @@ func redisTTL(ttl time.Duration) time.Duration {
 	return ttl
 }
 
-// redisErr maps go-redis errors: redis.Nil is a miss, and a network timeout
+// redisErr maps go-redis errors: redis.Nil is a miss, a network timeout
 // caused by the context's deadline says so (go-redis returns the bare
-// timeout when it does not retry).
+// timeout when it does not retry), and a refused login or command is
+// ErrAuth or ErrNoPerm.
 func redisErr(ctx context.Context, err error) error {
 	switch {
 	case err == nil:
@@ -42,7 +43,7 @@ func redisErr(ctx context.Context, err error) error {
 	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) && errors.As(err, &ne) && ne.Timeout() {
 		return fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 	}
-	return err
+	return authErr(err)
 }
 
 func (n redisNode) get(ctx context.Context, key string) ([]byte, error) {

@@ -37,7 +37,9 @@ it jumps one --step after each step, so the default run, 20 minutes of
 traffic, takes seconds, and is the same for the same --seed. With --redis or
 --memcached the servers are real and so is the clock: each step lasts
 --real-step, and the TTL and window shrink in proportion; the modes share the
-servers, with keys of their own, and the results vary from run to run. With
+servers, with keys of their own, and the results vary from run to run.
+Servers that want a password or TLS: --username, --password-file (or the
+password in $SHARDCACHE_REDIS_PASSWORD), --tls and the --tls-* flags. With
 no flags: 8 nodes down to 6, the collapse the README describes.`
 
 // simFlags are simulate's command line.
@@ -57,6 +59,7 @@ type simFlags struct {
 	svg               string
 	asJSON, quiet     bool
 	every             int
+	conn              *connFlags
 }
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -86,6 +89,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON, every step included, instead of tables")
 	fs.IntVar(&f.every, "every", 5, "print every Nth step in the table (the reshard and the extremes always)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar on stderr")
+	f.conn = addConnFlags(fs)
 	if code, done := parseFlags(fs, args, stdout); done {
 		return code
 	}
@@ -95,6 +99,13 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	cfg, note, err := f.config(set)
 	if err != nil {
 		return badInput(stderr, "simulate", "%v", err)
+	}
+	if cfg.Servers != nil {
+		conn, err := f.conn.resolve(os.Getenv, stderr)
+		if err != nil {
+			return badInput(stderr, "simulate", "%v", err)
+		}
+		cfg.Connect = conn.apply
 	}
 	if note != "" && !f.quiet {
 		fmt.Fprintln(stderr, note)
@@ -226,6 +237,9 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 		servers, flagName, cfg.Backend = f.memcached, "memcached", client.Memcached
 	}
 	if servers == "" {
+		if f.conn.given() {
+			return cfg, "", errors.New("--username, --password-file and the --tls flags need --redis or --memcached")
+		}
 		return cfg, "", nil
 	}
 	for _, a := range strings.Split(servers, ",") {

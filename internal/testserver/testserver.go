@@ -5,6 +5,10 @@
 // puts the server's own output in the failure message when it does not come
 // up. A missing binary skips the test, except under CI=true where it fails:
 // CI must never pass by skipping the tests that matter.
+//
+// SecureRedis and SecureMemcached (secure.go) start servers that require a
+// password, ACL users or TLS, with certificates from a CA made for the test
+// (NewCA).
 package testserver
 
 import (
@@ -294,6 +298,11 @@ func probeRedis(ports []int, pid int) error {
 		return err
 	}
 	defer c.Close()
+	return redisAnswers(c, r, pid)
+}
+
+// redisAnswers is probeRedis on a connection made (and logged in) already.
+func redisAnswers(c net.Conn, r *bufio.Reader, pid int) error {
 	if _, err := io.WriteString(c, "*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n"); err != nil {
 		return err
 	}
@@ -323,6 +332,12 @@ func probeMemcached(ports []int, pid int) error {
 		return err
 	}
 	defer c.Close()
+	return memcachedAnswers(c, r, pid)
+}
+
+// memcachedAnswers is probeMemcached on a connection made (and logged in)
+// already.
+func memcachedAnswers(c net.Conn, r *bufio.Reader, pid int) error {
 	if _, err := io.WriteString(c, "version\r\nstats\r\n"); err != nil {
 		return err
 	}

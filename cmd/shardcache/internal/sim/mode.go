@@ -34,6 +34,9 @@ func modulo(nodes []ring.Node) (*ring.Modulo, error) {
 func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *cluster, keys []string, progress func()) (ModeResult, error) {
 	res := ModeResult{Mode: mode, Steps: make([]Step, cfg.Steps)}
 	opts := client.Options{Backend: cfg.Backend, Vnodes: cfg.Vnodes, Now: cl.clock.Now, NewRedisClient: cl.redis}
+	if cfg.Connect != nil && cfg.Servers != nil {
+		cfg.Connect(&opts)
+	}
 	var reshard func(*client.Client) error
 	if mode == ModeModN {
 		from, err := modulo(cl.from)

@@ -166,6 +166,10 @@ type Config struct {
 	// prefixes of their own, and run at the same time.
 	Servers []string
 	Backend client.Backend
+	// Connect, when set, completes the options of every client on Servers:
+	// credentials and TLS (client.Options.Password, TLSConfig...). It is
+	// not part of the JSON form, so no secret is printed with the result.
+	Connect func(*client.Options) `json:"-"`
 
 	// Progress, when set, is called after each step of each mode, from the
 	// modes' goroutines, with the steps done and the total.

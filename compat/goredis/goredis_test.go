@@ -124,7 +124,7 @@ func steps() (prepared int, table []step) {
 			return r.MGet(ctx, k("a"), k("missing"), k("b"), k("h"), k("e"))
 		}),
 		one("mset", func(ctx X, r C, k K) redis.Cmder {
-			return r.MSet(ctx, k("m1"), "1", k("m2"), "2", k("m3"), 3, k("a"), "va2")
+			return r.MSet(ctx, k("m1"), "1", k("m2"), "2", k("m3"), 3, k("a"), "first", k("a"), "va2")
 		}),
 		one("mget after mset", func(ctx X, r C, k K) redis.Cmder {
 			return r.MGet(ctx, k("m1"), k("m2"), k("m3"), k("a"))

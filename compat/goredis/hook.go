@@ -162,10 +162,13 @@ func (r *Ring) split(ctx context.Context, cmd redis.Cmder, next send, migrating 
 			} else {
 				byAddr[addr] = g
 			}
-		} else if name == "del" || name == "unlink" {
-			// One key deleted twice counts once.
+		} else if name == "del" || name == "unlink" || name == "mset" {
+			// One key at a time: deleted twice it counts once, set twice
+			// the last value wins.
 			if j, seen := byAddr[k]; seen {
-				g = j
+				if name == "mset" {
+					groups[j] = []int{i}
+				}
 				continue
 			}
 			byAddr[k] = g

@@ -73,7 +73,8 @@ type Ring struct {
 	c      *client.Client
 	vnodes int
 
-	mu       sync.Mutex     // serialises Reshard; guards template
+	reshard  sync.Mutex     // serialises Reshard
+	mu       sync.Mutex     // guards template (taken inside Reshard, by new shards)
 	template *redis.Options // a shard's options, for the client's node clients
 	newShard func(*redis.Options) *redis.Client
 }
@@ -172,8 +173,8 @@ func (r *Ring) Reshard(nodes []ring.Node, window time.Duration) error {
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.reshard.Lock()
+	defer r.reshard.Unlock()
 	cur := r.c.Nodes()
 	// Both placements' shards while the placement switches, so the hash
 	// never names a shard the Ring lacks.

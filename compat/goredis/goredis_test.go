@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shardcache/shardcache/client"
 	"github.com/shardcache/shardcache/internal/testserver"
 	"github.com/shardcache/shardcache/ring"
 )
@@ -454,5 +455,36 @@ func TestCrossShardRefused(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatalf("MULTI/EXEC within a hash tag = %v", err)
+	}
+}
+
+// TestReshardErrors checks that a Reshard during an open window fails with
+// client.ErrMigrationActive and leaves the Ring working, and that the Ring's
+// shards are the new nodes once Reshard returns.
+func TestReshardErrors(t *testing.T) {
+	ctx := context.Background()
+	servers := testserver.Redis(t, 3)
+	nodes := nodesOf(servers)
+	rdb := newRing(t, nodes[:2], Options{})
+	if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Reshard(nil, time.Hour); err == nil {
+		t.Fatal("Reshard to no nodes succeeded")
+	}
+	if err := rdb.Reshard(nodes, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rdb.GetShardClients()); n != 3 {
+		t.Fatalf("%d shards after Reshard to 3 nodes", n)
+	}
+	if err := rdb.Reshard(nodes[:1], time.Hour); !errors.Is(err, client.ErrMigrationActive) {
+		t.Fatalf("Reshard during the window = %v, want ErrMigrationActive", err)
+	}
+	if n := len(rdb.GetShardClients()); n != 3 {
+		t.Fatalf("%d shards after a refused Reshard, want the 3 of the running migration", n)
+	}
+	if v, err := rdb.Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Fatalf("GET after a refused Reshard = %q, %v", v, err)
 	}
 }

@@ -77,10 +77,10 @@ func TestItemsDuringMigration(t *testing.T) {
 	cl := newCluster(t, "memcached", 8)
 	_, from, to, c := eightToSix(t, cl)
 	newRing := mustRing(t, to)
-	keys := dualKeys(t, "items", from, to, 9)
+	keys := dualKeys(t, "items", from, to, 11)
 	for i, k := range keys {
 		v := "1"
-		if i > 0 {
+		if i > 0 && i != 10 {
 			v = "v" + k
 		}
 		if err := c.Store(ctx, StoreSet, Item{Key: k, Value: []byte(v), Flags: uint32(i + 1)}); err != nil {
@@ -158,6 +158,18 @@ func TestItemsDuringMigration(t *testing.T) {
 	}
 	if got := string(onNew(keys[8])); got != "cas-after-getitems" {
 		t.Fatalf("after CAS the new owner holds %q", got)
+	}
+	if err := c.Store(ctx, StorePrepend, Item{Key: keys[9], Value: []byte("<")}); err != nil {
+		t.Fatalf("Prepend to a key on its old owner: %v", err)
+	}
+	if got := string(onNew(keys[9])); got != "<v"+keys[9] {
+		t.Fatalf("after Prepend the new owner holds %q", got)
+	}
+	if v, err := c.Decrement(ctx, keys[10], 1); err != nil || v != 0 {
+		t.Fatalf("Decrement of a counter on its old owner = %d, %v; want 0", v, err)
+	}
+	if h := cl.holders(t, keys[10]); len(h) != 1 {
+		t.Fatalf("after Decrement %q is held by %v, want its new owner alone", keys[10], h)
 	}
 	if err := c.Ping(ctx); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/twmb/murmur3 v1.2.2
 	go.yaml.in/yaml/v3 v3.0.5
+	golang.org/x/sync v0.25.0
+	golang.org/x/time v0.16.0
 )
 
 require (

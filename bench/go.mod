@@ -16,7 +16,9 @@ require (
 
 require (
 	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/time v0.16.0 // indirect
 )
 
 replace github.com/shardcache/shardcache => ../

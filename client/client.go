@@ -25,11 +25,16 @@
 //	defer c.Close()
 //	err = c.Set(ctx, "user:42", []byte("Ada"), time.Hour)
 //	v, err := c.Get(ctx, "user:42") // errors.Is(err, client.ErrCacheMiss) on a miss
+//
+// GetOrLoad and GetMultiOrLoad read through the cache to a loader (the
+// database), one load per key however many callers miss at once, with
+// negative caching, leases across processes and a load limit (load.go).
 package client
 
 import (
 	"crypto/tls"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -37,6 +42,8 @@ import (
 
 	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
+	"golang.org/x/time/rate"
 
 	"github.com/shardcache/shardcache/internal/pool"
 	"github.com/shardcache/shardcache/migration"
@@ -104,6 +111,31 @@ type Options struct {
 	// Default synchronous; the queue defaults to 4096.
 	AsyncBackfill bool
 	BackfillQueue int
+
+	// NegativeTTL, when positive, makes GetOrLoad and GetMultiOrLoad cache
+	// a loader's ErrNotFound for that long, in the cache, so that no process
+	// asks the database for the missing row again meanwhile (see
+	// ErrNotFound). Default 0: not cached.
+	NegativeTTL time.Duration
+
+	// Lease, when positive, makes GetOrLoad take a lease on a missing key in
+	// the cache before loading it, so one process of the fleet loads it and
+	// the others wait for its value, re-reading the key every LeaseRetry; a
+	// lease expires after Lease, which should outlast a load: a value
+	// loaded under an expired lease is not stored. A Delete or DeleteMulti
+	// during the load clears the lease (one more round trip each, when Lease
+	// is set), and the loaded value is then not stored. On Redis the store
+	// is one Lua script, atomic; on Memcached it is a set, a check of the
+	// lease and, if it was lost, a delete, so for one round trip a reader can
+	// see a value that is then withdrawn, and a lease lasts whole seconds.
+	// Every process must agree on Lease: a Delete without it clears no
+	// lease. GetMultiOrLoad takes leases too, per key. Default 0: no leases;
+	// LeaseRetry defaults to DefaultLeaseRetry.
+	Lease, LeaseRetry time.Duration
+
+	// LoadLimit, when set, caps the loader calls of GetOrLoad and
+	// GetMultiOrLoad in this process (see LoadLimit). Default: no cap.
+	LoadLimit *LoadLimit
 
 	// Now is the clock; tests set it. Default time.Now.
 	Now func() time.Time
@@ -178,7 +210,21 @@ func (o *Options) init() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.LeaseRetry == 0 {
+		o.LeaseRetry = DefaultLeaseRetry
+	}
+	if o.LoadLimit != nil {
+		l := *o.LoadLimit // a copy: the caller's may change after New
+		if l.Burst == 0 {
+			l.Burst = max(int(math.Ceil(l.PerSecond)), 1)
+		}
+		o.LoadLimit = &l
+	}
 }
+
+// DefaultLeaseRetry is how often a process waiting for another's load under
+// a lease re-reads the key, by default.
+const DefaultLeaseRetry = 10 * time.Millisecond
 
 // Client is a sharded cache client. It is safe for concurrent use.
 type Client struct {
@@ -197,6 +243,12 @@ type Client struct {
 	queue  chan pendingBackfill // nil when backfills are synchronous
 	done   chan struct{}        // closed by Close: stops the backfill worker
 	worker sync.WaitGroup
+
+	// GetOrLoad's: one load per key in flight, the database guard (nil
+	// without Options.LoadLimit) and the counters of LoadStats.
+	flight  singleflight.Group
+	limiter *rate.Limiter
+	loads   loadCounters
 }
 
 // state is an immutable routing table.
@@ -224,7 +276,14 @@ func New(opts Options) (*Client, error) {
 	if opts.Placement != nil && len(opts.Nodes) > 0 {
 		return nil, fmt.Errorf("%w: give Nodes or Placement, not both", ErrBadOptions)
 	}
-	c := &Client{opts: opts}
+	if opts.NegativeTTL < 0 || opts.Lease < 0 || opts.LeaseRetry < 0 {
+		return nil, fmt.Errorf("%w: negative NegativeTTL %v, Lease %v or LeaseRetry %v", ErrBadOptions, opts.NegativeTTL, opts.Lease, opts.LeaseRetry)
+	}
+	limiter, err := newLimiter(opts.LoadLimit)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{opts: opts, limiter: limiter}
 	c.pools = pool.New(c.dial)
 	placement, err := c.placement(opts.Placement, opts.Nodes)
 	if err != nil {

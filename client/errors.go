@@ -33,6 +33,23 @@ var (
 	// ErrUnknownNode means a placement located a key on a node it does not
 	// list in Nodes(), so the client has no connection for it.
 	ErrUnknownNode = errors.New("shardcache: placement returned a node it does not list")
+
+	// ErrNotFound is what a loader returns (wrapped or not) when the
+	// database has no such row, and what GetOrLoad then returns. With
+	// Options.NegativeTTL the answer is cached: the key holds a negative
+	// entry, the value "\x00shardcache:not-found\x00", for NegativeTTL, and
+	// GetOrLoad returns ErrNotFound without loading while it lasts, in every
+	// process. Get and GetMulti read a negative entry as a miss
+	// (ErrCacheMiss; absent from the map), and Set or Delete replace it as
+	// any value; Add, Incr and Touch see it as a value.
+	ErrNotFound = errors.New("shardcache: not found")
+	// ErrLoadThrottled means Options.LoadLimit had no token for a load
+	// within the caller's deadline (and LoadLimit.MaxWait): the loader was
+	// not called, and the application should degrade rather than wait.
+	ErrLoadThrottled = errors.New("shardcache: load throttled")
+	// ErrLoadPanic means GetOrLoad's loader panicked; the panic's value is
+	// in the message.
+	ErrLoadPanic = errors.New("shardcache: loader panicked")
 )
 
 // NodeError is a failure on one node. Multi-key operations return one per

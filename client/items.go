@@ -175,7 +175,7 @@ func (c *Client) GetItemsFunc(ctx context.Context, keys []string, hit func(Item)
 		return err
 	}
 	var copied []string
-	err = c.getMulti(ctx, st, now, keys, func(it *item) {
+	err = c.collect(ctx, st, now, keys, func(it *item) {
 		hit(it.export())
 		if it.src.Addr != "" {
 			copied = append(copied, it.key)
@@ -341,6 +341,11 @@ func (c *Client) DeleteFound(ctx context.Context, key string) (found bool, err e
 	r, err := c.begin(key)
 	if err != nil {
 		return false, err
+	}
+	if c.opts.Lease > 0 { // first: a load under the lease must not store (lease.go)
+		if err := c.clearLease(ctx, r, key); err != nil {
+			return false, err
+		}
 	}
 	if !r.Dual {
 		found, err = items(r.st.conn(r.New)).deleteFound(ctx, key)

@@ -86,12 +86,23 @@ func (bs *batches) run(fn func(b *batch) error) {
 // node. During a migration the new owners' misses are looked up on their old
 // owners in a second parallel round, and backfilled in a third.
 func (c *Client) GetMulti(ctx context.Context, keys []string) (map[string][]byte, error) {
+	hits, err := c.getMulti(ctx, keys)
+	for k, v := range hits {
+		if isNegative(v) { // GetOrLoad's "not found" (see ErrNotFound)
+			delete(hits, k)
+		}
+	}
+	return hits, err
+}
+
+// getMulti is GetMulti with negative entries among the hits.
+func (c *Client) getMulti(ctx context.Context, keys []string) (map[string][]byte, error) {
 	st, now, err := c.beginMulti(keys)
 	if err != nil {
 		return nil, err
 	}
 	hits := make(map[string][]byte, len(keys))
-	return hits, c.getMulti(ctx, st, now, keys, func(it *item) { hits[it.key] = it.value })
+	return hits, c.collect(ctx, st, now, keys, func(it *item) { hits[it.key] = it.value })
 }
 
 // beginMulti validates keys and loads the state to route them with.
@@ -108,9 +119,9 @@ func (c *Client) beginMulti(keys []string) (*state, time.Time, error) {
 	return st, now, nil
 }
 
-// getMulti is GetMulti's mechanism: it calls hit for every key found, on
+// collect is GetMulti's mechanism: it calls hit for every key found, on
 // this goroutine; a key may be reported twice, the later report current.
-func (c *Client) getMulti(ctx context.Context, st *state, now time.Time, keys []string, hit func(*item)) error {
+func (c *Client) collect(ctx context.Context, st *state, now time.Time, keys []string, hit func(*item)) error {
 	if len(keys) == 0 {
 		return nil
 	}
@@ -241,6 +252,11 @@ func (c *Client) SetMulti(ctx context.Context, items map[string][]byte, ttl time
 func (c *Client) DeleteMulti(ctx context.Context, keys []string) error {
 	for _, k := range keys {
 		if err := c.checkKey(k); err != nil {
+			return err
+		}
+	}
+	if c.opts.Lease > 0 && len(keys) > 0 { // first, as Delete does
+		if err := c.clearLeases(ctx, keys); err != nil {
 			return err
 		}
 	}

@@ -56,7 +56,11 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.get(ctx, r, key)
+	v, err := c.get(ctx, r, key)
+	if err == nil && isNegative(v) {
+		return nil, ErrCacheMiss // GetOrLoad's "not found" (see ErrNotFound)
+	}
+	return v, err
 }
 
 func (c *Client) get(ctx context.Context, r route, key string) ([]byte, error) {

@@ -25,12 +25,16 @@ modes side by side, each on servers of its own and with the same requests:
   mod-N      hash(key) % N placement, switched at once
   ring       the consistent-hash ring, switched at once
   dual-ring  the ring with a dual-ring migration of one window
-Keys are drawn with Zipf popularity. A read is a Get; a miss loads the value
-from the database and Sets it with the TTL. A write goes to the database and
+Keys are drawn with Zipf popularity. A read is a GetOrLoad whose loader is the
+database: a miss loads the value and stores it with the TTL. A write goes to the database and
 then Sets the new value (write-through). The cache starts in its steady state.
 Each step prints the hit rate and the database load (loads + writes) per mode;
 the summary gives the steady state before the reshard, the lowest hit rate and
-the peak load after it. --svg writes them as a chart.
+the peak load after it. --svg writes them as a chart. --load-limit guards the
+database (client.Options.LoadLimit): at most that many loads per second, and
+the reads refused a load are throttled, counted and left without a value;
+which reads get a token depends on the order the workers reach the limiter,
+so with a limit the counts vary a little from run to run.
 
 By default the servers are embedded (miniredis) and the clock is simulated:
 it jumps one --step after each step, so the default run, 20 minutes of
@@ -53,6 +57,7 @@ type simFlags struct {
 	steps, reshardAt  int
 	seed              uint64
 	workers           int
+	loadLimit         float64
 	modes             string
 	redis, memcached  string
 	realStep          time.Duration
@@ -81,6 +86,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.IntVar(&f.reshardAt, "reshard-at", d.ReshardAt, "the step at whose start the client reshards (steps before it measure the steady state)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the workload: the same seed gives the same run on embedded servers")
 	fs.IntVar(&f.workers, "workers", d.Workers, "concurrent requests per mode")
+	fs.Float64Var(&f.loadLimit, "load-limit", 0, "guard the database: at most this many loads per second of the run, per mode (0: no guard); reads refused a load are throttled")
 	fs.StringVar(&f.modes, "modes", "mod-N,ring,dual-ring", "the modes to run, comma-separated")
 	fs.StringVar(&f.redis, "redis", "", "run on real Redis `servers`, comma-separated host:port, one per distinct address of --from and --to in the order they first appear")
 	fs.StringVar(&f.memcached, "memcached", "", "run on real Memcached `servers`, as --redis")
@@ -199,6 +205,7 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 		{f.steps >= 2, "steps", f.steps, ">= 2"},
 		{f.reshardAt >= 1 && f.reshardAt < f.steps, "reshard-at", f.reshardAt, fmt.Sprintf("1..%d (steps before and after it)", f.steps-1)},
 		{f.workers >= 1, "workers", f.workers, ">= 1"},
+		{f.loadLimit >= 0 && !math.IsInf(f.loadLimit, 0), "load-limit", f.loadLimit, ">= 0 loads per second"},
 		{f.every >= 1, "every", f.every, ">= 1"},
 		{f.realStep > 0, "real-step", f.realStep, "> 0"},
 		{f.redis == "" || f.memcached == "", "memcached", f.memcached, "not with --redis"},
@@ -214,7 +221,7 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 		Requests: f.requests, WriteRatio: f.writes,
 		Step: f.step, TTL: f.ttl, Window: f.window,
 		Steps: f.steps, ReshardAt: f.reshardAt,
-		Seed: f.seed, Workers: f.workers,
+		Seed: f.seed, Workers: f.workers, LoadLimit: f.loadLimit,
 	}
 	if f.writes == 0 {
 		cfg.WriteRatio = -1 // none; zero would be the default
@@ -254,6 +261,7 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 	cfg.Step = f.realStep
 	cfg.TTL = time.Duration(float64(cfg.TTL) * scale)
 	cfg.Window = time.Duration(float64(cfg.Window) * scale)
+	cfg.LoadLimit /= scale // the same loads per step
 	note = fmt.Sprintf("real servers, real time: each step lasts %v, the TTL is %v, the window %v; the run takes about %v",
 		cfg.Step, cfg.TTL.Round(time.Millisecond), cfg.Window.Round(time.Millisecond), time.Duration(f.steps)*cfg.Step)
 	if cfg.Backend == client.Memcached && cfg.TTL < 5*time.Second {
@@ -359,9 +367,18 @@ func describe(res *sim.Result, f *simFlags) string {
 	if cfg.Servers != nil {
 		where = fmt.Sprintf("%d %v servers, real time", len(cfg.Servers), cfg.Backend)
 	}
-	return fmt.Sprintf("%s → %s (%s)\n%d keys (Zipf s=%g v=%g), %d requests per %v step, %s writes, TTL %v, dual-ring window %v, seed %d",
+	guard := ""
+	if cfg.LoadLimit > 0 {
+		guard = fmt.Sprintf(", load limit %d per step", loadBudget(cfg))
+	}
+	return fmt.Sprintf("%s → %s (%s)\n%d keys (Zipf s=%g v=%g), %d requests per %v step, %s writes, TTL %v, dual-ring window %v%s, seed %d",
 		nodeNames(cfg.From), nodeNames(cfg.To), where,
-		cfg.Keys, cfg.ZipfS, cfg.ZipfV, cfg.Requests, cfg.Step, pct(max(cfg.WriteRatio, 0), 1), cfg.TTL, cfg.Window, f.seed)
+		cfg.Keys, cfg.ZipfS, cfg.ZipfV, cfg.Requests, cfg.Step, pct(max(cfg.WriteRatio, 0), 1), cfg.TTL, cfg.Window, guard, f.seed)
+}
+
+// loadBudget returns the loads per step that cfg.LoadLimit lets through.
+func loadBudget(cfg *sim.Config) int64 {
+	return int64(math.Round(cfg.LoadLimit * cfg.Step.Seconds()))
 }
 
 // writeSimulation prints the step table and the summary.
@@ -412,6 +429,10 @@ func writeSimulation(w io.Writer, res *sim.Result, f *simFlags) {
 			fmt.Fprintf(w, "dual-ring: %d reads found their key on its old owner after a miss on the new one, and copied it there (%d backfills).\n",
 				m.Total.FallbackHits, m.Backfills)
 		}
+		if cfg.LoadLimit > 0 {
+			fmt.Fprintf(w, "%v: the load limit throttled %d reads (%s of them); peak loads %d in a step, the limit %d.\n",
+				m.Mode, m.Total.Throttled, pct(float64(m.Total.Throttled)/float64(max(m.Total.Reads, 1)), 2), peakLoads(m), loadBudget(cfg))
+		}
 		if m.Total.Errors > 0 {
 			fmt.Fprintf(w, "%v: %d cache operations failed (each counted as a miss).\n", m.Mode, m.Total.Errors)
 		}
@@ -423,6 +444,15 @@ func writeSimulation(w io.Writer, res *sim.Result, f *simFlags) {
 		fmt.Fprintf(w, "Steps that took longer than %v (%s): the TTLs ran ahead of the steps; raise --real-step or lower --requests.\n",
 			cfg.Step, strings.Join(late, ", "))
 	}
+}
+
+// peakLoads returns the most loads of any step of m.
+func peakLoads(m sim.ModeResult) int64 {
+	var peak int64
+	for _, s := range m.Steps {
+		peak = max(peak, s.Loads)
+	}
+	return peak
 }
 
 // jsonResult is simulate's --json output.
@@ -440,6 +470,7 @@ func jsonResult(res *sim.Result, f *simFlags) any {
 		FallbackHits int64   `json:"fallback_hits"`
 		Stale        int64   `json:"stale"`
 		Errors       int64   `json:"errors"`
+		Throttled    int64   `json:"throttled"`
 	}
 	type mode struct {
 		Mode          string  `json:"mode"`
@@ -453,6 +484,7 @@ func jsonResult(res *sim.Result, f *simFlags) any {
 		PeakDBStep    int     `json:"peak_db_step"`
 		Stale         int64   `json:"stale"`
 		Errors        int64   `json:"errors"`
+		Throttled     int64   `json:"throttled"`
 		Backfills     int64   `json:"backfills"`
 		LateSteps     int     `json:"late_steps"`
 		Steps         []step  `json:"steps"`
@@ -472,12 +504,13 @@ func jsonResult(res *sim.Result, f *simFlags) any {
 		Steps         int     `json:"steps"`
 		ReshardAt     int     `json:"reshard_at"`
 		Seed          uint64  `json:"seed"`
+		LoadLimit     float64 `json:"load_limit"` // loads per second; 0: none
 		Modes         []mode  `json:"modes"`
 	}{
 		From: formatNodes(cfg.From), To: formatNodes(cfg.To), Servers: "embedded",
 		Keys: cfg.Keys, ZipfS: cfg.ZipfS, ZipfV: cfg.ZipfV, Requests: cfg.Requests, Writes: max(cfg.WriteRatio, 0),
 		StepSeconds: cfg.Step.Seconds(), TTLSeconds: cfg.TTL.Seconds(), WindowSeconds: cfg.Window.Seconds(),
-		Steps: cfg.Steps, ReshardAt: cfg.ReshardAt, Seed: f.seed,
+		Steps: cfg.Steps, ReshardAt: cfg.ReshardAt, Seed: f.seed, LoadLimit: cfg.LoadLimit,
 	}
 	if cfg.Servers != nil {
 		out.Servers = cfg.Backend.String() + ":" + strings.Join(cfg.Servers, ",")
@@ -487,13 +520,13 @@ func jsonResult(res *sim.Result, f *simFlags) any {
 			Mode: m.Mode.String(), Moved: m.Moved,
 			SteadyHitRate: m.SteadyHitRate, MinHitRate: m.MinHitRate, MinHitStep: m.MinHitStep,
 			SteadyDBLoad: m.SteadyDBLoad, SteadyPeakDB: m.SteadyPeakDBLoad, PeakDBLoad: m.PeakDBLoad, PeakDBStep: m.PeakDBStep,
-			Stale: m.Total.Stale, Errors: m.Total.Errors, Backfills: m.Backfills, LateSteps: m.Late,
+			Stale: m.Total.Stale, Errors: m.Total.Errors, Throttled: m.Total.Throttled, Backfills: m.Backfills, LateSteps: m.Late,
 		}
 		for i, s := range m.Steps {
 			jm.Steps = append(jm.Steps, step{
 				Step: i, Time: (time.Duration(i-cfg.ReshardAt) * cfg.Step).Seconds(),
 				HitRate: s.HitRate(), DBLoad: s.DBLoad(), Reads: s.Reads, Hits: s.Hits,
-				Loads: s.Loads, Writes: s.Writes, FallbackHits: s.FallbackHits, Stale: s.Stale, Errors: s.Errors,
+				Loads: s.Loads, Writes: s.Writes, FallbackHits: s.FallbackHits, Stale: s.Stale, Errors: s.Errors, Throttled: s.Throttled,
 			})
 		}
 		out.Modes = append(out.Modes, jm)

@@ -123,6 +123,14 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 				x(end), pn.top, x(end), pn.top+panelH)
 			p(`<text x="%.1f" y="%.1f" font-size="11" text-anchor="end">dual-ring window over</text>`+"\n", x(end)-4, labelY)
 		}
+		if pn.id == "load" && cfg.LoadLimit > 0 {
+			// The guard caps loads; the writes come on top of it.
+			yl := y(min(float64(loadBudget(cfg)), pn.max))
+			p(`<line class="load-limit" x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#009e73" stroke-width="1.4" stroke-dasharray="8 3"/>`+"\n",
+				svgLeft, yl, svgLeft+plotWidth, yl)
+			p(`<text x="%d" y="%.1f" font-size="11" text-anchor="end" fill="#009e73">load limit: %d loads per step</text>`+"\n",
+				svgLeft+plotWidth-4, yl-4, loadBudget(cfg))
+		}
 		for _, m := range res.Modes {
 			p(`<polyline class="series" data-panel="%s" data-mode="%s" fill="none" stroke="%s" stroke-width="1.6" stroke-linejoin="round" points="`,
 				pn.id, m.Mode, modeColors[m.Mode])
@@ -148,6 +156,9 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 		p(`<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", lx+28, yy+4, m.Mode)
 		p(`<text x="%d" y="%d" font-size="11">min hit %s</text>`+"\n", lx+28, yy+20, pct(m.MinHitRate, 1))
 		p(`<text x="%d" y="%d" font-size="11">peak DB ×%.1f</text>`+"\n", lx+28, yy+34, float64(m.PeakDBLoad)/m.SteadyDBLoad)
+		if cfg.LoadLimit > 0 {
+			p(`<text x="%d" y="%d" font-size="11">throttled %d</text>`+"\n", lx+28, yy+48, m.Total.Throttled)
+		}
 	}
 	p("</g>\n</svg>\n")
 	return bw.Flush()

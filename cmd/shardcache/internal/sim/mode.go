@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -34,6 +35,16 @@ func modulo(nodes []ring.Node) (*ring.Modulo, error) {
 func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *cluster, keys []string, progress func()) (ModeResult, error) {
 	res := ModeResult{Mode: mode, Steps: make([]Step, cfg.Steps)}
 	opts := client.Options{Backend: cfg.Backend, Vnodes: cfg.Vnodes, Now: cl.clock.Now, NewRedisClient: cl.redis}
+	if cfg.LoadLimit > 0 {
+		// A step's requests all start at its beginning on the simulated
+		// clock: a burst of one step's tokens lets through LoadLimit per
+		// second of the step, and never waiting is a degraded read.
+		opts.LoadLimit = &client.LoadLimit{
+			PerSecond: cfg.LoadLimit,
+			Burst:     max(int(math.Ceil(cfg.LoadLimit*cfg.Step.Seconds())), 1),
+			MaxWait:   -1,
+		}
+	}
 	if cfg.Connect != nil && cfg.Servers != nil {
 		cfg.Connect(&opts)
 	}
@@ -81,7 +92,7 @@ func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *clust
 	reqs := make([]request, cfg.Requests)
 	buckets := make([][]request, cfg.Workers)
 	stream := w.stream()
-	var fallbackHits int64
+	var fallbackHits, cacheErrors int64
 	cl.clock.begin()
 	for i := range cfg.Steps {
 		if i == cfg.ReshardAt {
@@ -100,6 +111,8 @@ func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *clust
 		st := m.step(ctx, buckets)
 		fh := c.Migration().FallbackHits
 		st.FallbackHits, fallbackHits = fh-fallbackHits, fh
+		ce := c.LoadStats().CacheErrors // reads that failed, and loaded all the same
+		st.Errors, cacheErrors = st.Errors+ce-cacheErrors, ce
 		res.Steps[i] = st
 		late, err := cl.clock.advance(ctx, i)
 		if err != nil {
@@ -164,7 +177,8 @@ func (m *modeRun) step(ctx context.Context, buckets [][]request) Step {
 	return total
 }
 
-// do runs one request the cache-aside way.
+// do runs one request: a read through GetOrLoad, whose loader is the
+// database (each call one load), or a write-through.
 func (m *modeRun) do(ctx context.Context, r request, st *Step) {
 	key := m.keys[r.key]
 	if r.write {
@@ -174,19 +188,24 @@ func (m *modeRun) do(ctx context.Context, r request, st *Step) {
 		return
 	}
 	st.Reads++
-	v, err := m.c.Get(ctx, key)
+	loaded := false
+	v, err := m.c.GetOrLoad(ctx, key, m.cfg.TTL, func(context.Context) ([]byte, error) {
+		loaded = true
+		return strconv.AppendUint(nil, uint64(m.db.version[r.key]), 10), nil
+	})
 	switch {
-	case err == nil:
+	case errors.Is(err, client.ErrLoadThrottled):
+		st.Throttled++
+	case err != nil:
+		st.Errors++
+	case loaded:
+		st.Loads++
+	default:
 		st.Hits++
 		if ver, perr := strconv.ParseUint(string(v), 10, 32); perr != nil || uint32(ver) < m.db.version[r.key] {
 			st.Stale++
 		}
-		return
-	case !errors.Is(err, client.ErrCacheMiss):
-		st.Errors++
 	}
-	st.Loads++
-	m.set(ctx, r, st)
 }
 
 // set writes the database's value of r's key to the cache.

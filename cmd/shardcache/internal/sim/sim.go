@@ -12,8 +12,9 @@
 //
 // The workload: keys drawn from a Zipf distribution (math/rand/v2, seeded),
 // a fraction of writes, and a database that counts its load. A read is a
-// Get; on a miss the value is loaded from the database (one load) and Set
-// with the TTL. A write goes to the database (one write) and then Set with
+// client GetOrLoad whose loader is the database: on a miss the value is
+// loaded (one load) and stored with the TTL, and with Config.LoadLimit the
+// client's guard caps the loads. A write goes to the database (one write) and then Set with
 // the TTL, write-through: the cache keeps the new value rather than losing
 // it to a Delete, so writes do not lower the hit rate. Values carry the
 // database's version of the key, and a hit on an older version is counted
@@ -30,13 +31,17 @@
 //
 // A run is deterministic for a seed (on embedded servers): the requests of
 // a step are split among workers by key, so each key's requests run in
-// order, and with no eviction no key's fate depends on another's.
+// order, and with no eviction no key's fate depends on another's. A
+// LoadLimit breaks that last rule: which reads get the step's tokens depends
+// on the order the workers reach the limiter, so the throttled counts vary a
+// little from run to run (the cap on loads does not).
 package sim
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -150,6 +155,14 @@ type Config struct {
 	// so the steady state is measured before it. Default 20.
 	ReshardAt int
 
+	// LoadLimit, when positive, guards the database of every mode: at most
+	// that many loads per second of the run's clock (client.Options.LoadLimit,
+	// with a burst of one Step's worth and no waiting), and a read whose
+	// load is refused is throttled (Step.Throttled): it gets no value, as an
+	// application that degrades rather than queue on the database. Default
+	// 0: no guard.
+	LoadLimit float64
+
 	// Seed seeds the workload; a run on embedded servers depends on nothing
 	// else.
 	Seed uint64
@@ -238,6 +251,8 @@ func (c *Config) init() error {
 		return bad("ReshardAt %d (want 1..%d, so that steps run before and after it)", c.ReshardAt, c.Steps-1)
 	case c.Workers < 1:
 		return bad("Workers %d (want >= 1)", c.Workers)
+	case c.LoadLimit < 0 || math.IsNaN(c.LoadLimit) || math.IsInf(c.LoadLimit, 0):
+		return bad("LoadLimit %v (want >= 0)", c.LoadLimit)
 	}
 	for _, m := range c.Modes {
 		if m < ModeModN || m > ModeDualRing {
@@ -278,9 +293,12 @@ type Step struct {
 	Reads  int64 // reads (Get)
 	Hits   int64 // reads the cache answered, from the new owner or, in a migration, the old one
 	Stale  int64 // hits on a value older than the database's
-	Loads  int64 // database reads: one per read the cache missed
+	Loads  int64 // database reads: GetOrLoad's loader calls, one per read the cache missed
 	Writes int64 // database writes: one per write request
 	Errors int64 // cache operations that failed (a failed read also loads)
+	// Throttled are the reads whose load Config.LoadLimit refused: no
+	// value, no database load.
+	Throttled int64
 	// FallbackHits are the hits that a dual-ring migration found on a
 	// key's old owner after a miss on its new one.
 	FallbackHits int64
@@ -304,6 +322,7 @@ func (s *Step) add(o Step) {
 	s.Loads += o.Loads
 	s.Writes += o.Writes
 	s.Errors += o.Errors
+	s.Throttled += o.Throttled
 	s.FallbackHits += o.FallbackHits
 }
 

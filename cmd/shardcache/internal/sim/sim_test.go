@@ -153,6 +153,7 @@ func TestRunBadConfig(t *testing.T) {
 		{"steps", func(c *Config) { c.Steps = 1 }},
 		{"reshard at the end", func(c *Config) { c.Steps, c.ReshardAt = 10, 10 }},
 		{"workers", func(c *Config) { c.Workers = -1 }},
+		{"load limit", func(c *Config) { c.LoadLimit = -1 }},
 		{"mode", func(c *Config) { c.Modes = []Mode{7} }},
 		{"vnodes", func(c *Config) { c.Vnodes = ring.MaxVnodes + 1 }},
 		{"duplicate names", func(c *Config) {

@@ -1,0 +1,407 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/murmur3"
+
+	"github.com/shardcache/shardcache/migration"
+)
+
+// Leases: one load per key across the fleet (Options.Lease), after "Scaling
+// Memcache at Facebook" (NSDI 2013). Singleflight stops a stampede in one
+// process; a fleet of processes would still send one load each. With leases,
+// the process that misses first takes a lease on the key, in the cache
+// itself, on the key's owner: a lease key holding a random token, set only if
+// absent (Redis SET NX PX, Memcached add) and expiring after Options.Lease.
+// The others find the lease taken and re-read the key every
+// Options.LeaseRetry until the value lands, or the lease is gone (released
+// after a failed load, or expired with its holder) and they take it.
+// GetMultiOrLoad does the same per key, with one round trip per node for each
+// step: it takes the leases of its misses, loads those it holds in one batch,
+// then waits for the others (and loads in one more batch any whose lease it
+// takes later).
+//
+// The value is stored only if the lease is still held, and Delete (and
+// DeleteMulti) clear the lease before they delete the key, so a Delete during
+// a load means the value loaded before it is not stored: the stale set the
+// paper's leases prevent. A value loaded under a lease that expired is not
+// stored either. A lease taken then finds the key present if the value
+// landed meanwhile: a store sets the value before it clears the lease.
+//
+// On Redis the store is one Lua script: if the lease holds our token, SET
+// the value and DEL the lease, atomically. Memcached's text protocol has no
+// conditional store on another key, so the store is set, then check the
+// lease, then delete the value again if the lease was lost: a reader can see
+// such a value for that one round trip before it is withdrawn. Nor has it a
+// compare-and-delete: releasing a lease reads it and deletes it if it holds
+// our token, so a lease that expired and was taken by another process in
+// between can be deleted (at worst, one more load), and a lease lasts whole
+// seconds, at least one. During a migration the copy to the old owner is
+// written first and deleted again if the lease was lost, so a Delete that
+// clears the lease, then the old owner, then the new owner leaves neither.
+//
+// Every process sharing the cache must agree on Lease: a Delete from a
+// process without leases does not clear them. Processes that disagree on the
+// placement (half-way through a rollout) take their leases on different
+// nodes and may load once each.
+
+// leaser is what a node needs for leases, besides add (which takes them);
+// redisNode and mcNode implement it.
+type leaser interface {
+	// storeLeased stores each item if its lease key, lkeys[i], still holds
+	// token, and deletes that lease key; it reports which were stored (and
+	// kept).
+	storeLeased(ctx context.Context, items []item, lkeys []string, token string) ([]bool, error)
+	// releaseLeases deletes each lease key that holds token.
+	releaseLeases(ctx context.Context, lkeys []string, token string) error
+}
+
+// lease is a lease this process holds on a key, on the key's owner.
+type lease struct {
+	token string // what the lease key holds while it is ours
+}
+
+// leasePrefix starts every lease key.
+const leasePrefix = "shardcache:lease:"
+
+// leaseKey returns the key of key's lease: "shardcache:lease:" and the key,
+// or, when that would be longer than Options.MaxKeyLength, "shardcache:lease:#"
+// and 32 hex digits of the key's 128-bit murmur3 hash.
+func (c *Client) leaseKey(key string) string {
+	if len(leasePrefix)+len(key) <= c.opts.MaxKeyLength {
+		return leasePrefix + key
+	}
+	h1, h2 := murmur3.StringSum128(key)
+	return fmt.Sprintf("%s#%016x%016x", leasePrefix, h1, h2)
+}
+
+// leaseKeys returns the lease keys of keys.
+func (c *Client) leaseKeys(keys []string) []string {
+	lkeys := make([]string, len(keys))
+	for i, k := range keys {
+		lkeys[i] = c.leaseKey(k)
+	}
+	return lkeys
+}
+
+// waitRetry waits Options.LeaseRetry on t, made on first use, or until ctx
+// is done.
+func (c *Client) waitRetry(ctx context.Context, t **time.Timer) error {
+	if *t == nil {
+		*t = time.NewTimer(c.opts.LeaseRetry)
+	} else {
+		(*t).Reset(c.opts.LeaseRetry)
+	}
+	select {
+	case <-(*t).C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// leaseOrValue takes the lease on key, or waits for the value that the
+// holder of the lease loads. It returns the value when it is in the cache
+// (hit), or the lease to load under. A nil lease without a hit means the
+// lease could not be taken for a failure of the cache: the load goes on
+// without one.
+func (c *Client) leaseOrValue(ctx context.Context, r route, key string) (l *lease, v []byte, hit bool, err error) {
+	cand := &lease{token: rand.Text()}
+	lkey := c.leaseKey(key)
+	var lerr error
+	var retry *time.Timer
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
+	for waited := false; ; waited = true {
+		if c.state.Load() == nil {
+			return nil, nil, false, ErrClosed // no load for a closed client
+		}
+		got := false
+		if lerr == nil {
+			switch lerr = r.st.conn(r.New).add(ctx, lkey, []byte(cand.token), c.opts.Lease); lerr {
+			case nil:
+				got = true
+			case ErrNotStored:
+				lerr = nil
+			}
+		}
+		// Read after the attempt: a store sets the value before it clears
+		// the lease, so a lease just taken finds a value that just landed.
+		v, err := c.get(ctx, r, key)
+		switch {
+		case err == nil:
+			if got {
+				c.releaseLeases(ctx, r.st, []string{key}, cand.token)
+			}
+			return nil, v, true, nil
+		case err != ErrCacheMiss:
+			c.loads.cacheErrors.Add(1)
+		}
+		if got {
+			return cand, nil, false, nil
+		}
+		if lerr != nil {
+			c.loads.cacheErrors.Add(1)
+			return nil, nil, false, nil
+		}
+		if !waited {
+			c.loads.leaseWaits.Add(1)
+		}
+		c.waitRetry(ctx, &retry) // ctx has no end: the load's outlives its callers
+	}
+}
+
+// acquireLeases takes the leases of keys with token, one round trip per
+// owner: got[i] when key i's lease is ours, failed[i] when its owner could
+// not be asked.
+func (c *Client) acquireLeases(ctx context.Context, st *state, keys []string, token string) (got, failed []bool) {
+	got, failed = make([]bool, len(keys)), make([]bool, len(keys))
+	bs := newBatches(st)
+	for i, k := range keys {
+		bs.add(st.placement.Locate(k), item{key: c.leaseKey(k), value: []byte(token), ttl: c.opts.Lease}, i)
+	}
+	bs.run(func(b *batch) (err error) {
+		stored, err := b.conn.addMulti(ctx, b.items)
+		for j, ok := range stored {
+			got[b.idx[j]] = ok
+		}
+		return err
+	})
+	for _, b := range bs.list {
+		if b.err != nil {
+			c.loads.cacheErrors.Add(1)
+			for _, i := range b.idx {
+				failed[i] = true
+			}
+		}
+	}
+	return got, failed
+}
+
+// storeUnderLease stores loaded items whose leases this process holds with
+// token, one round trip per node for each step. During a migration the
+// copies to old owners are written first, as dual writes, and deleted again
+// where the lease was lost, so that a Delete that clears the lease, then the
+// old owner, then the new owner leaves neither (see above).
+func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, items []item, token string) {
+	routes := make([]migration.Route, len(items))
+	news, olds := newBatches(st), newBatches(st)
+	for i, it := range items {
+		if st.mig == nil {
+			routes[i].New = st.placement.Locate(it.key)
+		} else {
+			routes[i] = st.mig.Route(it.key, now)
+		}
+		news.add(routes[i].New, it, i)
+		if routes[i].Dual {
+			olds.add(routes[i].Old, it, i)
+		}
+	}
+	olds.run(func(b *batch) error { return b.conn.setMulti(ctx, b.items) })
+	for _, b := range olds.list {
+		for range b.items {
+			countCopy(route{st: st}, b.err)
+		}
+	}
+	kept := make([]bool, len(items))
+	news.run(func(b *batch) error {
+		ln, ok := b.conn.(leaser)
+		if !ok {
+			return ErrUnknownNode
+		}
+		stored, err := ln.storeLeased(ctx, b.items, c.leaseKeys(b.keys), token)
+		for j, s := range stored {
+			kept[b.idx[j]] = s
+		}
+		return err
+	})
+	for _, b := range news.list {
+		if b.err != nil {
+			c.loads.cacheErrors.Add(1) // its items may or may not be stored
+			continue
+		}
+		for _, i := range b.idx {
+			if !kept[i] {
+				c.loads.leasesLost.Add(1)
+			}
+		}
+	}
+	// A copy on an old owner is kept only beside a value kept on the new one.
+	revoke := newBatches(st)
+	for i, it := range items {
+		if routes[i].Dual && !kept[i] {
+			revoke.addKey(routes[i].Old, it.key, i)
+		}
+	}
+	revoke.run(func(b *batch) error { return b.conn.deleteMulti(ctx, b.keys) })
+	for _, b := range revoke.list {
+		if b.err != nil {
+			c.loads.cacheErrors.Add(1)
+		}
+	}
+}
+
+// releaseLeases gives up the leases of keys held with token, after loads
+// that store nothing: one round trip per owner.
+func (c *Client) releaseLeases(ctx context.Context, st *state, keys []string, token string) {
+	bs := newBatches(st)
+	for i, k := range keys {
+		bs.addKey(st.placement.Locate(k), c.leaseKey(k), i)
+	}
+	bs.run(func(b *batch) error {
+		ln, ok := b.conn.(leaser)
+		if !ok {
+			return ErrUnknownNode
+		}
+		return ln.releaseLeases(ctx, b.keys, token)
+	})
+	for _, b := range bs.list {
+		if b.err != nil {
+			c.loads.cacheErrors.Add(1) // the leases expire after Options.Lease
+		}
+	}
+}
+
+// clearLease deletes key's lease, whoever holds it, for Delete: a load under
+// it will not store its value.
+func (c *Client) clearLease(ctx context.Context, r route, key string) error {
+	return fail("delete", r.New, key, r.st.conn(r.New).delete(ctx, c.leaseKey(key)))
+}
+
+// clearLeases is clearLease for DeleteMulti: one round trip per owner, in
+// parallel.
+func (c *Client) clearLeases(ctx context.Context, keys []string) error {
+	st, _ := c.load()
+	if st == nil {
+		return ErrClosed
+	}
+	bs := newBatches(st)
+	for i, k := range keys {
+		bs.addKey(st.placement.Locate(k), c.leaseKey(k), i)
+	}
+	bs.run(func(b *batch) error { return b.conn.deleteMulti(ctx, b.keys) })
+	var errs []error
+	for _, b := range bs.list {
+		if b.err != nil {
+			errs = append(errs, nodeErr("delete_multi", b.node, b.keys, b.err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Redis: one script stores under leases, another releases them; each runs
+// atomically on the server, for all the keys of a node at once.
+var (
+	// KEYS: key 1, lease key 1, key 2, lease key 2, ... ARGV: the token,
+	// then value i and its TTL in milliseconds (0: no expiry) for each key.
+	// It returns 1 for each key stored, 0 for each whose lease was lost.
+	storeLeasedScript = redis.NewScript(`
+local stored = {}
+for i = 1, #KEYS / 2 do
+	local key, lease = KEYS[2*i-1], KEYS[2*i]
+	local value, ttl = ARGV[2*i], tonumber(ARGV[2*i+1])
+	if redis.call('GET', lease) == ARGV[1] then
+		redis.call('DEL', lease)
+		if ttl > 0 then
+			redis.call('SET', key, value, 'PX', ttl)
+		else
+			redis.call('SET', key, value)
+		end
+		stored[i] = 1
+	else
+		stored[i] = 0
+	end
+end
+return stored`)
+	// KEYS: the lease keys. ARGV: the token.
+	releaseLeasesScript = redis.NewScript(`
+for _, lease in ipairs(KEYS) do
+	if redis.call('GET', lease) == ARGV[1] then redis.call('DEL', lease) end
+end
+return 0`)
+)
+
+func (n redisNode) storeLeased(ctx context.Context, items []item, lkeys []string, token string) ([]bool, error) {
+	keys := make([]string, 0, 2*len(items))
+	args := make([]any, 0, 1+2*len(items))
+	args = append(args, token)
+	for i, it := range items {
+		keys = append(keys, it.key, lkeys[i])
+		args = append(args, it.value, redisTTL(it.ttl).Milliseconds())
+	}
+	res, err := storeLeasedScript.Run(ctx, n.rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return nil, redisErr(ctx, err)
+	}
+	stored := make([]bool, len(items))
+	for i := range stored {
+		stored[i] = i < len(res) && res[i] == 1
+	}
+	return stored, nil
+}
+
+func (n redisNode) releaseLeases(ctx context.Context, lkeys []string, token string) error {
+	return redisErr(ctx, releaseLeasesScript.Run(ctx, n.rdb, lkeys, token).Err())
+}
+
+// storeLeased sets each value, then checks its lease, and deletes the value
+// again if the lease was lost: Memcached cannot make a set conditional on
+// another key.
+func (n mcNode) storeLeased(ctx context.Context, items []item, lkeys []string, token string) ([]bool, error) {
+	return call(ctx, func() ([]bool, error) {
+		stored := make([]bool, len(items))
+		for i, it := range items {
+			if err := n.mc.Set(&memcache.Item{Key: it.key, Value: it.value, Expiration: mcExpiration(it.ttl)}); err != nil {
+				return stored, err
+			}
+			l, err := n.mc.Get(lkeys[i])
+			if err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
+				return stored, err
+			}
+			if err != nil || string(l.Value) != token {
+				if err := n.mc.Delete(it.key); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
+					return stored, err
+				}
+				continue
+			}
+			stored[i] = true
+			if err := n.mc.Delete(lkeys[i]); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
+				return stored, err
+			}
+		}
+		return stored, nil
+	})
+}
+
+// releaseLeases reads each lease and deletes it if it holds token: the text
+// protocol has no compare-and-delete.
+func (n mcNode) releaseLeases(ctx context.Context, lkeys []string, token string) error {
+	return call0(ctx, func() error {
+		for _, lkey := range lkeys {
+			l, err := n.mc.Get(lkey)
+			if errors.Is(err, memcache.ErrCacheMiss) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if string(l.Value) != token {
+				continue
+			}
+			if err := n.mc.Delete(lkey); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
+				return err
+			}
+		}
+		return nil
+	})
+}

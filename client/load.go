@@ -1,0 +1,527 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Read-through loading. A miss is paid by the database behind the cache; when
+// a hot key expires, or a resharding moves keys, many callers miss the same
+// key at once. GetOrLoad protects the database three ways:
+//
+//   - in one process, one load per key however many callers wait
+//     (golang.org/x/sync/singleflight);
+//   - across processes, with Options.Lease, one load per key for the fleet
+//     (lease.go);
+//   - with Options.LoadLimit, a cap on loader calls per second
+//     (golang.org/x/time/rate), past which loads fail fast with
+//     ErrLoadThrottled and the application degrades instead of the database.
+//
+// Stores go through the same paths as Set and SetMulti, so during a migration
+// they reach both owners, and reads fall back to the old owner before
+// anything is loaded.
+
+// negative is the value that stands for "the database has no such row" in
+// the cache (see ErrNotFound). NUL bytes make it a value no application
+// stores by chance.
+const negative = "\x00shardcache:not-found\x00"
+
+// isNegative reports whether a cached value is a negative entry.
+func isNegative(v []byte) bool { return len(v) == len(negative) && string(v) == negative }
+
+// LoadLimit caps the loader calls of GetOrLoad and GetMultiOrLoad in one
+// process, so a miss storm cannot take the database down.
+type LoadLimit struct {
+	// PerSecond is the sustained rate of loader calls allowed, > 0.
+	PerSecond float64
+	// Burst is how many loader calls may start at once after a quiet
+	// period. Default PerSecond rounded up, at least 1.
+	Burst int
+	// DuringMigration limits loads only while a migration's window is open,
+	// when misses are expected to rise; the default limits them always.
+	DuringMigration bool
+	// MaxWait is the longest a load waits for a token, on top of the
+	// caller's deadline, which always bounds the wait: a load whose token
+	// comes later fails at once with ErrLoadThrottled. Default 0: the
+	// caller's deadline alone (no deadline: wait for the token). Negative:
+	// never wait, throttle as soon as no token is free.
+	MaxWait time.Duration
+}
+
+// LoadStats counts what GetOrLoad and GetMultiOrLoad did since New, per key
+// unless said otherwise.
+type LoadStats struct {
+	Hits         int64 // keys answered by the cache
+	NegativeHits int64 // keys answered ErrNotFound by a negative entry in the cache
+	Misses       int64 // keys not in the cache
+	Loads        int64 // loader calls (a batch counts once)
+	LoadErrors   int64 // loader calls that failed: returned, never cached
+	NotFound     int64 // keys the loader reported missing (ErrNotFound, or absent from a batch)
+	Throttled    int64 // loads refused by LoadLimit (ErrLoadThrottled)
+	Abandoned    int64 // callers whose context ended while they waited for a load
+	LeaseWaits   int64 // loads not run here because another process held the lease
+	LeasesLost   int64 // loaded values not stored: the lease was gone (a Delete, or it expired)
+	CacheErrors  int64 // cache reads or stores that failed around a load, which went on
+}
+
+// loadCounters are LoadStats' counters, updated atomically.
+type loadCounters struct {
+	hits, negativeHits, misses, loads, loadErrors, notFound   atomic.Int64
+	throttled, abandoned, leaseWaits, leasesLost, cacheErrors atomic.Int64
+}
+
+// LoadStats returns a snapshot of the load counters.
+func (c *Client) LoadStats() LoadStats {
+	l := &c.loads
+	return LoadStats{
+		Hits: l.hits.Load(), NegativeHits: l.negativeHits.Load(), Misses: l.misses.Load(),
+		Loads: l.loads.Load(), LoadErrors: l.loadErrors.Load(), NotFound: l.notFound.Load(),
+		Throttled: l.throttled.Load(), Abandoned: l.abandoned.Load(),
+		LeaseWaits: l.leaseWaits.Load(), LeasesLost: l.leasesLost.Load(), CacheErrors: l.cacheErrors.Load(),
+	}
+}
+
+// newLimiter returns the limiter of Options.LoadLimit, nil without one.
+func newLimiter(l *LoadLimit) (*rate.Limiter, error) {
+	if l == nil {
+		return nil, nil
+	}
+	if !(l.PerSecond > 0) || l.Burst < 1 {
+		return nil, fmt.Errorf("%w: LoadLimit %v per second, burst %d", ErrBadOptions, l.PerSecond, l.Burst)
+	}
+	return rate.NewLimiter(rate.Limit(l.PerSecond), l.Burst), nil
+}
+
+// admit takes a token for one loader call, waiting for it within ctx's
+// deadline and LoadLimit.MaxWait, or returns ErrLoadThrottled at once when
+// it would come later. st is the state the load runs in, for
+// LoadLimit.DuringMigration. The limiter reads the client's clock, as
+// migration windows do.
+func (c *Client) admit(ctx context.Context, st *state, key string) error {
+	lim := c.limiter
+	if lim == nil {
+		return nil
+	}
+	now := c.opts.Now()
+	if c.opts.LoadLimit.DuringMigration && (st.mig == nil || !st.mig.Active(now)) {
+		return nil
+	}
+	res := lim.ReserveN(now, 1)
+	delay := res.DelayFrom(now)
+	if delay == 0 {
+		return nil
+	}
+	budget := time.Duration(1<<63 - 1)
+	if dl, ok := ctx.Deadline(); ok {
+		budget = time.Until(dl) // contexts run on the wall clock
+	}
+	if w := c.opts.LoadLimit.MaxWait; w != 0 {
+		budget = min(budget, max(w, 0))
+	}
+	if delay > budget {
+		res.CancelAt(now)
+		c.loads.throttled.Add(1)
+		return fmt.Errorf("%w: key %q: next token in %v", ErrLoadThrottled, key, delay)
+	}
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		res.CancelAt(c.opts.Now())
+		c.loads.throttled.Add(1)
+		return fmt.Errorf("%w: key %q: %w", ErrLoadThrottled, key, ctx.Err())
+	}
+}
+
+// GetOrLoad returns the value of key from the cache or, on a miss, from load,
+// storing it with ttl (0: no expiry) for the next callers.
+//
+// However many callers miss the same key at once in this process, load runs
+// once (golang.org/x/sync/singleflight) and its value goes to all of them: the
+// returned slice is shared between them and must not be modified. load gets a
+// context with the values of the first caller's but not its deadline or
+// cancellation: a caller whose context ends stops waiting and gets its
+// context's error, and the load goes on for the others and is stored; bound
+// load yourself if it can hang.
+//
+// During a migration a miss on the new owner falls back to the old owner
+// before anything is loaded, and the value is stored on both owners, as Set
+// does. A cache that cannot be read does not stop the load: the value is
+// loaded (and counted in LoadStats.CacheErrors).
+//
+// An error from load is returned to every caller waiting for that load and
+// is never cached: the next call loads again. When load returns an error
+// that is ErrNotFound, GetOrLoad returns ErrNotFound, and with
+// Options.NegativeTTL the answer is cached for that long. With
+// Options.Lease, one process of the fleet loads the key and the others wait
+// for its value (see Options.Lease). With Options.LoadLimit, a load that
+// cannot start within the caller's deadline returns ErrLoadThrottled. A
+// panic in load is returned as ErrLoadPanic to every waiter.
+func (c *Client) GetOrLoad(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
+	r, err := c.beginTTL(key, ttl)
+	if err != nil {
+		return nil, err
+	}
+	v, err := c.get(ctx, r, key)
+	if err == nil {
+		return c.answer(v)
+	}
+	if err != ErrCacheMiss {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		c.loads.cacheErrors.Add(1)
+	}
+	c.loads.misses.Add(1)
+	lctx := context.WithoutCancel(ctx)
+	deadline, hasDeadline := ctx.Deadline()
+	ch := c.flight.DoChan(key, func() (any, error) {
+		// The first caller's deadline bounds the wait for a token: it is
+		// the one whose call started the load.
+		actx := lctx
+		if hasDeadline {
+			var cancel context.CancelFunc
+			actx, cancel = context.WithDeadline(lctx, deadline)
+			defer cancel()
+		}
+		return c.loadKey(lctx, actx, key, ttl, load)
+	})
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		return res.Val.([]byte), nil
+	case <-ctx.Done():
+		c.loads.abandoned.Add(1)
+		return nil, ctx.Err()
+	}
+}
+
+// answer returns a cached value, or ErrNotFound for a negative entry, and
+// counts it.
+func (c *Client) answer(v []byte) ([]byte, error) {
+	if isNegative(v) {
+		c.loads.negativeHits.Add(1)
+		return nil, ErrNotFound
+	}
+	c.loads.hits.Add(1)
+	return v, nil
+}
+
+// cached is answer for a load that found the value in the cache after all:
+// its callers were counted as misses.
+func cached(v []byte) ([]byte, error) {
+	if isNegative(v) {
+		return nil, ErrNotFound
+	}
+	return v, nil
+}
+
+// loadKey is one load of key, run by singleflight for every caller waiting
+// on it: it reads the cache once more (a load that finished just before this
+// one started has stored the value), takes the lease if leases are on,
+// loads and stores. A nil value is stored as an empty one, as Set does. ctx is the load's; admitCtx adds the first caller's
+// deadline, for the wait for a token.
+func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Duration, load func(context.Context) ([]byte, error)) (any, error) {
+	r, err := c.begin(key) // the route now: a migration may have ended meanwhile
+	if err != nil {
+		return nil, err
+	}
+	var l *lease
+	if c.opts.Lease > 0 {
+		var v []byte
+		var hit bool
+		if l, v, hit, err = c.leaseOrValue(ctx, r, key); err != nil {
+			return nil, err
+		}
+		if hit {
+			return cached(v)
+		}
+	} else {
+		v, err := c.get(ctx, r, key)
+		if err == nil {
+			return cached(v)
+		}
+		if err != ErrCacheMiss {
+			c.loads.cacheErrors.Add(1)
+		}
+	}
+	if err := c.admit(admitCtx, r.st, key); err != nil {
+		c.releaseLease(ctx, r, l, key)
+		return nil, err
+	}
+	v, err := c.callLoad(ctx, key, load)
+	c.loads.loads.Add(1)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		c.loads.notFound.Add(1)
+		if c.opts.NegativeTTL > 0 {
+			c.store(ctx, r, l, key, []byte(negative), c.opts.NegativeTTL)
+		} else {
+			c.releaseLease(ctx, r, l, key)
+		}
+		return nil, err
+	case err != nil:
+		c.loads.loadErrors.Add(1)
+		c.releaseLease(ctx, r, l, key)
+		return nil, err
+	}
+	if v == nil {
+		v = []byte{}
+	}
+	c.store(ctx, r, l, key, v, ttl)
+	return v, nil
+}
+
+// callLoad calls load, turning a panic into ErrLoadPanic: singleflight
+// would re-panic it on a goroutine of its own, where no caller could recover
+// it.
+func (c *Client) callLoad(ctx context.Context, key string, load func(context.Context) ([]byte, error)) (v []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			v, err = nil, fmt.Errorf("%w: key %q: %v", ErrLoadPanic, key, p)
+		}
+	}()
+	return load(ctx)
+}
+
+// store writes a loaded value (or a negative entry) as Set does, both owners
+// during a migration; with a lease, only if the lease is still held (see
+// lease.go). A failure is counted: the value has been loaded and is
+// returned all the same.
+func (c *Client) store(ctx context.Context, r route, l *lease, key string, v []byte, ttl time.Duration) {
+	if l != nil {
+		c.storeUnderLease(ctx, r.st, r.now, []item{{key: key, value: v, ttl: ttl}}, l.token)
+		return
+	}
+	err := c.write("set", r, key, func(n node) error { return n.set(ctx, key, v, ttl) })
+	if err != nil {
+		c.loads.cacheErrors.Add(1)
+	}
+}
+
+// releaseLease gives up lease l on key, if any, after a load that stores
+// nothing.
+func (c *Client) releaseLease(ctx context.Context, r route, l *lease, key string) {
+	if l != nil {
+		c.releaseLeases(ctx, r.st, []string{key}, l.token)
+	}
+}
+
+// GetMultiOrLoad returns the values of keys: those in the cache from one
+// bulk read (GetMulti, with its fallback to old owners during a migration),
+// the others from one call of load with exactly the missing keys, in the
+// order given and without duplicates. The loaded values are stored with ttl
+// in one bulk store (SetMulti's, both owners during a migration) and
+// returned with the hits.
+//
+// A key absent from load's map is not found: it is absent from the result
+// and, with Options.NegativeTTL, cached as such, as are keys that are
+// negative entries already. An error from load is returned with the hits and
+// nothing loaded is stored. With Options.LoadLimit each call of load takes
+// one token, and fails with ErrLoadThrottled (with the hits) when none comes
+// within the caller's deadline. Nodes that cannot be read count their keys
+// as missing, to be loaded (LoadStats.CacheErrors).
+//
+// With Options.Lease the misses are loaded under leases, as GetOrLoad's
+// are: one batch load of the misses whose lease this call takes, then a wait
+// for the values of the others, which other processes are loading (and one
+// more batch for any whose lease comes free in the meantime). Unlike
+// GetOrLoad, a batch does not share its loads with other calls in the
+// process, except through leases.
+func (c *Client) GetMultiOrLoad(ctx context.Context, keys []string, ttl time.Duration, load func(ctx context.Context, missing []string) (map[string][]byte, error)) (map[string][]byte, error) {
+	if err := checkTTL(ttl); err != nil {
+		return nil, err
+	}
+	found, err := c.getMulti(ctx, keys)
+	if found == nil {
+		return nil, err
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		c.loads.cacheErrors.Add(1)
+	}
+	// found becomes the answer: negative entries out, loaded values in.
+	hits := found
+	var missing []string
+	// Keys seen and not in hits (missing, or negative entries), made on the
+	// first: a key may be asked for twice.
+	var seen map[string]bool
+	for _, k := range keys {
+		v, ok := hits[k]
+		switch {
+		case ok && !isNegative(v):
+			c.loads.hits.Add(1)
+			continue
+		case seen[k]:
+			continue
+		case ok:
+			c.loads.negativeHits.Add(1)
+			delete(hits, k)
+		default:
+			missing = append(missing, k)
+		}
+		if seen == nil {
+			seen = make(map[string]bool)
+		}
+		seen[k] = true
+	}
+	if len(missing) == 0 {
+		return hits, nil
+	}
+	c.loads.misses.Add(int64(len(missing)))
+	st, now := c.load()
+	if st == nil {
+		return hits, ErrClosed
+	}
+	if c.opts.Lease > 0 {
+		return hits, c.loadLeased(ctx, st, now, hits, missing, ttl, load)
+	}
+	return hits, c.loadBatch(ctx, st, now, hits, missing, ttl, load, nil)
+}
+
+// loadBatch loads keys with one call of load and stores what it returns,
+// with a negative entry for each key it leaves out when
+// Options.NegativeTTL is set, adding the values to hits. With l, the keys'
+// leases are held with l's token: the store is conditional on them, and they
+// are released when nothing is stored.
+func (c *Client) loadBatch(ctx context.Context, st *state, now time.Time, hits map[string][]byte, keys []string, ttl time.Duration,
+	load func(context.Context, []string) (map[string][]byte, error), l *lease) error {
+	release := func(keys []string) {
+		if l != nil && len(keys) > 0 {
+			c.releaseLeases(ctx, st, keys, l.token)
+		}
+	}
+	if err := c.admit(ctx, st, keys[0]); err != nil {
+		release(keys)
+		return err
+	}
+	loaded, err := load(ctx, keys)
+	c.loads.loads.Add(1)
+	if err != nil {
+		c.loads.loadErrors.Add(1)
+		release(keys)
+		return err
+	}
+	items := make([]item, 0, len(keys))
+	var unstored []string
+	for _, k := range keys {
+		v, ok := loaded[k]
+		switch {
+		case ok:
+			if v == nil {
+				v = []byte{}
+			}
+			hits[k] = v
+			items = append(items, item{key: k, value: v, ttl: ttl})
+		case c.opts.NegativeTTL > 0:
+			c.loads.notFound.Add(1)
+			items = append(items, item{key: k, value: []byte(negative), ttl: c.opts.NegativeTTL})
+		default:
+			c.loads.notFound.Add(1)
+			unstored = append(unstored, k)
+		}
+	}
+	release(unstored)
+	switch {
+	case len(items) == 0:
+	case l != nil:
+		c.storeUnderLease(ctx, st, now, items, l.token)
+	default:
+		keys := make([]string, len(items))
+		for i, it := range items {
+			keys[i] = it.key
+		}
+		err := c.multiWrite(ctx, "set_multi", keys, func(i int) item { return items[i] },
+			func(b *batch) error { return b.conn.setMulti(ctx, b.items) })
+		if err != nil {
+			c.loads.cacheErrors.Add(1)
+		}
+	}
+	return nil
+}
+
+// loadLeased is GetMultiOrLoad's load with leases: it takes the leases of
+// the missing keys (one round trip per owner), reads them again, loads in
+// one batch those whose lease it holds (and, in another, those whose owner
+// could not be asked), then waits for the values of the keys whose lease
+// another process holds, taking and loading any whose lease comes free.
+func (c *Client) loadLeased(ctx context.Context, st *state, now time.Time, hits map[string][]byte, missing []string, ttl time.Duration,
+	load func(context.Context, []string) (map[string][]byte, error)) error {
+	l := &lease{token: rand.Text()}
+	var retry *time.Timer
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
+	for waited := false; ; waited = true {
+		got, failed := c.acquireLeases(ctx, st, missing, l.token)
+		// Read after the attempt, as GetOrLoad does (lease.go).
+		found, err := c.getMulti(ctx, missing)
+		if found == nil {
+			return err // closed
+		}
+		if err != nil {
+			c.loads.cacheErrors.Add(1)
+		}
+		var mine, unleased, waiting, landed []string
+		for i, k := range missing {
+			v, ok := found[k]
+			switch {
+			case ok:
+				if !isNegative(v) {
+					hits[k] = v
+				}
+				if got[i] {
+					landed = append(landed, k)
+				}
+			case got[i]:
+				mine = append(mine, k)
+			case failed[i]:
+				unleased = append(unleased, k)
+			default:
+				waiting = append(waiting, k)
+			}
+		}
+		if len(landed) > 0 {
+			c.releaseLeases(ctx, st, landed, l.token)
+		}
+		if !waited {
+			c.loads.leaseWaits.Add(int64(len(waiting)))
+		}
+		// Load what this process holds before waiting for the others, so
+		// that two processes holding each other's keys both go on.
+		if len(mine) > 0 {
+			if err := c.loadBatch(ctx, st, now, hits, mine, ttl, load, l); err != nil {
+				return err
+			}
+		}
+		if len(unleased) > 0 {
+			if err := c.loadBatch(ctx, st, now, hits, unleased, ttl, load, nil); err != nil {
+				return err
+			}
+		}
+		if len(waiting) == 0 {
+			return nil
+		}
+		if err := c.waitRetry(ctx, &retry); err != nil {
+			return err
+		}
+		if st, now = c.load(); st == nil {
+			return ErrClosed
+		}
+		missing = waiting
+	}
+}

@@ -55,14 +55,19 @@ func New(old, new ring.Locator, start time.Time, window time.Duration) (*Migrati
 }
 
 // Moved returns the exact fraction of keys whose owner differs between two
-// placements when both are *ring.Ring, else NaN (unknown).
+// placements: by name when both are *ring.Ring (ring.Moved), else by server
+// when ring.CompareExact can compute it (Ketama, Modulo and Ring, such as a
+// migration off gomemcache or twemproxy); NaN (unknown) otherwise.
 func Moved(old, new ring.Locator) float64 {
 	o, ok1 := old.(*ring.Ring)
 	n, ok2 := new.(*ring.Ring)
-	if !ok1 || !ok2 {
-		return math.NaN()
+	if ok1 && ok2 {
+		return ring.Moved(o, n)
 	}
-	return ring.Moved(o, n)
+	if c, ok := ring.CompareExact(old, new); ok {
+		return c.Moved
+	}
+	return math.NaN()
 }
 
 // Old returns the placement keys move from.

@@ -160,3 +160,25 @@ func TestMovedUnknownForOtherPlacements(t *testing.T) {
 		t.Error("Moved of a non-ring placement should be NaN (unknown)")
 	}
 }
+
+// TestMovedFromForeignPlacements: a migration off gomemcache's ServerList
+// (ring.Modulo) knows its moved fraction, by server; off go-redis's Ring
+// (sampled only) it is unknown.
+func TestMovedFromForeignPlacements(t *testing.T) {
+	next, _ := ring.New(nodes(3))
+	var addrs []string
+	for _, n := range nodes(3) {
+		addrs = append(addrs, n.Addr)
+	}
+	old, err := ring.NewModulo(addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := Moved(old, next), ring.Compare(old, next).Moved; got != want || math.IsNaN(got) {
+		t.Errorf("Moved from Modulo = %v, want ring.Compare's %v", got, want)
+	}
+	rdv, _ := ring.NewRendezvous(nodes(3))
+	if !math.IsNaN(Moved(rdv, next)) {
+		t.Error("Moved from Rendezvous should be NaN: only a sample could tell")
+	}
+}

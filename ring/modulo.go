@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/twmb/murmur3"
 )
@@ -46,7 +47,7 @@ var ModuloHashes = []ModuloHash{ModuloCRC32, ModuloMurmur3, ModuloMurmur3x86, Mo
 func (h ModuloHash) sum() (fn func(string) uint64, width uint, ok bool) {
 	switch h {
 	case ModuloCRC32:
-		return func(s string) uint64 { return uint64(crc32.ChecksumIEEE([]byte(s))) }, 32, true
+		return crc32String, 32, true
 	case ModuloMurmur3:
 		return murmur3.StringSum64, 64, true
 	case ModuloMurmur3x86:
@@ -57,6 +58,14 @@ func (h ModuloHash) sum() (fn func(string) uint64, width uint, ok bool) {
 		return func(s string) uint64 { return uint64(fnv1a32(s)) }, 32, true
 	}
 	return nil, 0, false
+}
+
+// crc32String is crc32.ChecksumIEEE of s's bytes, read in place: []byte(s)
+// would be copied to the heap on every call, as crc32 reaches its
+// implementation through a function variable that escape analysis cannot
+// see through. crc32 only reads the bytes.
+func crc32String(s string) uint64 {
+	return uint64(crc32.ChecksumIEEE(unsafe.Slice(unsafe.StringData(s), len(s))))
 }
 
 func fnv1a64(s string) uint64 {
@@ -114,6 +123,7 @@ type Modulo struct {
 	nodes []Node // distinct addresses, sorted, Weight = slots held
 	sum   func(string) uint64
 	width uint // bits of the hash: 32 or 64
+	crc32 bool // hash is ModuloCRC32, which Locate calls directly
 }
 
 // NewModulo returns the mod-N placement over addrs, in their order. It
@@ -136,7 +146,10 @@ func NewModulo(addrs []string, opts ...ModuloOption) (*Modulo, error) {
 	if len(addrs) == 0 {
 		return nil, ErrNoNodes
 	}
-	m := &Modulo{slots: make([]Node, len(addrs)), hash: cfg.hash, tag: tag, sum: sum, width: width}
+	if len(addrs) > math.MaxUint32 {
+		return nil, fmt.Errorf("%w: %d addresses (want at most %d)", ErrBadWeight, len(addrs), uint32(math.MaxUint32))
+	}
+	m := &Modulo{slots: make([]Node, len(addrs)), hash: cfg.hash, tag: tag, sum: sum, width: width, crc32: cfg.hash == ModuloCRC32}
 	weight := map[string]int{}
 	for i, a := range addrs {
 		if a == "" {
@@ -160,7 +173,25 @@ func NewModulo(addrs []string, opts ...ModuloOption) (*Modulo, error) {
 // Locate returns the server of key's slot: hash(key) % N. It does not
 // allocate.
 func (m *Modulo) Locate(key string) Node {
-	return m.slots[m.sum(m.tag.of(key))%uint64(len(m.slots))]
+	if m.tag.set {
+		key = m.tag.of(key)
+	}
+	// The default hash called directly, and a 32-bit hash reduced with a
+	// 32-bit division, cheaper than a 64-bit one: together they took
+	// Locate from 10% slower than gomemcache's PickServer to 10-20% faster
+	// (bench/, cpu-ns/op).
+	var i uint32
+	switch {
+	case m.crc32:
+		i = crc32.ChecksumIEEE(unsafe.Slice(unsafe.StringData(key), len(key))) % uint32(len(m.slots))
+	case m.width == 32:
+		i = uint32(m.sum(key)) % uint32(len(m.slots))
+	default:
+		i = uint32(m.sum(key) % uint64(len(m.slots)))
+	}
+	// Field by field, as Ring.Locate does: cheaper than copying the Node.
+	n := &m.slots[i]
+	return Node{Name: n.Name, Addr: n.Addr, Weight: n.Weight}
 }
 
 // Nodes returns the distinct servers sorted by Name (their address), each
@@ -208,42 +239,22 @@ func residueCount(width uint, n, r uint64) float64 {
 	return float64(q)
 }
 
-// maxModuloPeriod bounds the residues ModuloMoved walks to be exact.
-const maxModuloPeriod = 1 << 24
+// maxModuloPeriod bounds the residues moduloFlows walks to be exact.
+const maxModuloPeriod = 1 << 22
 
-// moduloSamples is the number of hashes ModuloMoved draws beyond
-// maxModuloPeriod: a standard error of 0.025% at most.
-const moduloSamples = 1 << 22
-
-// ModuloMoved returns the fraction of keys whose server differs between two
-// Modulo placements, and whether it is exact.
-//
-// With the same hash and hash tag, a hash h keeps its server when both slot
-// lists name the same server at h mod their lengths, which repeats every lcm
-// of the lengths: the fraction is exact over the whole hash space when that
-// period is at most 2^24 slots, else estimated from 2^22 pseudo-random hashes
-// (standard error at most 0.025%). With different hashes, the positions of a
-// key are independent, and the fraction is exactly 1 − Σ share·share over
-// the servers both hold.
-func ModuloMoved(from, to *Modulo) (moved float64, exact bool) {
-	if from.hash != to.hash || from.tag != to.tag {
-		return independentMoved(from.Shares(), to.Shares()), true
-	}
+// moduloFlows returns the flows between the servers of two Modulo placements
+// of the same hash (see Compare), exact over the whole hash space, when the
+// period of the two slot lists, the lcm of their lengths, is at most 2^22;
+// else ok is false.
+func moduloFlows(from, to *Modulo) (flows map[[2]string]float64, ok bool) {
 	n1, n2 := uint64(len(from.slots)), uint64(len(to.slots))
-	differs := func(h uint64) bool { return from.slots[h%n1].Addr != to.slots[h%n2].Addr }
+	flows = map[[2]string]float64{}
 	period := n1 / gcd(n1, n2) * n2
 	if n1 > maxModuloPeriod || n2 > maxModuloPeriod || period > maxModuloPeriod {
-		r := rand.New(rand.NewPCG(1, 2))
-		count := 0
-		for range moduloSamples {
-			if differs(r.Uint64() >> (64 - from.width)) {
-				count++
-			}
-		}
-		return float64(count) / moduloSamples, false
+		return nil, false
 	}
-	// The hash space is q whole periods and a first part of one, of rest
-	// hashes: count the hashes that move in both.
+	// The hash space is q whole periods and the first rest hashes of one
+	// more: hash h of the period counts q+1 times if below rest, else q.
 	var q, rest uint64
 	if from.width == 64 {
 		q, rest = math.MaxUint64/period, math.MaxUint64%period+1
@@ -253,27 +264,53 @@ func ModuloMoved(from, to *Modulo) (moved float64, exact bool) {
 	} else {
 		q, rest = (uint64(1)<<from.width)/period, (uint64(1)<<from.width)%period
 	}
-	var inPeriod, inRest uint64
+	// Count by pair of servers, numbered: one map operation per hash of
+	// the period.
+	fromIdx, fromAddr := serverIndex(from.slots)
+	toIdx, toAddr := serverIndex(to.slots)
+	count := map[int]float64{}
 	for h := range period {
-		if h == rest {
-			inRest = inPeriod
+		c := float64(q)
+		if h < rest {
+			c++
 		}
-		if differs(h) {
-			inPeriod++
-		}
+		count[fromIdx[h%n1]*len(toAddr)+toIdx[h%n2]] += c
 	}
-	return (float64(q)*float64(inPeriod) + float64(inRest)) / math.Ldexp(1, int(from.width)), true
+	space := math.Ldexp(1, int(from.width))
+	for ij, c := range count {
+		flows[[2]string{fromAddr[ij/len(toAddr)], toAddr[ij%len(toAddr)]}] += c / space
+	}
+	return flows, true
 }
 
-// independentMoved is the fraction of keys whose server differs between two
-// placements whose hashes are independent: 1 − Σ share·share over the servers
-// both hold, with shares by server address.
-func independentMoved(from, to map[string]float64) float64 {
-	stay := 0.0
-	for addr, s := range from {
-		stay += s * to[addr]
+// moduloSampleFlows counts the flows between two Modulo placements of the
+// same hash over samples pseudo-random hashes.
+func moduloSampleFlows(from, to *Modulo, samples int) map[[2]string]float64 {
+	n1, n2 := uint64(len(from.slots)), uint64(len(to.slots))
+	flows := map[[2]string]float64{}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range samples {
+		h := r.Uint64() >> (64 - from.width)
+		flows[[2]string{from.slots[h%n1].Addr, to.slots[h%n2].Addr}] += 1 / float64(samples)
 	}
-	return min(max(1-stay, 0), 1)
+	return flows
+}
+
+// serverIndex numbers the distinct addresses of slots: idx[i] is slot i's
+// number, addrs the addresses by number.
+func serverIndex(slots []Node) (idx []int, addrs []string) {
+	num := map[string]int{}
+	idx = make([]int, len(slots))
+	for i, n := range slots {
+		k, ok := num[n.Addr]
+		if !ok {
+			k = len(addrs)
+			num[n.Addr] = k
+			addrs = append(addrs, n.Addr)
+		}
+		idx[i] = k
+	}
+	return idx, addrs
 }
 
 func gcd(a, b uint64) uint64 {

@@ -148,7 +148,7 @@ func TestModuloShares(t *testing.T) {
 	}
 }
 
-func TestModuloMoved(t *testing.T) {
+func TestCompareModulo(t *testing.T) {
 	eight, six := hosts(8), hosts(6)
 	for _, tc := range []struct {
 		name     string
@@ -169,16 +169,23 @@ func TestModuloMoved(t *testing.T) {
 		{"reordered", []string{"a:1", "b:1"}, []string{"b:1", "a:1"}, ModuloCRC32, 1},
 	} {
 		from, to := mustModulo(t, tc.from, WithModuloHash(tc.hash)), mustModulo(t, tc.to, WithModuloHash(tc.hash))
-		got, exact := ModuloMoved(from, to)
-		if math.Abs(got-tc.want) > 1e-12 || !exact {
-			t.Errorf("%s: ModuloMoved = %v (exact %v), want %v exactly", tc.name, got, exact, tc.want)
+		c := Compare(from, to)
+		if math.Abs(c.Moved-tc.want) > 1e-12 || !c.Exact {
+			t.Errorf("%s: Compare moves %v (exact %v), want %v exactly", tc.name, c.Moved, c.Exact, tc.want)
 		}
 	}
 
 	// Keys located one by one agree with every estimate: a long period
 	// (sampled), and different hashes (independent positions).
-	big1 := mustModulo(t, hosts(5003))
-	big2 := mustModulo(t, append(hosts(5003), hosts(9004)[5003:]...))
+	// 2003 and 2999 slots over 7 servers: a period of 6 million slots.
+	cycle := func(slots int) []string {
+		a := make([]string, slots)
+		for i := range a {
+			a[i] = hosts(7)[i*i%7]
+		}
+		return a
+	}
+	big1, big2 := mustModulo(t, cycle(2003)), mustModulo(t, cycle(2999))
 	other := mustModulo(t, hosts(6), WithModuloHash(ModuloMurmur3))
 	for _, tc := range []struct {
 		name      string
@@ -188,7 +195,8 @@ func TestModuloMoved(t *testing.T) {
 		{"period over 2^24", big1, big2, false},
 		{"crc32 to murmur3", mustModulo(t, eight), other, true},
 	} {
-		est, exact := ModuloMoved(tc.from, tc.to)
+		c := Compare(tc.from, tc.to)
+		est, exact := c.Moved, c.Exact
 		moved := 0
 		const keys = 200000
 		for i := range keys {
@@ -198,7 +206,7 @@ func TestModuloMoved(t *testing.T) {
 			}
 		}
 		if got := float64(moved) / keys; math.Abs(got-est) > 0.01 || exact != tc.wantExact {
-			t.Errorf("%s: ModuloMoved %v (exact %v), keys located one by one %v", tc.name, est, exact, got)
+			t.Errorf("%s: Compare moves %v (exact %v), keys located one by one %v", tc.name, est, exact, got)
 		}
 	}
 }

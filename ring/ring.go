@@ -24,6 +24,12 @@
 // A Ring is immutable and safe for concurrent use. Shares, Moved and Flows
 // compute exact fractions of the hash space from the arcs between points; no
 // keys are sampled.
+//
+// Beside Ring, the package reproduces the placements fleets run before they
+// adopt it, so that a migration can start from them without a cold cache:
+// Ketama (twemproxy, libmemcached), Modulo (gomemcache's ServerList, any
+// hash % N) and Rendezvous (go-redis's Ring), each a Locator; Compare gives
+// the share of keys that changes server between any two placements.
 package ring
 
 import (

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -12,11 +13,33 @@ import (
 	"github.com/shardcache/shardcache/ring"
 )
 
-const planAbout = `Computes from the ring itself, exactly (no keys are sampled): each node's
-share of the keys before and after the change and its ideal share by weight,
-the fraction of keys that move and from which node to which, and the hit rate
-and database load expected right after the switch, switching at once (mod-N,
-ring) or with a dual-ring migration. With no flags: 8 nodes down to 6.`
+const planAbout = `Computes, from the placements themselves, each node's share of the keys
+before and after the change and its ideal share by weight, the fraction of
+keys that change server and from which node to which, and the hit rate and
+database load expected right after the switch, switching at once (mod-N,
+ring) or with a dual-ring migration. With no flags: 8 nodes down to 6.
+
+` + fromKindHelp + `
+
+Exact or sampled: the fractions are exact (no keys sampled) from ring to ring,
+ketama to ketama and modulo to modulo of one hash (from the points' arcs or
+the hash's residues), and between ring, ketama and modulo, which hash keys
+independently (from their exact shares). From rendezvous they are counted
+over 1048576 keys located in both placements, and the output says so with the
+standard error. The "how" line and the JSON fields exact, method, samples and
+std_err say which.
+
+JSON (--json) fields, all fractions of all keys:
+  moved          keys whose node changes: by name from ring to ring
+                 (ring.Moved), by server from any other kind
+  server_moved   keys whose server (address) changes: what the hit rates
+                 count; it differs from moved when a node keeps its name
+                 on another server, or its server under another name
+  min_moved      the least any placement must move: the ideal shares lost
+  mod_n_moved    what hash(key) % N over the same lists' servers would move
+  flows          from each node to each (from == to: keys that stay)
+  after_switch   hit rate, database load (× the steady one) and the share of
+                 reads that also ask the old owner, per mode`
 
 // formatNodes writes nodes in the node-list grammar.
 func formatNodes(nodes []ring.Node) string {
@@ -35,21 +58,30 @@ func formatNodes(nodes []ring.Node) string {
 
 // planReport is the output of plan; its JSON form is what --json prints.
 type planReport struct {
-	From   string `json:"from"`
-	To     string `json:"to"`
-	Vnodes int    `json:"vnodes"`
+	From     string `json:"from"`
+	FromKind string `json:"from_kind"`
+	To       string `json:"to"`
+	Vnodes   int    `json:"vnodes"`
 	// Nodes are both lists' nodes by name, sorted.
 	Nodes []planNode `json:"nodes"`
-	// Moved is the fraction of keys whose node changes (ring.Moved).
+	// Moved is the fraction of keys whose node changes: by name from ring
+	// to ring (ring.Moved), by server from another kind.
 	Moved float64 `json:"moved"`
 	// ServerMoved is the fraction whose server changes: Moved, unless a node
 	// changes address but keeps its name, or the reverse.
 	ServerMoved float64 `json:"server_moved"`
+	// Exact tells whether the fractions are exact; else they are counted
+	// over Samples keys and StdErr is the standard error of ServerMoved.
+	// Method says how they were found (ring.Change).
+	Exact   bool    `json:"exact"`
+	Method  string  `json:"method"`
+	Samples int     `json:"samples,omitempty"`
+	StdErr  float64 `json:"std_err,omitempty"`
 	// MinMoved is the least any placement must move to reach the new ideal
 	// shares: the sum of the ideal shares that nodes lose.
 	MinMoved float64 `json:"min_moved"`
 	// ModNMoved is what hash(key) % N over the same lists' servers, in
-	// their order, would move (ring.ModuloMoved).
+	// their order, would move (ring.Compare).
 	ModNMoved float64 `json:"mod_n_moved"`
 	// Flows are the fractions of all keys going from each node to each,
 	// staying put included (from == to); ring.Flows.
@@ -69,10 +101,11 @@ type planNode struct {
 }
 
 type planSide struct {
+	Name   string  `json:"name,omitempty"` // the node's name on this side, when not the row's
 	Addr   string  `json:"addr"`
 	Weight int     `json:"weight"`
-	Share  float64 `json:"share"` // exact fraction of the keys (ring.Shares)
-	Ideal  float64 `json:"ideal"` // weight over total weight (ring.IdealShares)
+	Share  float64 `json:"share"` // fraction of the keys (ring.Shares, or ring.Compare's)
+	Ideal  float64 `json:"ideal"` // weight over total weight
 }
 
 type planFlow struct {
@@ -95,6 +128,7 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	from := fs.String("from", formatNodes(sim.DefaultFrom()), "the nodes now: a node `list` (see below)")
 	to := fs.String("to", formatNodes(sim.DefaultTo()), "the nodes after the change: a node `list`")
 	vnodes := fs.Int("vnodes", ring.DefaultVnodes, "ring points per unit of weight, as the client's Options.Vnodes")
+	kind := addFromKindFlags(fs)
 	hitRate := fs.Float64("hit-rate", 0.95, "the steady hit rate, in [0, 1), from which to expect the rate after the switch")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
 	if code, done := parseFlags(fs, args, stdout); done {
@@ -102,6 +136,14 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if !(*hitRate >= 0 && *hitRate < 1) {
 		return badInput(stderr, "plan", "--hit-rate %v: want a fraction in [0, 1), such as 0.95", *hitRate)
+	}
+	if *vnodes < 1 || *vnodes > ring.MaxVnodes {
+		return badInput(stderr, "plan", "--vnodes %d: want 1..%d", *vnodes, ring.MaxVnodes)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := kind.check(set); err != nil {
+		return badInput(stderr, "plan", "%v", err)
 	}
 	fromNodes, err := parseNodes(*from)
 	if err != nil {
@@ -111,7 +153,7 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return badInput(stderr, "plan", "--to: %v", err)
 	}
-	rep, err := makePlan(fromNodes, toNodes, *vnodes, *hitRate)
+	rep, err := makePlan(planInput{from: fromNodes, to: toNodes, kind: kind, vnodes: *vnodes, hitRate: *hitRate})
 	if err != nil {
 		return badInput(stderr, "plan", "%v", err)
 	}
@@ -138,48 +180,94 @@ func modulo(nodes []ring.Node) (*ring.Modulo, error) {
 	return ring.NewModulo(slots, ring.WithModuloHash(ring.ModuloMurmur3), ring.WithModuloHashTag("{}"))
 }
 
-// makePlan computes the plan of a change from one node list to another.
-func makePlan(fromNodes, toNodes []ring.Node, vnodes int, hitRate float64) (*planReport, error) {
-	before, err := ring.New(fromNodes, ring.WithVnodes(vnodes))
-	if err != nil {
-		return nil, fmt.Errorf("--from: %w", err)
-	}
-	after, err := ring.New(toNodes, ring.WithVnodes(vnodes))
-	if err != nil {
-		return nil, fmt.Errorf("--to: %w", err)
-	}
-	modFrom, err := modulo(fromNodes)
-	if err != nil {
-		return nil, fmt.Errorf("--from: %w", err)
-	}
-	modTo, err := modulo(toNodes)
-	if err != nil {
-		return nil, fmt.Errorf("--to: %w", err)
-	}
-	modMoved, _ := ring.ModuloMoved(modFrom, modTo)
+// planInput is what plan is asked.
+type planInput struct {
+	from, to []ring.Node
+	kind     *fromKind // of from
+	vnodes   int
+	hitRate  float64
+}
 
-	rep := &planReport{
-		From: formatNodes(fromNodes), To: formatNodes(toNodes), Vnodes: vnodes,
-		Moved:         ring.Moved(before, after),
-		ModNMoved:     modMoved,
-		SteadyHitRate: hitRate,
+// makePlan computes the plan of a change from one node list to another.
+func makePlan(in planInput) (*planReport, error) {
+	before, err := in.kind.placement(in.from, in.vnodes)
+	if err != nil {
+		return nil, fmt.Errorf("--from: %w", err)
 	}
-	byName := map[string]*planNode{}
-	side := func(r *ring.Ring, set func(*planNode, *planSide)) {
-		shares, ideal := r.Shares(), r.IdealShares()
-		for _, n := range r.Nodes() {
-			p := byName[n.Name]
+	after, err := ring.New(in.to, ring.WithVnodes(in.vnodes))
+	if err != nil {
+		return nil, fmt.Errorf("--to: %w", err)
+	}
+	modFrom, err := modulo(in.from)
+	if err != nil {
+		return nil, fmt.Errorf("--from: %w", err)
+	}
+	modTo, err := modulo(in.to)
+	if err != nil {
+		return nil, fmt.Errorf("--to: %w", err)
+	}
+
+	change := ring.Compare(before, after)
+	rep := &planReport{
+		From: formatNodes(in.from), FromKind: in.kind.kind, To: formatNodes(in.to), Vnodes: in.vnodes,
+		ServerMoved: change.Moved,
+		Exact:       change.Exact, Method: change.Method, Samples: change.Samples, StdErr: change.StdErr,
+		ModNMoved:     ring.Compare(modFrom, modTo).Moved,
+		SteadyHitRate: in.hitRate,
+	}
+	// Rows: nodes by name from ring to ring, where a name is a place on
+	// the ring; by server from another kind, whose names are not ours.
+	rows := map[string]*planNode{}
+	key := func(n ring.Node) string { return n.Name }
+	if in.kind.kind != "ring" {
+		key = func(n ring.Node) string { return n.Addr }
+	}
+	side := func(nodes []ring.Node, share func(ring.Node) float64, set func(*planNode, *planSide)) {
+		total := 0
+		for _, n := range nodes {
+			total += n.Weight
+		}
+		for _, n := range nodes {
+			p := rows[key(n)]
 			if p == nil {
 				p = &planNode{Name: n.Name}
-				byName[n.Name] = p
+				rows[key(n)] = p
 			}
 			p.Addr = n.Addr // the address after the change, when the node stays
-			set(p, &planSide{Addr: n.Addr, Weight: n.Weight, Share: shares[n.Name], Ideal: ideal[n.Name]})
+			s := &planSide{Addr: n.Addr, Weight: n.Weight, Share: share(n), Ideal: float64(n.Weight) / float64(total)}
+			if n.Name != p.Name {
+				s.Name = n.Name
+			}
+			set(p, s)
 		}
 	}
-	side(before, func(p *planNode, s *planSide) { p.Before = s })
-	side(after, func(p *planNode, s *planSide) { p.After = s })
-	for _, p := range byName {
+	if r, ok := before.(*ring.Ring); ok {
+		shares := r.Shares()
+		side(r.Nodes(), func(n ring.Node) float64 { return shares[n.Name] }, func(p *planNode, s *planSide) { p.Before = s })
+		rep.Moved = min(max(ring.Moved(r, after), 0), 1) // the sum of arcs may round past 1
+	} else {
+		side(before.Nodes(), func(n ring.Node) float64 { return change.Before[n.Addr] }, func(p *planNode, s *planSide) { p.Before = s })
+		rep.Moved = change.Moved
+	}
+	afterShares := after.Shares()
+	side(after.Nodes(), func(n ring.Node) float64 { return afterShares[n.Name] }, func(p *planNode, s *planSide) {
+		p.After = s
+		if s.Name != "" { // a server that keeps its keys under our name
+			p.Before.Name, p.Name, s.Name = p.Name, s.Name, ""
+		}
+	})
+	// By server, a foreign name may be one of ours on another server: tell
+	// such rows apart by their address.
+	seen := map[string]int{}
+	for _, p := range rows {
+		seen[p.Name]++
+	}
+	for _, p := range rows {
+		if seen[p.Name] > 1 {
+			p.Name += "@" + p.Addr
+		}
+	}
+	for _, p := range rows {
 		rep.Nodes = append(rep.Nodes, *p)
 	}
 	slices.SortFunc(rep.Nodes, func(a, b planNode) int { return strings.Compare(a.Name, b.Name) })
@@ -191,7 +279,7 @@ func makePlan(fromNodes, toNodes []ring.Node, vnodes int, hitRate float64) (*pla
 		if p.After != nil {
 			lost -= p.After.Ideal
 		}
-		rep.MinMoved += max(lost, 0)
+		rep.MinMoved = min(rep.MinMoved+max(lost, 0), 1) // rounding may add up past 1
 		switch {
 		case p.Before != nil && p.After != nil && p.Before.Addr != p.After.Addr:
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s changes address, %s to %s: its keys stay on the ring, but the new server starts empty",
@@ -199,11 +287,19 @@ func makePlan(fromNodes, toNodes []ring.Node, vnodes int, hitRate float64) (*pla
 		}
 	}
 
-	for a, row := range ring.Flows(before, after) {
-		for b, share := range row {
-			rep.Flows = append(rep.Flows, planFlow{From: a, To: b, Share: share})
-			if byName[a].Before.Addr != byName[b].After.Addr {
-				rep.ServerMoved += share
+	// Flows between rows: by name from ring to ring (ring.Flows), else
+	// change.Flows, by server.
+	rowName := func(k string) string { return rows[k].Name }
+	if r, ok := before.(*ring.Ring); ok {
+		for a, row := range ring.Flows(r, after) {
+			for b, share := range row {
+				rep.Flows = append(rep.Flows, planFlow{From: rowName(a), To: rowName(b), Share: share})
+			}
+		}
+	} else {
+		for a, row := range change.Flows {
+			for b, share := range row {
+				rep.Flows = append(rep.Flows, planFlow{From: rowName(a), To: rowName(b), Share: share})
 			}
 		}
 	}
@@ -223,11 +319,11 @@ func makePlan(fromNodes, toNodes []ring.Node, vnodes int, hitRate float64) (*pla
 	// misses. Popularity is independent of placement, so the share of reads
 	// that moved is the share of keys that did.
 	outcome := func(mode string, moved float64, dual bool) planOutcome {
-		o := planOutcome{Mode: mode, HitRate: hitRate * (1 - moved), DBLoad: 1}
+		o := planOutcome{Mode: mode, HitRate: in.hitRate * (1 - moved), DBLoad: 1}
 		if dual {
-			o.HitRate, o.SecondReads = hitRate, moved
+			o.HitRate, o.SecondReads = in.hitRate, moved
 		} else {
-			o.DBLoad = (1 - o.HitRate) / (1 - hitRate)
+			o.DBLoad = (1 - o.HitRate) / (1 - in.hitRate)
 		}
 		return o
 	}
@@ -250,7 +346,11 @@ func writePlan(w io.Writer, rep *planReport) {
 			nTo++
 		}
 	}
-	fmt.Fprintf(w, "Plan: %d nodes → %d nodes, %d vnodes per unit of weight\n\n", nFrom, nTo, rep.Vnodes)
+	if rep.FromKind == "ring" {
+		fmt.Fprintf(w, "Plan: %d nodes → %d nodes, %d vnodes per unit of weight\n\n", nFrom, nTo, rep.Vnodes)
+	} else {
+		fmt.Fprintf(w, "Plan: %s, %d servers → ring, %d nodes, %d vnodes per unit of weight\n\n", fromKindNames[rep.FromKind], nFrom, nTo, rep.Vnodes)
+	}
 
 	tw := newTable(w, 0)
 	fmt.Fprintln(tw, "node\taddress\tweight\tshare before\tideal\tshare after\tideal\t")
@@ -263,12 +363,22 @@ func writePlan(w io.Writer, rep *planReport) {
 		if s := n.After; s != nil {
 			wa, sa, ia = fmt.Sprint(s.Weight), pct(s.Share, 2), pct(s.Ideal, 2)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s → %s\t%s\t%s\t%s\t%s\t\n", n.Name, n.Addr, wb, wa, sb, ib, sa, ia)
+		name := n.Name
+		if n.Before != nil && n.Before.Name != "" {
+			name = n.Before.Name + " → " + n.Name // a foreign name, then ours
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s → %s\t%s\t%s\t%s\t%s\t\n", name, n.Addr, wb, wa, sb, ib, sa, ia)
 	}
 	tw.Flush()
 
 	fmt.Fprintf(w, "\nKeys that move: %s of all keys (the least any placement must move: %s; mod-N would move %s)\n",
 		pct(rep.Moved, 2), pct(rep.MinMoved, 2), pct(rep.ModNMoved, 2))
+	if rep.Exact {
+		fmt.Fprintf(w, "How: %s.\n", rep.Method)
+	} else {
+		fmt.Fprintf(w, "How: %s, %d keys: the fractions are estimates, standard error %s on the keys that move.\n",
+			rep.Method, rep.Samples, pct(rep.StdErr, 3))
+	}
 	writeFlows(w, rep)
 
 	fmt.Fprintf(w, "\nRight after the switch, from a steady hit rate of %s:\n", pct(rep.SteadyHitRate, 1))

@@ -74,7 +74,7 @@ func TestPlanMatchesRing(t *testing.T) {
 	// the dual-ring migration finds them.
 	modFrom, _ := modulo(mustNodes(t, from))
 	modTo, _ := modulo(mustNodes(t, to))
-	modMoved, _ := ring.ModuloMoved(modFrom, modTo)
+	modMoved := ring.Compare(modFrom, modTo).Moved
 	want := map[string][2]float64{
 		"mod-N":     {0.9 * (1 - modMoved), (1 - 0.9*(1-modMoved)) / 0.1},
 		"ring":      {0.9 * (1 - rep.Moved), (1 - 0.9*(1-rep.Moved)) / 0.1},

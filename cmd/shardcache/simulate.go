@@ -44,7 +44,14 @@ traffic, takes seconds, and is the same for the same --seed. With --redis or
 servers, with keys of their own, and the results vary from run to run.
 Servers that want a password or TLS: --username, --password-file (or the
 password in $SHARDCACHE_REDIS_PASSWORD), --tls and the --tls-* flags. With
-no flags: 8 nodes down to 6, the collapse the README describes.`
+no flags: 8 nodes down to 6, the collapse the README describes.
+
+With --from-kind other than ring, the ring and dual-ring modes start on that
+placement of the --from nodes and move to our ring of the --to nodes, at once
+or with a dual-ring migration: --from-kind modulo replays the incident as a
+mod-N fleet (gomemcache's ServerList) adopting the ring.
+
+` + fromKindHelp
 
 // simFlags are simulate's command line.
 type simFlags struct {
@@ -64,6 +71,7 @@ type simFlags struct {
 	svg               string
 	asJSON, quiet     bool
 	every             int
+	kind              *fromKind
 	conn              *connFlags
 }
 
@@ -95,6 +103,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON, every step included, instead of tables")
 	fs.IntVar(&f.every, "every", 5, "print every Nth step in the table (the reshard and the extremes always)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar on stderr")
+	f.kind = addFromKindFlags(fs)
 	f.conn = addConnFlags(fs)
 	if code, done := parseFlags(fs, args, stdout); done {
 		return code
@@ -215,6 +224,9 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 			return cfg, "", fmt.Errorf("--%s %v: want %s", c.flag, c.v, c.want)
 		}
 	}
+	if err := f.kind.check(set); err != nil {
+		return cfg, "", err
+	}
 	cfg = sim.Config{
 		From: from, To: to, Vnodes: f.vnodes,
 		Keys: f.keys, ZipfS: f.zipfS, ZipfV: f.zipfV,
@@ -225,6 +237,10 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 	}
 	if f.writes == 0 {
 		cfg.WriteRatio = -1 // none; zero would be the default
+	}
+	if f.kind.kind != "ring" {
+		cfg.FromKind = f.kind.kind
+		cfg.FromPlacement = func(nodes []ring.Node) (ring.Locator, error) { return f.kind.placement(nodes, f.vnodes) }
 	}
 	if cfg.Window == 0 {
 		cfg.Window = cfg.TTL
@@ -367,12 +383,16 @@ func describe(res *sim.Result, f *simFlags) string {
 	if cfg.Servers != nil {
 		where = fmt.Sprintf("%d %v servers, real time", len(cfg.Servers), cfg.Backend)
 	}
+	fromKind := ""
+	if cfg.FromKind != "" {
+		fromKind = fromKindNames[cfg.FromKind] + " "
+	}
 	guard := ""
 	if cfg.LoadLimit > 0 {
 		guard = fmt.Sprintf(", load limit %d per step", loadBudget(cfg))
 	}
-	return fmt.Sprintf("%s → %s (%s)\n%d keys (Zipf s=%g v=%g), %d requests per %v step, %s writes, TTL %v, dual-ring window %v%s, seed %d",
-		nodeNames(cfg.From), nodeNames(cfg.To), where,
+	return fmt.Sprintf("%s%s → %s (%s)\n%d keys (Zipf s=%g v=%g), %d requests per %v step, %s writes, TTL %v, dual-ring window %v%s, seed %d",
+		fromKind, nodeNames(cfg.From), nodeNames(cfg.To), where,
 		cfg.Keys, cfg.ZipfS, cfg.ZipfV, cfg.Requests, cfg.Step, pct(max(cfg.WriteRatio, 0), 1), cfg.TTL, cfg.Window, guard, f.seed)
 }
 

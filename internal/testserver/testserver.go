@@ -134,34 +134,12 @@ func Memcached(t testing.TB, n int) []*Server {
 // The proxy's readiness does not depend on its backends being up.
 func Nutcracker(t testing.TB, backends []string, hash, distribution string, redis bool) *Server {
 	t.Helper()
-	if len(backends) == 0 {
-		t.Fatal("testserver: nutcracker needs at least one backend")
-	}
-	var servers strings.Builder
+	p := Pool{Hash: hash, Distribution: distribution, Redis: redis}
 	for _, b := range backends {
 		addr, name, _ := strings.Cut(strings.TrimSpace(b), " ")
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			t.Fatalf("testserver: nutcracker backend %q: %v", b, err)
-		}
-		fmt.Fprintf(&servers, "   - %s:1", addr)
-		if name = strings.TrimSpace(name); name != "" {
-			fmt.Fprintf(&servers, " %s", name)
-		}
-		servers.WriteString("\n")
+		p.Backends = append(p.Backends, Backend{Addr: addr, Name: strings.TrimSpace(name)})
 	}
-	bin := binary(t, "nutcracker")
-	conf := filepath.Join(t.TempDir(), "nutcracker.yml")
-	args := func(p []int) []string {
-		yml := fmt.Sprintf("%s:\n  listen: 127.0.0.1:%d\n  hash: %s\n  distribution: %s\n"+
-			"  redis: %t\n  timeout: 2000\n  auto_eject_hosts: false\n  servers:\n%s",
-			poolName(p), p[0], hash, distribution, redis, servers.String())
-		if err := os.WriteFile(conf, []byte(yml), 0o644); err != nil {
-			t.Fatalf("testserver: nutcracker config: %v", err)
-		}
-		// Without -o, Debian's build logs to /var/log/nutcracker.
-		return []string{"-c", conf, "-s", strconv.Itoa(p[1]), "-a", "127.0.0.1", "-o", "/dev/stderr"}
-	}
-	return launch(t, bin, 2, args, probeNutcracker)
+	return NutcrackerPool(t, p)
 }
 
 // Addrs returns the servers' addresses, in order.

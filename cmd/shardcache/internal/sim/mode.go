@@ -59,19 +59,28 @@ func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *clust
 			return res, err
 		}
 		opts.Placement = from
-		res.Moved, _ = ring.ModuloMoved(from, to)
+		res.Moved = ring.Compare(from, to).Moved
 		reshard = func(c *client.Client) error { return c.ReshardTo(to, 0) }
 	} else {
-		opts.Nodes = cl.from
-		from, err := ring.New(cl.from, ring.WithVnodes(cfg.Vnodes))
-		if err != nil {
-			return res, err
-		}
 		to, err := ring.New(cl.to, ring.WithVnodes(cfg.Vnodes))
 		if err != nil {
 			return res, err
 		}
-		res.Moved = ring.Moved(from, to)
+		if cfg.FromPlacement != nil {
+			from, err := cfg.FromPlacement(cl.from)
+			if err != nil {
+				return res, err
+			}
+			opts.Placement = from
+			res.Moved = ring.Compare(from, to).Moved
+		} else {
+			opts.Nodes = cl.from
+			from, err := ring.New(cl.from, ring.WithVnodes(cfg.Vnodes))
+			if err != nil {
+				return res, err
+			}
+			res.Moved = ring.Moved(from, to)
+		}
 		window := time.Duration(0)
 		if mode == ModeDualRing {
 			window = cfg.Window

@@ -128,6 +128,15 @@ type Config struct {
 	// ring.DefaultVnodes.
 	Vnodes int
 
+	// FromPlacement, when set, is the placement the ring and dual-ring
+	// modes start on and move keys off, instead of a ring of From: what a
+	// fleet ran before it adopted the ring (ring.NewModulo, NewKetama,
+	// NewRendezvous), so that the run replays that migration. It is called
+	// with From at the servers' addresses; FromKind names it in reports.
+	// The mod-N mode is unchanged.
+	FromPlacement func(from []ring.Node) (ring.Locator, error) `json:"-"`
+	FromKind      string                                       `json:",omitempty"`
+
 	// Keys is the number of distinct keys. Default 15000.
 	Keys int
 	// ZipfS and ZipfV shape key popularity: key k (0 the most popular) is
@@ -268,6 +277,11 @@ func (c *Config) init() error {
 			return fmt.Errorf("%w: %w", ErrBadConfig, err)
 		}
 	}
+	if c.FromPlacement != nil {
+		if _, err := c.FromPlacement(c.From); err != nil {
+			return fmt.Errorf("%w: From: %w", ErrBadConfig, err)
+		}
+	}
 	if c.Servers != nil {
 		if want := len(serverAddrs(c)); len(c.Servers) != want {
 			return bad("%d servers for %d node addresses (%s)", len(c.Servers), want, strings.Join(serverAddrs(c), ", "))
@@ -331,7 +345,7 @@ type ModeResult struct {
 	// Mode is the mode run.
 	Mode Mode
 	// Moved is the exact fraction of keys whose node changes at the
-	// reshard (ring.Moved, or ring.ModuloMoved).
+	// reshard (ring.Moved, or ring.Compare for mod-N).
 	Moved float64
 	// Steps has one entry per step; step ReshardAt is the first after the
 	// reshard.

@@ -1,0 +1,75 @@
+package client
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// TestUserDependencies builds a one-file module that imports client, as a
+// user's does, and checks that the libraries only shardcache's tests and
+// command use (miniredis and its Lua, yaml) are not among its requirements
+// or its packages. It runs the go command offline, from the module cache.
+func TestUserDependencies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("go.mod", "module example.com/user\n\ngo 1.26\n\nrequire github.com/shardcache/shardcache v0.0.0\n\nreplace github.com/shardcache/shardcache => "+root+"\n")
+	write("main.go", `package main
+
+import (
+	"github.com/shardcache/shardcache/client"
+	"github.com/shardcache/shardcache/ring"
+)
+
+func main() {
+	c, err := client.New(client.Options{Nodes: []ring.Node{{Addr: "127.0.0.1:6379"}}})
+	if err == nil {
+		c.Close()
+	}
+}
+`)
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(goBin, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run("mod", "tidy")
+	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := run("list", "-deps", ".")
+	why := run("mod", "why", "-vendor", "-m", "github.com/alicebob/miniredis/v2", "go.yaml.in/yaml/v3")
+	for _, mod := range []string{"github.com/alicebob/miniredis", "github.com/yuin/gopher-lua", "go.yaml.in/yaml"} {
+		if strings.Contains(string(gomod), mod) || strings.Contains(deps, mod) {
+			t.Errorf("a user importing client requires %s:\ngo.mod:\n%s\npackages:\n%s", mod, gomod, deps)
+		}
+	}
+	if strings.Count(why, "does not need") != 2 {
+		t.Errorf("go mod why:\n%s", why)
+	}
+	if !strings.Contains(deps, "github.com/redis/go-redis/v9\n") || !strings.Contains(deps, "github.com/bradfitz/gomemcache/memcache\n") {
+		t.Errorf("the user's build lacks the clients client wraps:\n%s", deps)
+	}
+}

@@ -501,3 +501,44 @@ type emptyLocator struct{}
 
 func (emptyLocator) Locate(string) ring.Node { return ring.Node{} }
 func (emptyLocator) Nodes() []ring.Node      { return nil }
+
+// TestMigrateFromServerList moves a fleet off gomemcache's own placement
+// without a cold cache: keys written by memcache.New(addrs...) (crc32 % N)
+// read back through the drop-in started with that placement as
+// MigrateFrom, flags included, and are copied to their owners on the ring.
+func TestMigrateFromServerList(t *testing.T) {
+	servers := testserver.Memcached(t, 4)
+	addrs := testserver.Addrs(servers)
+	old := memcache.New(addrs...)
+	keys := make([]string, 200)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("legacy:%d", i)
+		if err := old.Set(&memcache.Item{Key: keys[i], Value: []byte(keys[i]), Flags: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	modulo, err := ring.NewModulo(addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, err := NewWithOptions(nodesOf(servers), Options{MigrateFrom: &client.MigrateFrom{
+		Placement: modulo, Start: time.Now(), Window: time.Hour,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := mc.GetMulti(keys)
+	if err != nil || len(m) != len(keys) {
+		t.Fatalf("GetMulti of the legacy keys: %d of %d, %v", len(m), len(keys), err)
+	}
+	for _, k := range keys {
+		if it := m[k]; string(it.Value) != k || it.Flags != 3 {
+			t.Fatalf("%q = %+v", k, it)
+		}
+	}
+	st := mc.Migration()
+	if st.FallbackHits == 0 || st.Backfills != st.FallbackHits {
+		t.Fatalf("the keys did not come through the old placement: %+v", st)
+	}
+	t.Logf("%d of %d keys were on another server under crc32 %% 4; all read back", st.FallbackHits, len(keys))
+}

@@ -488,3 +488,54 @@ func TestReshardErrors(t *testing.T) {
 		t.Fatalf("GET after a refused Reshard = %q, %v", v, err)
 	}
 }
+
+// TestMigrateFromGoRedisRing moves a fleet off go-redis's own Ring without a
+// cold cache: keys written by redis.NewRing read back through the drop-in
+// started with ring.NewRendezvous (go-redis Ring's placement) as
+// MigrateFrom, strings by GET and MGET, hashes by HGETALL.
+func TestMigrateFromGoRedisRing(t *testing.T) {
+	ctx := context.Background()
+	servers := testserver.Redis(t, 4)
+	nodes := nodesOf(servers)
+	old := redis.NewRing(&redis.RingOptions{Addrs: addrs(nodes)})
+	defer old.Close()
+	keys := make([]string, 200)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("legacy:%d", i)
+		if err := old.Set(ctx, keys[i], keys[i], time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := old.HSet(ctx, "legacy:hash", "f", "v").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rendezvous, err := ring.NewRendezvous(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := newRing(t, nodes, Options{MigrateFrom: &client.MigrateFrom{
+		Placement: rendezvous, Start: time.Now(), Window: time.Hour,
+	}})
+	vals, err := rdb.MGet(ctx, keys[:100]...).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range vals {
+		if v != keys[i] {
+			t.Fatalf("MGET value %d = %v", i, v)
+		}
+	}
+	for _, k := range keys[100:] {
+		if v, err := rdb.Get(ctx, k).Result(); err != nil || v != k {
+			t.Fatalf("GET %q = %q, %v", k, v, err)
+		}
+	}
+	if h, err := rdb.HGetAll(ctx, "legacy:hash").Result(); err != nil || h["f"] != "v" {
+		t.Fatalf("HGETALL of a legacy hash = %v, %v", h, err)
+	}
+	st := rdb.Migration()
+	if st.FallbackHits == 0 || st.Backfills != st.FallbackHits {
+		t.Fatalf("the keys did not come through the old placement: %+v", st)
+	}
+	t.Logf("%d keys were on another server under go-redis's rendezvous; all read back", st.FallbackHits)
+}

@@ -19,7 +19,8 @@ type node interface {
 	setMulti(ctx context.Context, items []item) error
 	add(ctx context.Context, key string, value []byte, ttl time.Duration) error
 	// addMulti adds each item if absent, with its own TTL, and reports
-	// which were stored.
+	// which were stored. On a failure it may return both: what was stored
+	// before, or beside, the failure, and the failure.
 	addMulti(ctx context.Context, items []item) (stored []bool, err error)
 	delete(ctx context.Context, key string) error
 	deleteMulti(ctx context.Context, keys []string) error
@@ -35,9 +36,9 @@ type item struct {
 	found    bool          // getMulti: the key was present
 	ttl      time.Duration // 0: no expiry
 	ttlKnown bool          // getMulti withTTL: ttl was read from the server
+	flags    uint32        // Memcached: the item's client flags, kept by copies
 	oldCopy  bool          // a migration's copy to the old owner, not the caller's write
 	src      ring.Node     // a copy's source: the old owner it was read from
-	flags    uint32        // Memcached's opaque item flags, kept by copies (Item.Flags)
 	cas      uint64        // Memcached's CAS id, from reads (Item.CasID)
 }
 

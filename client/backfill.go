@@ -25,33 +25,38 @@ import (
 // backfill writes copies found on old owners to their new owner n, each only
 // if absent (Redis SET NX, Memcached add), so a value written since the miss
 // is never overwritten, then confirms them. It reports which copies were
-// stored (and kept); a failed round trip stores none and counts them as
-// dropped.
-func (c *Client) backfill(ctx context.Context, st *state, n ring.Node, items []item) []bool {
+// stored, and the round trip's failure, counting the copies it did not
+// store as dropped.
+func (c *Client) backfill(ctx context.Context, st *state, n ring.Node, items []item) ([]bool, error) {
 	cs := st.mig.Counters
 	stored, err := st.conn(n).addMulti(ctx, items)
-	if err != nil {
+	if stored == nil {
 		cs.BackfillsDropped.Add(int64(len(items)))
-		return make([]bool, len(items))
+		return make([]bool, len(items)), err
 	}
 	var copied []item
 	for i, ok := range stored {
-		if ok {
+		switch {
+		case ok:
 			cs.Backfills.Add(1)
 			copied = append(copied, items[i])
-		} else {
+		case err != nil: // refused, or newer: the failure does not say which
+			cs.BackfillsDropped.Add(1)
+		default:
 			cs.BackfillsSkipped.Add(1)
 		}
 	}
-	if len(copied) > 0 {
+	if len(copied) > 0 { // confirmed even beside a failure: they are stored
 		c.confirm(ctx, st, n, copied)
 	}
-	return stored
+	return stored, err
 }
 
 // confirm checks that the source of each copy just stored on dst still holds
 // its key, and deletes from dst the copies whose source lost it: a Delete
-// ran in between (see the rules above). A source that cannot be read counts
+// ran in between (see the rules above). It asks whether the source holds
+// the key whatever its type (Redis EXISTS), since a sweep copies hashes and
+// lists too. A source that cannot be read counts
 // as having lost the key, since a copy that cannot be confirmed is not
 // safe to keep: the next read simply falls back again. It returns how many
 // copies were revoked, counted in BackfillsRevoked.
@@ -60,8 +65,12 @@ func (c *Client) confirm(ctx context.Context, st *state, dst ring.Node, copies [
 	for i, it := range copies {
 		bySrc.addKey(it.src, it.key, i)
 	}
-	bySrc.run(func(b *batch) (err error) {
-		b.got, err = present(ctx, b.conn, b.keys)
+	bySrc.run(func(b *batch) error {
+		found, err := holds(ctx, b.conn, b.keys)
+		b.got = make([]item, len(found))
+		for i, f := range found {
+			b.got[i].found = f
+		}
 		return err
 	})
 	var gone []string

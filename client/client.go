@@ -12,7 +12,9 @@
 // multi-key operations send one round trip per node, in parallel. Reshard
 // starts a dual-ring migration (package migration): for one window, reads
 // fall back to the old owner and backfill the new one, and writes and deletes
-// reach both, so a resharding moves keys without losing them.
+// reach both; Sweep copies every moved key to its new owner meanwhile, so a
+// resharding moves keys without losing them, those without expiry included,
+// and the window need only cover the rollout and the sweep.
 //
 //	c, err := client.New(client.Options{
 //		Backend: client.Redis,
@@ -108,7 +110,9 @@ type Options struct {
 	// AsyncBackfill makes the backfills of a migration asynchronous: reads
 	// return as soon as they have the value and a worker writes the copy.
 	// When BackfillQueue copies are waiting, more are dropped and counted.
-	// Default synchronous; the queue defaults to 4096.
+	// Default synchronous; the queue defaults to 4096. The copies that an
+	// operation depends on (Incr's counter, Touch's key) are made
+	// synchronously whatever this says.
 	AsyncBackfill bool
 	BackfillQueue int
 
@@ -179,7 +183,9 @@ type MigrateFrom struct {
 	Placement ring.Locator
 	Nodes     []ring.Node
 	// Start is when the migration started, and Window how long it lasts:
-	// the longest TTL the application writes.
+	// with a Sweep, long enough for the rollout of the new configuration
+	// and the sweep; without one, the longest TTL the application writes
+	// (and keys without expiry are lost). See package migration.
 	Start  time.Time
 	Window time.Duration
 }
@@ -339,9 +345,6 @@ func (c *Client) placement(p ring.Locator, nodes []ring.Node) (ring.Locator, err
 // dial makes the client of one node; no connection is opened yet.
 func (c *Client) dial(n ring.Node) (node, error) {
 	o := &c.opts
-	if o.Backend == Memcached && o.NewMemcacheClient != nil {
-		return mcNode{o.NewMemcacheClient(n)}, nil
-	}
 	if o.Backend == Redis && o.NewRedisClient != nil {
 		return redisNode{o.NewRedisClient(n)}, nil
 	}
@@ -350,11 +353,16 @@ func (c *Client) dial(n ring.Node) (node, error) {
 		return nil, err
 	}
 	if o.Backend == Memcached {
+		// The raw connections (memcached_raw.go) are the client's own, made
+		// through d, even beside a NewMemcacheClient.
+		if o.NewMemcacheClient != nil {
+			return mcNode{o.NewMemcacheClient(n), newRawConns(o, d)}, nil
+		}
 		mc := memcache.New(n.Addr)
 		mc.Timeout = max(o.ReadTimeout, o.WriteTimeout, o.DialTimeout)
 		mc.MaxIdleConns = o.PoolSize
 		mc.DialContext = d.dial
-		return mcNode{mc}, nil
+		return mcNode{mc, newRawConns(o, d)}, nil
 	}
 	rdb := redis.NewClient(&redis.Options{
 		Addr:                  n.Addr,
@@ -446,10 +454,14 @@ func (c *Client) nodeOf(key string) node {
 }
 
 // Reshard moves the client to a ring of nodes (built with Options.Vnodes).
-// For window (the longest TTL the application writes) reads fall back to the
-// current placement and writes reach both; then the current placement is
-// dropped and the pools of nodes only it used are closed. A zero window
-// switches at once, without a dual-ring phase.
+// For window reads fall back to the current placement and writes reach both;
+// then the current placement is dropped and the pools of nodes only it used
+// are closed. A zero window switches at once, without a dual-ring phase.
+//
+// The window must last until every key is on its new owner: with a Sweep,
+// the rollout of the new configuration to every process plus the sweep;
+// without one, the longest TTL the application writes, and keys without
+// expiry that nobody reads during the window are lost.
 //
 // It fails with ErrMigrationActive while an earlier window is open.
 func (c *Client) Reshard(nodes []ring.Node, window time.Duration) error {

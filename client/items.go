@@ -261,9 +261,10 @@ func (c *Client) Store(ctx context.Context, op StoreOp, it Item) error {
 	// StoreReplace, StoreAppend, StorePrepend: the key must be present.
 	err = store(op)(r.st.conn(r.New))
 	if err == ErrNotStored {
-		if _, ferr := c.fallback(ctx, r, in.key); ferr == nil {
-			err = store(op)(r.st.conn(r.New))
+		if err := c.bringOver(ctx, r, in.key); err != nil {
+			return err
 		}
+		err = store(op)(r.st.conn(r.New))
 	}
 	if err != nil {
 		return fail(name, r.New, in.key, err)
@@ -287,9 +288,10 @@ func (c *Client) GetAndTouch(ctx context.Context, key string, ttl time.Duration)
 	}
 	it, err := items(r.st.conn(r.New)).getAndTouch(ctx, key, ttl)
 	if err == ErrCacheMiss && r.Dual {
-		if _, ferr := c.fallbackItem(ctx, r, key); ferr == nil {
-			it, err = items(r.st.conn(r.New)).getAndTouch(ctx, key, ttl)
+		if err := c.bringOver(ctx, r, key); err != nil {
+			return Item{}, err
 		}
+		it, err = items(r.st.conn(r.New)).getAndTouch(ctx, key, ttl)
 	}
 	if err != nil {
 		return Item{}, fail("gat", r.New, key, err)
@@ -320,7 +322,9 @@ func (c *Client) incrDecr(ctx context.Context, key string, delta uint64, decr bo
 		return 0, err
 	}
 	if r.Dual {
-		c.get(ctx, r, key) // brings the counter to the new owner if only the old has it
+		if err := c.bringOver(ctx, r, key); err != nil { // as Incr does
+			return 0, err
+		}
 	}
 	v, err := items(r.st.conn(r.New)).incrDecr(ctx, key, delta, decr)
 	if err != nil {

@@ -11,8 +11,13 @@ import (
 
 // mcNode is a node served by Memcached through gomemcache, whose client holds
 // the node's idle connections. gomemcache takes no context, so every call is
-// bounded by the context here (see call).
-type mcNode struct{ mc *memcache.Client }
+// bounded by the context here (see call). raw holds the node's connections
+// for what gomemcache does not speak (meta commands, metadump; see
+// memcached_raw.go).
+type mcNode struct {
+	mc  *memcache.Client
+	raw *rawConns
+}
 
 // maxRelative is the longest TTL Memcached reads as relative seconds; a
 // larger expiration is read as a Unix time.
@@ -95,9 +100,17 @@ func (n mcNode) get(ctx context.Context, key string) ([]byte, error) {
 	return it.Value, nil
 }
 
-// getMulti is one multi-get; Memcached cannot tell a remaining TTL, so items
-// never have ttlKnown.
-func (n mcNode) getMulti(ctx context.Context, keys []string, _ bool) ([]item, error) {
+// getMulti is one multi-get. With withTTL it reads each key's value, flags
+// and remaining TTL with the meta command mg (memcached >= 1.6), so that a
+// copy keeps them exactly; where the server has no meta commands it falls
+// back to a multi-get, whose items have no ttlKnown.
+func (n mcNode) getMulti(ctx context.Context, keys []string, withTTL bool) ([]item, error) {
+	if withTTL && n.raw.meta() {
+		items, err := n.raw.metaGet(ctx, keys)
+		if err != errNoMeta {
+			return items, err
+		}
+	}
 	found, err := call(ctx, func() (map[string]*memcache.Item, error) { return n.mc.GetMulti(keys) })
 	if err != nil {
 		return nil, err
@@ -106,8 +119,8 @@ func (n mcNode) getMulti(ctx context.Context, keys []string, _ bool) ([]item, er
 	for i, k := range keys {
 		items[i].key = k
 		if it, ok := found[k]; ok {
-			items[i].value, items[i].found = it.Value, true
-			items[i].flags, items[i].cas = it.Flags, it.CasID
+			items[i].value, items[i].flags, items[i].found = it.Value, it.Flags, true
+			items[i].cas = it.CasID
 		}
 	}
 	return items, nil
@@ -143,21 +156,10 @@ func (n mcNode) add(ctx context.Context, key string, value []byte, ttl time.Dura
 	})
 }
 
+// addMulti pipelines its adds on a raw connection: one round trip, where
+// gomemcache would take one per item.
 func (n mcNode) addMulti(ctx context.Context, items []item) ([]bool, error) {
-	return call(ctx, func() ([]bool, error) {
-		stored := make([]bool, len(items))
-		for i, it := range items {
-			err := n.mc.Add(&memcache.Item{Key: it.key, Value: it.value, Flags: it.flags, Expiration: mcExpiration(it.ttl)})
-			switch {
-			case err == nil:
-				stored[i] = true
-			case errors.Is(err, memcache.ErrNotStored):
-			default:
-				return nil, err
-			}
-		}
-		return stored, nil
-	})
+	return n.raw.addMulti(ctx, items)
 }
 
 func (n mcNode) delete(ctx context.Context, key string) error {
@@ -213,4 +215,7 @@ func (n mcNode) touch(ctx context.Context, key string, ttl time.Duration) error 
 	return call0(ctx, func() error { return n.mc.Touch(key, mcExpiration(ttl)) })
 }
 
-func (n mcNode) Close() error { return n.mc.Close() }
+func (n mcNode) Close() error {
+	n.raw.Close()
+	return n.mc.Close()
+}

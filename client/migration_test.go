@@ -349,7 +349,7 @@ func TestBackfillNeverOverwritesNewerValue(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := c.state.Load()
-		stored := c.backfill(ctx, st, cl.nodes(1)[0], []item{{key: "k", value: []byte("old"), ttl: time.Hour}})
+		stored, _ := c.backfill(ctx, st, cl.nodes(1)[0], []item{{key: "k", value: []byte("old"), ttl: time.Hour}})
 		if stored[0] {
 			t.Fatal("backfill reported storing over a newer value")
 		}

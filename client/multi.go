@@ -207,7 +207,8 @@ func (c *Client) fallbackMulti(ctx context.Context, st *state, now time.Time, ro
 	// Where a newer value beat the copy to the new owner, return that one.
 	newer := newBatches(st)
 	for _, b := range copies.list {
-		for i, stored := range c.backfill(ctx, st, b.node, b.items) {
+		stored, _ := c.backfill(ctx, st, b.node, b.items) // a failure is counted, and the values read are returned
+		for i, stored := range stored {
 			if !stored {
 				newer.addKey(b.node, b.items[i].key, b.idx[i])
 			}

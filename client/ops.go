@@ -110,7 +110,7 @@ func (c *Client) fallbackItem(ctx context.Context, r route, key string) (it item
 		c.enqueue(r.st, r.New, []item{it})
 		return it, nil
 	}
-	if stored := c.backfill(ctx, r.st, r.New, []item{it}); stored[0] {
+	if stored, _ := c.backfill(ctx, r.st, r.New, []item{it}); stored[0] {
 		return it, nil
 	}
 	// The new owner got a newer value since the miss: that one is current.
@@ -118,6 +118,44 @@ func (c *Client) fallbackItem(ctx context.Context, r route, key string) (it item
 		return got[0], nil
 	}
 	return it, nil
+}
+
+// bringOver copies key from its old owner to its new one, if only the old
+// owner has it, before an operation that depends on the value (Incr, Touch).
+// The copy is synchronous whatever Options.AsyncBackfill says, keeps the
+// remaining TTL where the server tells it (none stays none), and a failure
+// to read the old owner or to write the copy is returned: the operation
+// would otherwise start from nothing.
+func (c *Client) bringOver(ctx context.Context, r route, key string) error {
+	found, err := holds(ctx, r.st.conn(r.New), []string{key})
+	if err != nil {
+		return nodeErr("get", r.New, []string{key}, err)
+	}
+	cs := r.counters()
+	if found[0] {
+		cs.NewHits.Add(1)
+		return nil
+	}
+	items, err := r.st.conn(r.Old).getMulti(ctx, []string{key}, true)
+	if err != nil {
+		cs.FallbackErrors.Add(1)
+		return nodeErr("get", r.Old, []string{key}, err)
+	}
+	if !items[0].found {
+		cs.FallbackMisses.Add(1)
+		return nil
+	}
+	cs.FallbackHits.Add(1)
+	it := items[0]
+	it.src = r.Old
+	var ok bool
+	if it.ttl, ok = r.st.mig.BackfillTTL(key, r.now, it.ttl, it.ttlKnown); !ok {
+		return nil // expiring: as good as gone
+	}
+	if _, err := c.backfill(ctx, r.st, r.New, []item{it}); err != nil {
+		return nodeErr("backfill", r.New, []string{key}, err)
+	}
+	return nil // stored, or the new owner got a newer value meanwhile
 }
 
 // fail wraps err from a single-key operation on node n; it allocates only
@@ -224,15 +262,20 @@ func (c *Client) Delete(ctx context.Context, key string) error {
 // an error from the server.
 //
 // During a migration the counter is first brought to the new owner if only
-// the old owner has it, and the old owner's copy is deleted rather than
-// incremented, so that it cannot drift.
+// the old owner has it, synchronously even with AsyncBackfill and keeping
+// its expiry (none stays none), and the old owner's copy is deleted rather
+// than incremented, so that it cannot drift. If the old owner cannot be
+// read, or the copy not written, Incr returns that error and increments
+// nothing: it would otherwise restart the counter from delta.
 func (c *Client) Incr(ctx context.Context, key string, delta int64) (int64, error) {
 	r, err := c.begin(key)
 	if err != nil {
 		return 0, err
 	}
 	if r.Dual {
-		c.get(ctx, r, key) // brings the counter to the new owner if only the old has it
+		if err := c.bringOver(ctx, r, key); err != nil {
+			return 0, err
+		}
 	}
 	v, err := r.st.conn(r.New).incr(ctx, key, delta)
 	if err != nil {
@@ -245,19 +288,17 @@ func (c *Client) Incr(ctx context.Context, key string, delta int64) (int64, erro
 }
 
 // Touch sets a new TTL on key (0: no expiry), or returns ErrCacheMiss.
+// During a migration a key only the old owner has is first brought to the
+// new owner, as for Incr, then touched on both.
 func (c *Client) Touch(ctx context.Context, key string, ttl time.Duration) error {
 	r, err := c.beginTTL(key, ttl)
 	if err != nil {
 		return err
 	}
-	touch := func(n node) error { return n.touch(ctx, key, ttl) }
-	err = c.write("touch", r, key, touch)
-	if err == ErrCacheMiss && r.Dual {
-		// Only the old owner had it: bring it over, then touch it there too.
-		if _, ferr := c.fallback(ctx, r, key); ferr == nil {
-			r.Dual = false
-			err = c.write("touch", r, key, touch)
+	if r.Dual {
+		if err := c.bringOver(ctx, r, key); err != nil {
+			return err
 		}
 	}
-	return err
+	return c.write("touch", r, key, func(n node) error { return n.touch(ctx, key, ttl) })
 }

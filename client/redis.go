@@ -81,20 +81,27 @@ func (n redisNode) getMulti(ctx context.Context, keys []string, withTTL bool) ([
 	for i, k := range keys {
 		items[i].key = k
 		v, err := gets[i].Bytes()
-		ttl := ttls[i].Val()
-		if err != nil || ttl == -2 { // missing, or expired between the two commands
+		ttl, ok := fromPTTL(ttls[i].Val())
+		if err != nil || !ok {
 			continue
 		}
-		items[i].value, items[i].found, items[i].ttlKnown = v, true, true
-		switch {
-		case ttl == -1: // no expiry
-		case ttl <= 0:
-			items[i].ttl = time.Millisecond
-		default:
-			items[i].ttl = ttl
-		}
+		items[i].value, items[i].found, items[i].ttl, items[i].ttlKnown = v, true, ttl, true
 	}
 	return items, nil
+}
+
+// fromPTTL converts a PTTL reply to a TTL to copy (0: no expiry); ok is false
+// when the key is missing, or expired since the read of its value.
+func fromPTTL(pttl time.Duration) (ttl time.Duration, ok bool) {
+	switch {
+	case pttl == -2:
+		return 0, false
+	case pttl == -1:
+		return 0, true
+	case pttl <= 0:
+		return time.Millisecond, true
+	}
+	return pttl, true
 }
 
 // stringBytes returns the bytes of a reply string without copying them, as

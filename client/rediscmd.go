@@ -2,8 +2,6 @@ package client
 
 import (
 	"context"
-	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -76,13 +74,13 @@ func (c *Client) RedisDo(ctx context.Context, key string, op RedisOp, cmd redis.
 			}
 			return cmd.Err()
 		}
-		if c.bringOver(ctx, r, rdb, key) {
+		if c.bringOverWhole(ctx, r, key) {
 			return rdb.Process(ctx, cmd)
 		}
 		return cmd.Err()
 	case RedisUpdate, RedisCounter:
 		if n, err := rdb.Exists(ctx, key).Result(); err == nil && n == 0 {
-			c.bringOver(ctx, r, rdb, key)
+			c.bringOverWhole(ctx, r, key)
 		}
 	}
 	if op == RedisCounter {
@@ -118,77 +116,43 @@ func redisOf(n node) (*redis.Client, error) {
 	return nil, unsupported("a Redis command on Memcached")
 }
 
-// bringOver copies key from its old owner to rdb, its new owner, if the old
-// owner has it: DUMP and PTTL there, RESTORE with the remaining TTL here,
-// never over a value the new owner got meanwhile (BUSYKEY), and confirmed.
-// It reports whether the new owner now holds the key.
-func (c *Client) bringOver(ctx context.Context, r route, rdb *redis.Client, key string) bool {
+// bringOverWhole copies key from its old owner to its new one with the
+// sweep's dump and restore (Redis DUMP, PTTL, RESTORE without REPLACE): any
+// type, with its remaining TTL, never over a value the new owner got
+// meanwhile; a stored copy is confirmed. It reports whether the new owner
+// now holds the key.
+func (c *Client) bringOverWhole(ctx context.Context, r route, key string) bool {
 	cs := r.counters()
-	old, err := redisOf(r.st.conn(r.Old))
+	src, ok := r.st.conn(r.Old).(sweepNode)
+	dst, ok2 := r.st.conn(r.New).(sweepNode)
+	if !ok || !ok2 {
+		cs.FallbackErrors.Add(1)
+		return false
+	}
+	got, err := src.dump(ctx, []item{{key: key}})
 	if err != nil {
 		cs.FallbackErrors.Add(1)
 		return false
 	}
-	var dump *redis.StringCmd
-	var pttl *redis.DurationCmd
-	_, err = old.Pipelined(ctx, func(p redis.Pipeliner) error {
-		dump, pttl = p.Dump(ctx, key), p.PTTL(ctx, key)
-		return nil
-	})
-	switch {
-	case err == redis.Nil || err == nil && pttl.Val() == -2:
+	if !got[0].found {
 		cs.FallbackMisses.Add(1)
-		return false
-	case err != nil:
-		cs.FallbackErrors.Add(1)
 		return false
 	}
 	cs.FallbackHits.Add(1)
-	remaining := pttl.Val()
-	if remaining == -1 {
-		remaining = 0 // no expiry
-	} else if remaining <= 0 {
-		remaining = time.Millisecond
-	}
-	ttl, ok := r.st.mig.BackfillTTL(key, r.now, remaining, true)
-	if !ok {
+	it := got[0]
+	it.src = r.Old
+	if it.ttl, ok = r.st.mig.BackfillTTL(key, r.now, it.ttl, it.ttlKnown); !ok {
 		return false
 	}
-	err = rdb.Restore(ctx, key, ttl, dump.Val()).Err()
+	stored, err := dst.restore(ctx, []item{it})
 	switch {
-	case err == nil:
+	case err != nil || stored == nil:
+		cs.BackfillsDropped.Add(1)
+		return false
+	case stored[0]:
 		cs.Backfills.Add(1)
-		revoked := c.confirm(ctx, r.st, r.New, []item{{key: key, src: r.Old}})
-		return revoked == 0
-	case strings.HasPrefix(err.Error(), "BUSYKEY"):
-		cs.BackfillsSkipped.Add(1) // the new owner got a newer value: it is current
-		return true
+		return c.confirm(ctx, r.st, r.New, []item{it}) == 0
 	}
-	cs.BackfillsDropped.Add(1)
-	return false
-}
-
-// present reports which keys node n holds, of any type, as items with found
-// set: confirm's check of a copy's source. On Redis it asks EXISTS, since
-// MGET answers nil for keys that hold no string (a hash brought over).
-func present(ctx context.Context, n node, keys []string) ([]item, error) {
-	rn, ok := n.(redisNode)
-	if !ok {
-		return n.getMulti(ctx, keys, false)
-	}
-	cmds := make([]*redis.IntCmd, len(keys))
-	_, err := rn.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			cmds[i] = p.Exists(ctx, k)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, redisErr(ctx, err)
-	}
-	found := make([]item, len(keys))
-	for i, cmd := range cmds {
-		found[i] = item{key: keys[i], found: cmd.Val() == 1}
-	}
-	return found, nil
+	cs.BackfillsSkipped.Add(1) // the new owner got a newer value: it is current
+	return true
 }

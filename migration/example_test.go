@@ -16,7 +16,7 @@ func Example() {
 	old, _ := ring.New(eight)
 	cur, _ := ring.New(eight[:6]) // two nodes retired
 	start := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	m, _ := migration.New(old, cur, start, time.Hour) // one TTL
+	m, _ := migration.New(old, cur, start, time.Hour) // the rollout and a sweep; without a sweep, the longest TTL
 
 	r := m.Route("user:4", start.Add(10*time.Minute))
 	fmt.Printf("read %s first; fall back to %s: %v\n", r.New.Name, r.Old.Name, r.Dual)

@@ -3,12 +3,21 @@
 // how long a backfilled copy may live, and the counters that show how the
 // migration is going.
 //
-// A migration moves keys from an old placement to a new one. For one window
-// (the longest TTL the application writes) after its start, reads ask the new
-// owner first and fall back to the old owner on a miss, backfilling the new
-// owner with what they find; writes and deletes go to both owners. When the
-// window has passed, every key written before the start has expired, the old
-// placement holds nothing the new one lacks, and it is dropped.
+// A migration moves keys from an old placement to a new one. While its
+// window is open, reads ask the new owner first and fall back to the old
+// owner on a miss, backfilling the new owner with what they find; writes and
+// deletes go to both owners. When the window has passed the old placement is
+// dropped, and whatever only the old owners hold is out of reach.
+//
+// So the window must last until every key that must survive is on its new
+// owner. With a sweep (client.Sweep), which copies every moved key with its
+// type and remaining TTL while the window is open, the window must cover the
+// rollout of the new configuration to every process, plus the sweep
+// ("shardcache plan" estimates its duration). Without a sweep, only the keys
+// read or written during the window reach their new owner: the window must
+// then last the longest TTL, by when every other key written before the
+// start has expired, and keys without expiry (counters, flags, sessions
+// without a TTL) that nobody reads in the window are lost at its end.
 //
 // The package computes; it does no I/O. The client applies the policy.
 package migration
@@ -112,15 +121,18 @@ func (m *Migration) Route(key string, now time.Time) Route {
 // owner when it is written to the new owner; ok is false when the copy is not
 // worth writing because it would expire at once.
 //
-// When the remaining TTL is known (Redis reads it with the value), the copy
-// keeps it: remaining 0 means no expiry. When it is unknown (Memcached cannot
-// read it), the copy must expire by the end of the window, when every item
-// written before the start has expired. Giving every copy the whole rest of
-// the window would make them all expire at that instant, a burst of misses
-// the ring was meant to avoid. So each copy expires at a point of the second
-// half of the rest of the window, drawn from a hash of the key: spread out,
-// deterministic, and never so soon that the next read of a key just copied
-// has to ask the old owner again.
+// When the remaining TTL is known (Redis PTTL; Memcached 1.6 and later with
+// the meta command mg), the copy keeps it: remaining 0 means no expiry, and a
+// key without expiry gains none. When it is unknown (Memcached without mg),
+// the copy expires within the rest of the window, so that it never outlives
+// its original by more than the window: a key without expiry then gains one
+// (a sweep, which reads the expiry from the server's key listing, does not
+// need this). Giving every copy the whole rest of the window would make them
+// all expire at that instant, a burst of misses the ring was meant to avoid.
+// So each copy expires at a point of the second half of the rest of the
+// window, drawn from a hash of the key: spread out, deterministic, and never
+// so soon that the next read of a key just copied has to ask the old owner
+// again.
 func (m *Migration) BackfillTTL(key string, now time.Time, remaining time.Duration, known bool) (ttl time.Duration, ok bool) {
 	if known {
 		return remaining, remaining >= 0
@@ -148,6 +160,13 @@ type Counters struct {
 	DualWrites       atomic.Int64 // writes copied to the old owner
 	DualWriteErrors  atomic.Int64 // copies to the old owner that failed
 	DualDeletes      atomic.Int64 // deletes sent to the old owner too
+
+	SweepScanned        atomic.Int64 // keys a sweep listed on the old nodes
+	SweepCopied         atomic.Int64 // keys a sweep copied to their new owner (and kept)
+	SweepSkippedNewer   atomic.Int64 // keys a sweep found already on their new owner
+	SweepSkippedUnmoved atomic.Int64 // keys a sweep listed whose owner does not change
+	SweepGone           atomic.Int64 // moved keys that expired or were deleted before the sweep read them
+	SweepFailed         atomic.Int64 // moved keys a sweep could not copy: a read or a write failed
 }
 
 // Status is a snapshot of a migration, as the client reports it.
@@ -162,6 +181,9 @@ type Status struct {
 	Backfills, BackfillsSkipped, BackfillsRevoked         int64
 	BackfillsDropped                                      int64
 	DualWrites, DualWriteErrors, DualDeletes              int64
+
+	SweepScanned, SweepCopied, SweepSkippedNewer, SweepSkippedUnmoved int64
+	SweepGone, SweepFailed                                            int64
 }
 
 // Status returns a snapshot of m at time now.
@@ -175,6 +197,9 @@ func (m *Migration) Status(now time.Time) Status {
 		Backfills: c.Backfills.Load(), BackfillsSkipped: c.BackfillsSkipped.Load(),
 		BackfillsRevoked: c.BackfillsRevoked.Load(), BackfillsDropped: c.BackfillsDropped.Load(),
 		DualWrites: c.DualWrites.Load(), DualWriteErrors: c.DualWriteErrors.Load(),
-		DualDeletes: c.DualDeletes.Load(),
+		DualDeletes:  c.DualDeletes.Load(),
+		SweepScanned: c.SweepScanned.Load(), SweepCopied: c.SweepCopied.Load(),
+		SweepSkippedNewer: c.SweepSkippedNewer.Load(), SweepSkippedUnmoved: c.SweepSkippedUnmoved.Load(),
+		SweepGone: c.SweepGone.Load(), SweepFailed: c.SweepFailed.Load(),
 	}
 }

@@ -3,6 +3,7 @@
 //
 //	shardcache plan [flags]       exact shares, keys moved and flows of a change
 //	shardcache simulate [flags]   a workload through the change, in three modes
+//	shardcache sweep [flags]      copy the keys a change moves to their new owners
 //
 // plan computes from the ring itself: each node's share of the keys before
 // and after, the fraction of keys that move and where they go, and the hit
@@ -13,6 +14,10 @@
 // mod-N placement, the ring, and the ring with a dual-ring migration side by
 // side, and reports the hit rate and the database load step by step, as a
 // table and an SVG chart.
+//
+// sweep copies, during a migration's window, every key whose owner changes
+// to its new owner, with its type and remaining TTL, showing its progress
+// and a summary.
 //
 // Run "shardcache help COMMAND" for a command's flags. Bad input exits with
 // status 2, a failure while running with status 1.
@@ -54,6 +59,7 @@ type command struct {
 var commands = []command{
 	{"plan", "exact shares, keys moved and flows of a change of nodes", runPlan},
 	{"simulate", "a workload through the change: mod-N, ring, ring + dual-ring", runSimulate},
+	{"sweep", "copy the keys a change moves to their new owners, during the window", runSweep},
 }
 
 // run runs the command line args (without the program name) and returns the

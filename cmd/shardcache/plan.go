@@ -6,9 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/shardcache/shardcache/client"
 	"github.com/shardcache/shardcache/cmd/shardcache/internal/sim"
 	"github.com/shardcache/shardcache/ring"
 )
@@ -39,7 +43,14 @@ JSON (--json) fields, all fractions of all keys:
   mod_n_moved    what hash(key) % N over the same lists' servers would move
   flows          from each node to each (from == to: keys that stay)
   after_switch   hit rate, database load (× the steady one) and the share of
-                 reads that also ask the old owner, per mode`
+                 reads that also ask the old owner, per mode
+  sweep          with --keys: the sweep's estimated seconds, the old node
+                 that sets them and the keys it lists, and the keys copied
+
+With --keys, plan also estimates how long "shardcache sweep" takes to copy
+the moved keys at --sweep-rate: each old node is listed at that rate, all in
+parallel, so the node with the most keys sets the duration (an estimate that
+assumes each node can serve the rate).`
 
 // formatNodes writes nodes in the node-list grammar.
 func formatNodes(nodes []ring.Node) string {
@@ -90,7 +101,21 @@ type planReport struct {
 	SteadyHitRate float64 `json:"steady_hit_rate"`
 	// AfterSwitch is what each mode expects right after the switch.
 	AfterSwitch []planOutcome `json:"after_switch"`
-	Notes       []string      `json:"notes,omitempty"`
+	// Sweep is the estimate of a sweep's duration, with --keys.
+	Sweep *planSweep `json:"sweep,omitempty"`
+	Notes []string   `json:"notes,omitempty"`
+}
+
+// planSweep estimates how long `shardcache sweep` (client.Sweep) takes: the
+// old nodes are listed in parallel, each at the rate, so the one with the
+// most keys sets the duration.
+type planSweep struct {
+	Keys    int64   `json:"keys"`    // keys in the whole cache (--keys)
+	Rate    int     `json:"rate"`    // keys read per second per old node (--sweep-rate)
+	Seconds float64 `json:"seconds"` // the estimated duration
+	Slowest string  `json:"slowest"` // the old node with the most keys
+	Listed  int64   `json:"listed"`  // the keys it lists
+	Copies  int64   `json:"copies"`  // keys copied, over all nodes
 }
 
 type planNode struct {
@@ -131,8 +156,13 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	kind := addFromKindFlags(fs)
 	hitRate := fs.Float64("hit-rate", 0.95, "the steady hit rate, in [0, 1), from which to expect the rate after the switch")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
+	keys := fs.Int64("keys", 0, "the keys in the whole cache: with it, plan estimates how long a sweep takes")
+	sweepRate := fs.Int("sweep-rate", client.DefaultSweepRate, "with --keys, the sweep's rate: keys read per second from each old node (shardcache sweep --rate)")
 	if code, done := parseFlags(fs, args, stdout); done {
 		return code
+	}
+	if *keys < 0 || *sweepRate <= 0 {
+		return badInput(stderr, "plan", "--keys %d, --sweep-rate %d: want --keys of 0 or more, a --sweep-rate above 0", *keys, *sweepRate)
 	}
 	if !(*hitRate >= 0 && *hitRate < 1) {
 		return badInput(stderr, "plan", "--hit-rate %v: want a fraction in [0, 1), such as 0.95", *hitRate)
@@ -156,6 +186,9 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	rep, err := makePlan(planInput{from: fromNodes, to: toNodes, kind: kind, vnodes: *vnodes, hitRate: *hitRate})
 	if err != nil {
 		return badInput(stderr, "plan", "%v", err)
+	}
+	if *keys > 0 {
+		rep.Sweep = estimateSweep(rep, *keys, *sweepRate)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -335,6 +368,26 @@ func makePlan(in planInput) (*planReport, error) {
 	return rep, nil
 }
 
+// estimateSweep estimates a sweep of keys keys at rate keys/s per old node.
+func estimateSweep(rep *planReport, keys int64, rate int) *planSweep {
+	sw := &planSweep{Keys: keys, Rate: rate, Copies: int64(math.Round(rep.ServerMoved * float64(keys)))}
+	byAddr := map[string]float64{} // nodes sharing a server are one node to sweep
+	names := map[string]string{}
+	for _, n := range rep.Nodes {
+		if n.Before != nil {
+			byAddr[n.Before.Addr] += n.Before.Share
+			names[n.Before.Addr] = n.Name
+		}
+	}
+	for _, addr := range slices.Sorted(maps.Keys(byAddr)) {
+		if listed := int64(math.Round(byAddr[addr] * float64(keys))); listed > sw.Listed {
+			sw.Listed, sw.Slowest = listed, names[addr]
+		}
+	}
+	sw.Seconds = float64(sw.Listed) / float64(rate)
+	return sw
+}
+
 // writePlan prints the plan as tables.
 func writePlan(w io.Writer, rep *planReport) {
 	nFrom, nTo := 0, 0
@@ -394,6 +447,13 @@ func writePlan(w io.Writer, rep *planReport) {
 	tw.Flush()
 	fmt.Fprintln(w, "These are the rates the instant after the switch, before misses refill the cache;")
 	fmt.Fprintln(w, "`shardcache simulate` runs a workload through it and shows the recovery.")
+	if sw := rep.Sweep; sw != nil {
+		d := time.Duration(sw.Seconds * float64(time.Second)).Round(time.Second)
+		fmt.Fprintf(w, "\nSweep of %d keys at %d keys/s per old node: about %v, set by the largest old node, %s (%d keys to list);\n",
+			sw.Keys, sw.Rate, d, sw.Slowest, sw.Listed)
+		fmt.Fprintf(w, "%d keys to copy. With a sweep, the window must cover the rollout of the new nodes to every\n", sw.Copies)
+		fmt.Fprintln(w, "process plus the sweep; without one, the longest TTL (and keys without expiry are lost).")
+	}
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "Note: %s.\n", n)
 	}

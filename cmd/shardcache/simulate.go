@@ -11,23 +11,27 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/schollz/progressbar/v3"
 
 	"github.com/shardcache/shardcache/client"
 	"github.com/shardcache/shardcache/cmd/shardcache/internal/sim"
 	"github.com/shardcache/shardcache/ring"
 )
 
-const simulateAbout = `Runs a read-heavy cache-aside workload through a change of nodes, in three
+const simulateAbout = `Runs a read-heavy cache-aside workload through a change of nodes, in four
 modes side by side, each on servers of its own and with the same requests:
-  mod-N      hash(key) % N placement, switched at once
-  ring       the consistent-hash ring, switched at once
-  dual-ring  the ring with a dual-ring migration of one window
+  mod-N            hash(key) % N placement, switched at once
+  ring             the consistent-hash ring, switched at once
+  dual-ring        the ring with a dual-ring migration of one window (the TTL)
+  dual-ring+sweep  the ring with a short dual-ring window (--sweep-window) and
+                   a sweep at the reshard that copies every moved key
 Keys are drawn with Zipf popularity. A read is a GetOrLoad whose loader is the
-database: a miss loads the value and stores it with the TTL. A write goes to the database and
-then Sets the new value (write-through). The cache starts in its steady state.
+database: a miss loads the value and stores it with the TTL, or without expiry
+for the --no-ttl share of the keys. A write goes to the database and then Sets
+the new value (write-through). The cache starts in its steady state.
 Each step prints the hit rate and the database load (loads + writes) per mode;
 the summary gives the steady state before the reshard, the lowest hit rate and
 the peak load after it. --svg writes them as a chart. --load-limit guards the
@@ -59,8 +63,9 @@ type simFlags struct {
 	vnodes, keys      int
 	zipfS, zipfV      float64
 	requests          int
-	writes            float64
+	writes, noTTL     float64
 	step, ttl, window time.Duration
+	sweepWindow       time.Duration
 	steps, reshardAt  int
 	seed              uint64
 	workers           int
@@ -89,13 +94,15 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.Float64Var(&f.writes, "writes", d.WriteRatio, "fraction of requests that are writes, in [0, 1)")
 	fs.DurationVar(&f.step, "step", d.Step, "simulated time per step")
 	fs.DurationVar(&f.ttl, "ttl", d.TTL, "TTL of every cached value")
-	fs.DurationVar(&f.window, "window", 0, "the dual-ring migration's window (default the TTL: the shortest that loses nothing)")
+	fs.Float64Var(&f.noTTL, "no-ttl", d.NoTTL, "fraction of the keys written without expiry, in [0, 1]")
+	fs.DurationVar(&f.window, "window", 0, "the dual-ring migration's window (default the TTL: the shortest after which no key with a TTL is lost)")
+	fs.DurationVar(&f.sweepWindow, "sweep-window", d.SweepWindow, "the dual-ring+sweep mode's window")
 	fs.IntVar(&f.steps, "steps", d.Steps, "steps to run")
 	fs.IntVar(&f.reshardAt, "reshard-at", d.ReshardAt, "the step at whose start the client reshards (steps before it measure the steady state)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the workload: the same seed gives the same run on embedded servers")
 	fs.IntVar(&f.workers, "workers", d.Workers, "concurrent requests per mode")
 	fs.Float64Var(&f.loadLimit, "load-limit", 0, "guard the database: at most this many loads per second of the run, per mode (0: no guard); reads refused a load are throttled")
-	fs.StringVar(&f.modes, "modes", "mod-N,ring,dual-ring", "the modes to run, comma-separated")
+	fs.StringVar(&f.modes, "modes", "mod-N,ring,dual-ring,dual-ring+sweep", "the modes to run, comma-separated")
 	fs.StringVar(&f.redis, "redis", "", "run on real Redis `servers`, comma-separated host:port, one per distinct address of --from and --to in the order they first appear")
 	fs.StringVar(&f.memcached, "memcached", "", "run on real Memcached `servers`, as --redis")
 	fs.DurationVar(&f.realStep, "real-step", 500*time.Millisecond, "with --redis or --memcached, the wall time per step; --ttl and --window are scaled by real-step/step")
@@ -139,14 +146,17 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			}
 		}()
 	}
-	var bar *progressBar
+	var bar *progressbar.ProgressBar
 	if !f.quiet {
-		bar = &progressBar{w: stderr, last: -1, draw: isTerminal(stderr)}
-		cfg.Progress = bar.update
+		bar = newBar(stderr, int64(cfg.Steps), "simulate", "steps")
+		cfg.Progress = func(done, _ int) { bar.Set(done) }
 	}
 	res, err := sim.Run(ctx, cfg)
 	if bar != nil {
-		bar.finish(res)
+		bar.Finish()
+		if res != nil {
+			fmt.Fprintf(stderr, "%d modes × %d steps in %v\n", len(res.Modes), res.Config.Steps, res.Elapsed.Round(10*time.Millisecond))
+		}
 	}
 	switch {
 	case errors.Is(err, sim.ErrBadConfig):
@@ -208,6 +218,8 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 		{f.zipfV >= 1, "zipf-v", f.zipfV, ">= 1"},
 		{f.requests >= 1, "requests", f.requests, ">= 1"},
 		{f.writes >= 0 && f.writes < 1, "writes", f.writes, "a fraction in [0, 1)"},
+		{f.noTTL >= 0 && f.noTTL <= 1, "no-ttl", f.noTTL, "a fraction in [0, 1]"},
+		{f.sweepWindow > 0, "sweep-window", f.sweepWindow, "> 0"},
 		{f.step > 0, "step", f.step, "> 0"},
 		{f.ttl > 0, "ttl", f.ttl, "> 0"},
 		{f.window > 0 || !set["window"], "window", f.window, "> 0 (a zero window is the ring mode)"},
@@ -230,13 +242,16 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 	cfg = sim.Config{
 		From: from, To: to, Vnodes: f.vnodes,
 		Keys: f.keys, ZipfS: f.zipfS, ZipfV: f.zipfV,
-		Requests: f.requests, WriteRatio: f.writes,
-		Step: f.step, TTL: f.ttl, Window: f.window,
+		Requests: f.requests, WriteRatio: f.writes, NoTTL: f.noTTL,
+		Step: f.step, TTL: f.ttl, Window: f.window, SweepWindow: f.sweepWindow,
 		Steps: f.steps, ReshardAt: f.reshardAt,
 		Seed: f.seed, Workers: f.workers, LoadLimit: f.loadLimit,
 	}
 	if f.writes == 0 {
 		cfg.WriteRatio = -1 // none; zero would be the default
+	}
+	if f.noTTL == 0 {
+		cfg.NoTTL = -1
 	}
 	if f.kind.kind != "ring" {
 		cfg.FromKind = f.kind.kind
@@ -248,7 +263,7 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 	for _, name := range strings.Split(f.modes, ",") {
 		m, err := sim.ParseMode(name)
 		if err != nil {
-			return cfg, "", fmt.Errorf("--modes: %q: want mod-N, ring or dual-ring", strings.TrimSpace(name))
+			return cfg, "", fmt.Errorf("--modes: %q: want mod-N, ring, dual-ring or dual-ring+sweep", strings.TrimSpace(name))
 		}
 		if slices.Contains(cfg.Modes, m) {
 			return cfg, "", fmt.Errorf("--modes: %v twice", m)
@@ -277,63 +292,15 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 	cfg.Step = f.realStep
 	cfg.TTL = time.Duration(float64(cfg.TTL) * scale)
 	cfg.Window = time.Duration(float64(cfg.Window) * scale)
+	cfg.SweepWindow = time.Duration(float64(cfg.SweepWindow) * scale)
 	cfg.LoadLimit /= scale // the same loads per step
-	note = fmt.Sprintf("real servers, real time: each step lasts %v, the TTL is %v, the window %v; the run takes about %v",
-		cfg.Step, cfg.TTL.Round(time.Millisecond), cfg.Window.Round(time.Millisecond), time.Duration(f.steps)*cfg.Step)
+	note = fmt.Sprintf("real servers, real time: each step lasts %v, the TTL is %v, the window %v (with a sweep %v); the run takes about %v",
+		cfg.Step, cfg.TTL.Round(time.Millisecond), cfg.Window.Round(time.Millisecond), cfg.SweepWindow.Round(time.Millisecond),
+		time.Duration(f.steps)*cfg.Step)
 	if cfg.Backend == client.Memcached && cfg.TTL < 5*time.Second {
 		note += "\n(Memcached counts TTLs in whole seconds: one under 5s is coarse; raise --real-step)"
 	}
 	return cfg, note, nil
-}
-
-// progressBar draws the progress of a run on a terminal line.
-type progressBar struct {
-	w     io.Writer
-	draw  bool // false: only the closing line, for a log rather than a terminal
-	mu    sync.Mutex
-	last  int // percentage drawn last
-	drawn bool
-}
-
-// isTerminal reports whether w is a terminal, or something else than a
-// file (a test's buffer): not a file or pipe that a bar's \r would litter.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return true
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-const barWidth = 30
-
-func (p *progressBar) update(done, total int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	pc := done * 100 / total
-	if !p.draw || pc == p.last {
-		return
-	}
-	p.last, p.drawn = pc, true
-	full := barWidth * done / total
-	bar := strings.Repeat("=", full)
-	if full < barWidth {
-		bar += ">" + strings.Repeat(" ", barWidth-full-1)
-	}
-	fmt.Fprintf(p.w, "\r[%s] %3d%%  %d/%d steps", bar, pc, done, total)
-}
-
-// finish ends the bar's line with the run's duration.
-func (p *progressBar) finish(res *sim.Result) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.drawn {
-		fmt.Fprint(p.w, "\r"+strings.Repeat(" ", barWidth+24)+"\r")
-	}
-	if res != nil {
-		fmt.Fprintf(p.w, "%d modes × %d steps in %v\n", len(res.Modes), res.Config.Steps, res.Elapsed.Round(10*time.Millisecond))
-	}
 }
 
 // fmtOffset formats a time since the reshard as [-]m:ss or [-]h:mm:ss, or
@@ -359,12 +326,21 @@ func windowEnd(cfg *sim.Config) int {
 	return cfg.ReshardAt + int(math.Ceil(float64(cfg.Window)/float64(cfg.Step)))
 }
 
+// sweepWindowEnd returns the step at whose start the dual-ring+sweep window
+// is over.
+func sweepWindowEnd(cfg *sim.Config) int {
+	return cfg.ReshardAt + int(math.Ceil(float64(cfg.SweepWindow)/float64(cfg.Step)))
+}
+
 // tableSteps returns the steps the table prints: every f.every-th, the
 // steps around the reshard, the end of the window, each mode's low and
 // peak, and the last.
 func tableSteps(res *sim.Result, every int) []int {
 	cfg := &res.Config
 	steps := []int{cfg.ReshardAt - 1, cfg.ReshardAt, cfg.ReshardAt + 1, windowEnd(cfg), cfg.Steps - 1}
+	if hasMode(res, sim.ModeSweep) {
+		steps = append(steps, sweepWindowEnd(cfg))
+	}
 	for i := 0; i < cfg.Steps; i += every {
 		steps = append(steps, i)
 	}
@@ -383,6 +359,10 @@ func describe(res *sim.Result, f *simFlags) string {
 	if cfg.Servers != nil {
 		where = fmt.Sprintf("%d %v servers, real time", len(cfg.Servers), cfg.Backend)
 	}
+	window := fmt.Sprintf("dual-ring window %v", cfg.Window)
+	if hasMode(res, sim.ModeSweep) {
+		window += fmt.Sprintf(", with a sweep %v", cfg.SweepWindow)
+	}
 	fromKind := ""
 	if cfg.FromKind != "" {
 		fromKind = fromKindNames[cfg.FromKind] + " "
@@ -391,9 +371,9 @@ func describe(res *sim.Result, f *simFlags) string {
 	if cfg.LoadLimit > 0 {
 		guard = fmt.Sprintf(", load limit %d per step", loadBudget(cfg))
 	}
-	return fmt.Sprintf("%s%s → %s (%s)\n%d keys (Zipf s=%g v=%g), %d requests per %v step, %s writes, TTL %v, dual-ring window %v%s, seed %d",
+	return fmt.Sprintf("%s%s → %s (%s)\n%d keys (Zipf s=%g v=%g, %s without expiry), %d requests per %v step, %s writes, TTL %v, %s%s, seed %d",
 		fromKind, nodeNames(cfg.From), nodeNames(cfg.To), where,
-		cfg.Keys, cfg.ZipfS, cfg.ZipfV, cfg.Requests, cfg.Step, pct(max(cfg.WriteRatio, 0), 1), cfg.TTL, cfg.Window, guard, f.seed)
+		cfg.Keys, cfg.ZipfS, cfg.ZipfV, pct(cfg.NoTTL, 0), cfg.Requests, cfg.Step, pct(max(cfg.WriteRatio, 0), 1), cfg.TTL, window, guard, f.seed)
 }
 
 // loadBudget returns the loads per step that cfg.LoadLimit lets through.
@@ -412,7 +392,10 @@ func writeSimulation(w io.Writer, res *sim.Result, f *simFlags) {
 		head += m.Mode.String() + " hit\tDB\t"
 	}
 	fmt.Fprintln(tw, head+" ")
-	end := windowEnd(cfg)
+	end, sweepEnd := windowEnd(cfg), -1
+	if hasMode(res, sim.ModeSweep) {
+		sweepEnd = sweepWindowEnd(cfg)
+	}
 	for _, i := range tableSteps(res, f.every) {
 		row := fmt.Sprintf("%d\t%s\t", i, fmtOffset(time.Duration(i-cfg.ReshardAt)*cfg.Step, cfg.Step))
 		for _, m := range res.Modes {
@@ -424,6 +407,8 @@ func writeSimulation(w io.Writer, res *sim.Result, f *simFlags) {
 			row += " ← reshard"
 		case end:
 			row += " ← dual-ring window over"
+		case sweepEnd:
+			row += " ← dual-ring+sweep window over"
 		default:
 			row += " "
 		}
@@ -445,9 +430,13 @@ func writeSimulation(w io.Writer, res *sim.Result, f *simFlags) {
 	fmt.Fprintln(w, "before the reshard, and in brackets their highest, which chance alone reached. Min and peak: from the reshard on.")
 	var late []string
 	for _, m := range res.Modes {
-		if m.Mode == sim.ModeDualRing {
+		switch m.Mode {
+		case sim.ModeDualRing:
 			fmt.Fprintf(w, "dual-ring: %d reads found their key on its old owner after a miss on the new one, and copied it there (%d backfills).\n",
 				m.Total.FallbackHits, m.Backfills)
+		case sim.ModeSweep:
+			fmt.Fprintf(w, "dual-ring+sweep: the sweep copied %d keys to their new owner at the reshard; %d reads found theirs on the old owner first.\n",
+				m.Swept, m.Total.FallbackHits)
 		}
 		if cfg.LoadLimit > 0 {
 			fmt.Fprintf(w, "%v: the load limit throttled %d reads (%s of them); peak loads %d in a step, the limit %d.\n",
@@ -506,6 +495,7 @@ func jsonResult(res *sim.Result, f *simFlags) any {
 		Errors        int64   `json:"errors"`
 		Throttled     int64   `json:"throttled"`
 		Backfills     int64   `json:"backfills"`
+		Swept         int64   `json:"swept"`
 		LateSteps     int     `json:"late_steps"`
 		Steps         []step  `json:"steps"`
 	}
@@ -518,9 +508,11 @@ func jsonResult(res *sim.Result, f *simFlags) any {
 		ZipfV         float64 `json:"zipf_v"`
 		Requests      int     `json:"requests_per_step"`
 		Writes        float64 `json:"writes"`
+		NoTTL         float64 `json:"no_ttl"`
 		StepSeconds   float64 `json:"step_seconds"`
 		TTLSeconds    float64 `json:"ttl_seconds"`
 		WindowSeconds float64 `json:"window_seconds"`
+		SweepWindow   float64 `json:"sweep_window_seconds"`
 		Steps         int     `json:"steps"`
 		ReshardAt     int     `json:"reshard_at"`
 		Seed          uint64  `json:"seed"`
@@ -529,8 +521,10 @@ func jsonResult(res *sim.Result, f *simFlags) any {
 	}{
 		From: formatNodes(cfg.From), To: formatNodes(cfg.To), Servers: "embedded",
 		Keys: cfg.Keys, ZipfS: cfg.ZipfS, ZipfV: cfg.ZipfV, Requests: cfg.Requests, Writes: max(cfg.WriteRatio, 0),
+		NoTTL:       cfg.NoTTL,
 		StepSeconds: cfg.Step.Seconds(), TTLSeconds: cfg.TTL.Seconds(), WindowSeconds: cfg.Window.Seconds(),
-		Steps: cfg.Steps, ReshardAt: cfg.ReshardAt, Seed: f.seed, LoadLimit: cfg.LoadLimit,
+		SweepWindow: cfg.SweepWindow.Seconds(),
+		Steps:       cfg.Steps, ReshardAt: cfg.ReshardAt, Seed: f.seed, LoadLimit: cfg.LoadLimit,
 	}
 	if cfg.Servers != nil {
 		out.Servers = cfg.Backend.String() + ":" + strings.Join(cfg.Servers, ",")
@@ -540,7 +534,7 @@ func jsonResult(res *sim.Result, f *simFlags) any {
 			Mode: m.Mode.String(), Moved: m.Moved,
 			SteadyHitRate: m.SteadyHitRate, MinHitRate: m.MinHitRate, MinHitStep: m.MinHitStep,
 			SteadyDBLoad: m.SteadyDBLoad, SteadyPeakDB: m.SteadyPeakDBLoad, PeakDBLoad: m.PeakDBLoad, PeakDBStep: m.PeakDBStep,
-			Stale: m.Total.Stale, Errors: m.Total.Errors, Throttled: m.Total.Throttled, Backfills: m.Backfills, LateSteps: m.Late,
+			Stale: m.Total.Stale, Errors: m.Total.Errors, Throttled: m.Total.Throttled, Backfills: m.Backfills, Swept: m.Swept, LateSteps: m.Late,
 		}
 		for i, s := range m.Steps {
 			jm.Steps = append(jm.Steps, step{

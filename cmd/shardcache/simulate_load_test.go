@@ -76,7 +76,7 @@ func TestSimulateLoadLimit(t *testing.T) {
 	if !strings.Contains(string(chart), `class="load-limit"`) || !strings.Contains(string(chart), "load limit: 60 loads per step") {
 		t.Error("the chart does not show the load limit")
 	}
-	checkSVG(t, svg, []string{"mod-N", "ring", "dual-ring"}, 20)
+	checkSVG(t, svg, []string{"mod-N", "ring", "dual-ring", "dual-ring+sweep"}, 20)
 
 	if code, _, errOut := runCmd(t, "simulate", "--quiet", "--load-limit", "-1"); code != exitUsage || !strings.Contains(errOut, "--load-limit") {
 		t.Errorf("--load-limit -1: exit %d, %q; want a usage error naming the flag", code, errOut)

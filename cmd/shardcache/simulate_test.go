@@ -29,6 +29,7 @@ type simOutput struct {
 		MinHitRate    float64 `json:"min_hit_rate"`
 		SteadyDBLoad  float64 `json:"steady_db_load"`
 		PeakDBLoad    int64   `json:"peak_db_load"`
+		Swept         int64   `json:"swept"`
 		Stale, Errors int64
 		Steps         []struct {
 			HitRate float64 `json:"hit_rate"`
@@ -37,7 +38,7 @@ type simOutput struct {
 }
 
 // TestSimulate runs a short simulation with --json and --svg: the modes
-// rank as they should, and the chart is well-formed SVG with the three
+// rank as they should, and the chart is well-formed SVG with the four
 // series in both panels.
 func TestSimulate(t *testing.T) {
 	svg := filepath.Join(t.TempDir(), "chart.svg")
@@ -45,19 +46,24 @@ func TestSimulate(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if !strings.Contains(errOut, "100%") || !strings.Contains(errOut, "3 modes × 40 steps in") {
+	if !strings.Contains(errOut, "100%") || !strings.Contains(errOut, "4 modes × 40 steps in") {
 		t.Errorf("stderr lacks the progress bar:\n%q", errOut)
 	}
 	var res simOutput
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if len(res.Modes) != 3 {
+	if len(res.Modes) != 4 {
 		t.Fatalf("%d modes", len(res.Modes))
 	}
-	modn, rng, dual := res.Modes[0], res.Modes[1], res.Modes[2]
-	if modn.Mode != "mod-N" || rng.Mode != "ring" || dual.Mode != "dual-ring" {
-		t.Fatalf("modes %s, %s, %s", modn.Mode, rng.Mode, dual.Mode)
+	modn, rng, dual, sweep := res.Modes[0], res.Modes[1], res.Modes[2], res.Modes[3]
+	if modn.Mode != "mod-N" || rng.Mode != "ring" || dual.Mode != "dual-ring" || sweep.Mode != "dual-ring+sweep" {
+		t.Fatalf("modes %s, %s, %s, %s", modn.Mode, rng.Mode, dual.Mode, sweep.Mode)
+	}
+	// The sweep copies at the reshard what the dual-ring's reads copy later:
+	// the same hits, no reads of the old owners, and a short window.
+	if sweep.Swept == 0 || sweep.MinHitRate < 0.95*sweep.SteadyHitRate || sweep.MinHitRate < rng.MinHitRate {
+		t.Errorf("dual-ring+sweep: swept %d, low hit rate %.3f (steady %.3f, ring %.3f)", sweep.Swept, sweep.MinHitRate, sweep.SteadyHitRate, rng.MinHitRate)
 	}
 	if !(modn.MinHitRate < rng.MinHitRate-0.15 && rng.MinHitRate < dual.MinHitRate) || dual.MinHitRate < 0.95*dual.SteadyHitRate {
 		t.Errorf("low hit rates: mod-N %.3f, ring %.3f, dual-ring %.3f (steady %.3f)", modn.MinHitRate, rng.MinHitRate, dual.MinHitRate, dual.SteadyHitRate)
@@ -65,7 +71,7 @@ func TestSimulate(t *testing.T) {
 	if !(modn.PeakDBLoad > rng.PeakDBLoad && rng.PeakDBLoad > dual.PeakDBLoad) {
 		t.Errorf("DB peaks: mod-N %d, ring %d, dual-ring %d", modn.PeakDBLoad, rng.PeakDBLoad, dual.PeakDBLoad)
 	}
-	checkSVG(t, svg, []string{"mod-N", "ring", "dual-ring"}, 40)
+	checkSVG(t, svg, []string{"mod-N", "ring", "dual-ring", "dual-ring+sweep"}, 40)
 }
 
 // checkSVG parses the chart with encoding/xml and checks it has, in each
@@ -133,7 +139,7 @@ func TestSimulateTable(t *testing.T) {
 	}
 	for _, want := range []string{
 		"a,b,c,d,e,f,g,h → a,b,c,d,e,f (embedded servers, simulated clock)",
-		"100 keys (Zipf s=1.01 v=5), 50 requests per 10s step, 3.0% writes, TTL 1m0s, dual-ring window 1m0s, seed 1",
+		"100 keys (Zipf s=1.01 v=5, 10% without expiry), 50 requests per 10s step, 3.0% writes, TTL 1m0s, dual-ring window 1m0s, seed 1",
 		"dual-ring: ",
 	} {
 		if !strings.Contains(out, want) {
@@ -197,8 +203,8 @@ func TestSimulateRedis(t *testing.T) {
 		hit[m.Mode] = m.Steps[at].HitRate
 	}
 	t.Logf("hit rates at the reshard: %v", hit)
-	if !(hit["mod-N"] < hit["ring"] && hit["ring"] < hit["dual-ring"]) {
-		t.Errorf("hit rates at the reshard %v: want mod-N < ring < dual-ring", hit)
+	if !(hit["mod-N"] < hit["ring"] && hit["ring"] < hit["dual-ring"] && hit["ring"] < hit["dual-ring+sweep"]) {
+		t.Errorf("hit rates at the reshard %v: want mod-N < ring < dual-ring, and ring < dual-ring+sweep", hit)
 	}
 }
 

@@ -15,9 +15,9 @@ import (
 
 // The chart's geometry, in SVG user units (pixels).
 const (
-	svgWidth   = 860
+	svgWidth   = 880
 	svgLeft    = 70  // room for the y labels
-	svgRight   = 150 // room for the legend
+	svgRight   = 170 // room for the legend
 	panelH     = 190 // height of a panel's plot area
 	hitTop     = 78  // top of the hit-rate panel
 	loadTop    = hitTop + panelH + 60
@@ -31,7 +31,12 @@ var modeColors = map[sim.Mode]string{
 	sim.ModeModN:     "#d55e00",
 	sim.ModeRing:     "#e69f00",
 	sim.ModeDualRing: "#0072b2",
+	sim.ModeSweep:    "#cc79a7",
 }
+
+// modeDash dashes the series a mode draws over another's: the sweep's hit
+// rate and load can match the dual-ring's step for step.
+var modeDash = map[sim.Mode]string{sim.ModeSweep: ` stroke-dasharray="6 4"`}
 
 // writeSVG draws the run as two panels, the hit rate and the database load
 // per step, one line per mode, with the reshard marked by a dashed line and
@@ -123,6 +128,11 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 				x(end), pn.top, x(end), pn.top+panelH)
 			p(`<text x="%.1f" y="%.1f" font-size="11" text-anchor="end">dual-ring window over</text>`+"\n", x(end)-4, labelY)
 		}
+		if se := sweepWindowEnd(cfg); se < cfg.Steps && hasMode(res, sim.ModeSweep) {
+			p(`<line class="window-end" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#cc79a7" stroke-dasharray="2 3"/>`+"\n",
+				x(se), pn.top, x(se), pn.top+panelH)
+			p(`<text x="%.1f" y="%.1f" font-size="11">sweep window over</text>`+"\n", x(se)+4, labelY+14)
+		}
 		if pn.id == "load" && cfg.LoadLimit > 0 {
 			// The guard caps loads; the writes come on top of it.
 			yl := y(min(float64(loadBudget(cfg)), pn.max))
@@ -132,8 +142,8 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 				svgLeft+plotWidth-4, yl-4, loadBudget(cfg))
 		}
 		for _, m := range res.Modes {
-			p(`<polyline class="series" data-panel="%s" data-mode="%s" fill="none" stroke="%s" stroke-width="1.6" stroke-linejoin="round" points="`,
-				pn.id, m.Mode, modeColors[m.Mode])
+			p(`<polyline class="series" data-panel="%s" data-mode="%s" fill="none" stroke="%s"%s stroke-width="1.6" stroke-linejoin="round" points="`,
+				pn.id, m.Mode, modeColors[m.Mode], modeDash[m.Mode])
 			for i, s := range m.Steps {
 				if i > 0 {
 					p(" ")
@@ -152,7 +162,7 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 	p(`<g id="legend">` + "\n")
 	for i, m := range res.Modes {
 		yy := ly + 54*i
-		p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>`+"\n", lx, yy, lx+22, yy, modeColors[m.Mode])
+		p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s"%s stroke-width="3"/>`+"\n", lx, yy, lx+22, yy, modeColors[m.Mode], modeDash[m.Mode])
 		p(`<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", lx+28, yy+4, m.Mode)
 		p(`<text x="%d" y="%d" font-size="11">min hit %s</text>`+"\n", lx+28, yy+20, pct(m.MinHitRate, 1))
 		p(`<text x="%d" y="%d" font-size="11">peak DB ×%.1f</text>`+"\n", lx+28, yy+34, float64(m.PeakDBLoad)/m.SteadyDBLoad)

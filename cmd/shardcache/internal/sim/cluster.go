@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync/atomic"
 	"time"
 
@@ -97,18 +96,6 @@ func embeddedCluster(cfg *Config) (*cluster, error) {
 			})
 		},
 	}, nil
-}
-
-// pipeDialer connects to an embedded server through an in-memory pipe
-// rather than loopback TCP: the same go-redis client and protocol, without
-// the four system calls per request that would make the default run several
-// times slower.
-func pipeDialer(m *miniredis.Miniredis) func(context.Context, string, string) (net.Conn, error) {
-	return func(context.Context, string, string) (net.Conn, error) {
-		client, server := net.Pipe()
-		m.Server().ServeConn(server)
-		return client, nil
-	}
 }
 
 // simClock is a simulated clock over embedded servers.

@@ -20,11 +20,12 @@ func ExampleRun() {
 		return
 	}
 	for _, m := range res.Modes {
-		fmt.Printf("%-9v %2.0f%% of keys move, the hit rate falls to %2.0f%% of its steady state\n",
+		fmt.Printf("%-15v %2.0f%% of keys move, the hit rate falls to %2.0f%% of its steady state\n",
 			m.Mode, 100*m.Moved, 100*m.MinHitRate/m.SteadyHitRate)
 	}
 	// Output:
-	// mod-N     75% of keys move, the hit rate falls to 56% of its steady state
-	// ring      26% of keys move, the hit rate falls to 88% of its steady state
-	// dual-ring 26% of keys move, the hit rate falls to 98% of its steady state
+	// mod-N           75% of keys move, the hit rate falls to 57% of its steady state
+	// ring            26% of keys move, the hit rate falls to 88% of its steady state
+	// dual-ring       26% of keys move, the hit rate falls to 98% of its steady state
+	// dual-ring+sweep 26% of keys move, the hit rate falls to 98% of its steady state
 }

@@ -31,8 +31,10 @@ func modulo(nodes []ring.Node) (*ring.Modulo, error) {
 	return ring.NewModulo(slots, ring.WithModuloHash(ring.ModuloMurmur3), ring.WithModuloHashTag("{}"))
 }
 
-// runMode runs the whole workload in one mode on cl.
-func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *cluster, keys []string, progress func()) (ModeResult, error) {
+// runMode runs the whole workload in one mode on cl, with the keys of
+// prefix.
+func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *cluster, prefix string, progress func()) (ModeResult, error) {
+	keys := w.keys(prefix)
 	res := ModeResult{Mode: mode, Steps: make([]Step, cfg.Steps)}
 	opts := client.Options{Backend: cfg.Backend, Vnodes: cfg.Vnodes, Now: cl.clock.Now, NewRedisClient: cl.redis}
 	if cfg.LoadLimit > 0 {
@@ -81,11 +83,24 @@ func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *clust
 			}
 			res.Moved = ring.Moved(from, to)
 		}
-		window := time.Duration(0)
-		if mode == ModeDualRing {
-			window = cfg.Window
+		switch mode {
+		case ModeRing:
+			reshard = func(c *client.Client) error { return c.Reshard(cl.to, 0) }
+		case ModeDualRing:
+			reshard = func(c *client.Client) error { return c.Reshard(cl.to, cfg.Window) }
+		case ModeSweep:
+			// The sweep runs at the reshard, before the step's requests:
+			// in no simulated time, or on real servers delaying that step.
+			reshard = func(c *client.Client) error {
+				if err := c.Reshard(cl.to, cfg.SweepWindow); err != nil {
+					return err
+				}
+				// Only this mode's keys: on real servers the modes share them.
+				s, err := c.Sweep(ctx, client.SweepOptions{Rate: -1, Prefix: prefix})
+				res.Swept = s.Copied
+				return err
+			}
 		}
-		reshard = func(c *client.Client) error { return c.Reshard(cl.to, window) }
 	}
 	c, err := client.New(opts)
 	if err != nil {
@@ -97,7 +112,7 @@ func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *clust
 	if err := prefill(ctx, c, w, keys); err != nil {
 		return res, err
 	}
-	m := &modeRun{cfg: cfg, c: c, db: db, keys: keys}
+	m := &modeRun{cfg: cfg, w: w, c: c, db: db, keys: keys}
 	reqs := make([]request, cfg.Requests)
 	buckets := make([][]request, cfg.Workers)
 	stream := w.stream()
@@ -142,8 +157,11 @@ func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *clust
 func prefill(ctx context.Context, c *client.Client, w *workload, keys []string) error {
 	byTTL := map[time.Duration]map[string][]byte{}
 	for k, ttl := range w.prefill() {
-		if ttl == 0 {
+		switch ttl {
+		case 0:
 			continue
+		case noExpiry:
+			ttl = 0
 		}
 		if byTTL[ttl] == nil {
 			byTTL[ttl] = map[string][]byte{}
@@ -161,6 +179,7 @@ func prefill(ctx context.Context, c *client.Client, w *workload, keys []string) 
 // modeRun is what a mode's workers share.
 type modeRun struct {
 	cfg  *Config
+	w    *workload
 	c    *client.Client
 	db   *database
 	keys []string
@@ -198,7 +217,7 @@ func (m *modeRun) do(ctx context.Context, r request, st *Step) {
 	}
 	st.Reads++
 	loaded := false
-	v, err := m.c.GetOrLoad(ctx, key, m.cfg.TTL, func(context.Context) ([]byte, error) {
+	v, err := m.c.GetOrLoad(ctx, key, m.w.ttl(r.key), func(context.Context) ([]byte, error) {
 		loaded = true
 		return strconv.AppendUint(nil, uint64(m.db.version[r.key]), 10), nil
 	})
@@ -220,7 +239,7 @@ func (m *modeRun) do(ctx context.Context, r request, st *Step) {
 // set writes the database's value of r's key to the cache.
 func (m *modeRun) set(ctx context.Context, r request, st *Step) {
 	v := strconv.AppendUint(nil, uint64(m.db.version[r.key]), 10)
-	if err := m.c.Set(ctx, m.keys[r.key], v, m.cfg.TTL); err != nil {
+	if err := m.c.Set(ctx, m.keys[r.key], v, m.w.ttl(r.key)); err != nil {
 		st.Errors++
 	}
 }

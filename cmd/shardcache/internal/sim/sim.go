@@ -2,13 +2,16 @@
 // resharding, to show what the change does to the hit rate and to the
 // database behind the cache before anyone touches production.
 //
-// The same request stream runs in each of three modes, through the real
+// The same request stream runs in each of four modes, through the real
 // client package, each against servers of its own:
 //
 //   - ModeModN: placement by hash(key) % N (ring.Modulo), switched at once with
 //     ReshardTo(modulo, 0), as a plain sharded client does;
 //   - ModeRing: the consistent-hash ring, switched at once with Reshard(nodes, 0);
-//   - ModeDualRing: the ring with a dual-ring migration, Reshard(nodes, Window).
+//   - ModeDualRing: the ring with a dual-ring migration, Reshard(nodes, Window);
+//   - ModeSweep: the ring with a dual-ring migration of a short window,
+//     Reshard(nodes, SweepWindow), and a Sweep at the reshard that copies
+//     every moved key to its new owner.
 //
 // The workload: keys drawn from a Zipf distribution (math/rand/v2, seeded),
 // a fraction of writes, and a database that counts its load. A read is a
@@ -16,7 +19,8 @@
 // loaded (one load) and stored with the TTL, and with Config.LoadLimit the
 // client's guard caps the loads. A write goes to the database (one write) and then Set with
 // the TTL, write-through: the cache keeps the new value rather than losing
-// it to a Delete, so writes do not lower the hit rate. Values carry the
+// it to a Delete, so writes do not lower the hit rate. A fraction of the keys
+// (NoTTL) are written without expiry, as counters and flags are. Values carry the
 // database's version of the key, and a hit on an older version is counted
 // as stale. The caches start full, as after running the workload forever
 // (see workload.prefill), so no warm-up is needed.
@@ -64,12 +68,14 @@ const (
 	ModeModN     Mode = iota // hash(key) % N, switched at once
 	ModeRing                 // consistent-hash ring, switched at once
 	ModeDualRing             // consistent-hash ring with a dual-ring migration
+	ModeSweep                // dual-ring migration of a short window, and a sweep
 )
 
 // Modes lists every mode.
-var Modes = []Mode{ModeModN, ModeRing, ModeDualRing}
+var Modes = []Mode{ModeModN, ModeRing, ModeDualRing, ModeSweep}
 
-// String returns the mode's name: "mod-N", "ring" or "dual-ring".
+// String returns the mode's name: "mod-N", "ring", "dual-ring" or
+// "dual-ring+sweep".
 func (m Mode) String() string {
 	switch m {
 	case ModeModN:
@@ -78,6 +84,8 @@ func (m Mode) String() string {
 		return "ring"
 	case ModeDualRing:
 		return "dual-ring"
+	case ModeSweep:
+		return "dual-ring+sweep"
 	}
 	return "Mode(" + strconv.Itoa(int(m)) + ")"
 }
@@ -85,8 +93,8 @@ func (m Mode) String() string {
 // MarshalText encodes the mode as its name.
 func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
 
-// ParseMode returns the mode named s, case-insensitively; "modn" and "dual"
-// are accepted too.
+// ParseMode returns the mode named s, case-insensitively; "modn", "dual" and
+// "sweep" are accepted too.
 func ParseMode(s string) (Mode, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "mod-n", "modn":
@@ -95,8 +103,10 @@ func ParseMode(s string) (Mode, error) {
 		return ModeRing, nil
 	case "dual-ring", "dual":
 		return ModeDualRing, nil
+	case "dual-ring+sweep", "sweep":
+		return ModeSweep, nil
 	}
-	return 0, fmt.Errorf("%w: unknown mode %q (want mod-N, ring or dual-ring)", ErrBadConfig, s)
+	return 0, fmt.Errorf("%w: unknown mode %q (want mod-N, ring, dual-ring or dual-ring+sweep)", ErrBadConfig, s)
 }
 
 // DefaultFrom returns the nodes of the default run's cluster: eight nodes a
@@ -149,15 +159,23 @@ type Config struct {
 	// WriteRatio is the fraction of requests that are writes, in [0, 1).
 	// Default 0.03; give a negative value for none.
 	WriteRatio float64
+	// NoTTL is the fraction of keys written without expiry, in [0, 1].
+	// Default 0.1; give a negative value for none.
+	NoTTL float64
 
 	// Step is the duration of one step. Default 10s.
 	Step time.Duration
-	// TTL is the TTL of every value written to the cache. Default 15m.
+	// TTL is the TTL of every value written to the cache but the NoTTL
+	// keys. Default 15m.
 	TTL time.Duration
 	// Window is the dual-ring migration's window. Default the TTL: the
-	// shortest window after which the old nodes hold nothing the new ones
-	// lack.
+	// shortest window after which the old nodes hold no key with a TTL that
+	// the new ones lack (the keys without expiry are lost at its end unless
+	// read during it).
 	Window time.Duration
+	// SweepWindow is ModeSweep's window: the sweep runs at its start, so
+	// it only has to cover the rollout of the new nodes. Default 2m.
+	SweepWindow time.Duration
 	// Steps is the number of steps measured. Default 120.
 	Steps int
 	// ReshardAt is the step at whose start the client reshards, at least 1
@@ -177,7 +195,7 @@ type Config struct {
 	Seed uint64
 	// Workers is the number of concurrent requests per mode. Default 8.
 	Workers int
-	// Modes are the modes to run, concurrently. Default all three.
+	// Modes are the modes to run, concurrently. Default all four.
 	Modes []Mode
 
 	// Servers, when set, are real servers to run on instead of embedded
@@ -218,9 +236,12 @@ func (c *Config) setDefaults() {
 	setDefault(&c.Requests, 3000)
 	setDefault(&c.WriteRatio, 0.03)
 	c.WriteRatio = max(c.WriteRatio, 0)
+	setDefault(&c.NoTTL, 0.1)
+	c.NoTTL = max(c.NoTTL, 0)
 	setDefault(&c.Step, 10*time.Second)
 	setDefault(&c.TTL, 15*time.Minute)
 	setDefault(&c.Window, c.TTL)
+	setDefault(&c.SweepWindow, 2*time.Minute)
 	setDefault(&c.Steps, 120)
 	setDefault(&c.ReshardAt, 20)
 	setDefault(&c.Workers, 8)
@@ -248,12 +269,16 @@ func (c *Config) init() error {
 		return bad("Requests %d (want >= 1)", c.Requests)
 	case !(c.WriteRatio < 1):
 		return bad("WriteRatio %v (want < 1)", c.WriteRatio)
+	case !(c.NoTTL <= 1):
+		return bad("NoTTL %v (want <= 1)", c.NoTTL)
 	case c.Step <= 0:
 		return bad("Step %v (want > 0)", c.Step)
 	case c.TTL <= 0:
 		return bad("TTL %v (want > 0)", c.TTL)
 	case c.Window < 0:
 		return bad("Window %v (want >= 0)", c.Window)
+	case c.SweepWindow < 0:
+		return bad("SweepWindow %v (want >= 0)", c.SweepWindow)
 	case c.Steps < 2:
 		return bad("Steps %d (want >= 2)", c.Steps)
 	case c.ReshardAt < 1 || c.ReshardAt >= c.Steps:
@@ -264,7 +289,7 @@ func (c *Config) init() error {
 		return bad("LoadLimit %v (want >= 0)", c.LoadLimit)
 	}
 	for _, m := range c.Modes {
-		if m < ModeModN || m > ModeDualRing {
+		if m < ModeModN || m > ModeSweep {
 			return bad("unknown mode %v", m)
 		}
 	}
@@ -365,8 +390,11 @@ type ModeResult struct {
 
 	// Total is the sum of Steps.
 	Total Step
-	// Backfills are the copies a dual-ring migration wrote to new owners.
+	// Backfills are the copies a dual-ring migration's reads wrote to new
+	// owners.
 	Backfills int64
+	// Swept are the keys ModeSweep's sweep copied to their new owners.
+	Swept int64
 	// Late counts the steps, on real servers, whose requests took longer
 	// than Step; the run then lags the clock and the TTLs.
 	Late int
@@ -419,7 +447,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				prefix = "shardcache-sim:" + run + ":" + m.String() + ":"
 			}
 			defer cl.close()
-			res.Modes[i], errs[i] = runMode(ctx, &cfg, w, m, cl, w.keys(prefix), progress)
+			res.Modes[i], errs[i] = runMode(ctx, &cfg, w, m, cl, prefix, progress)
 			if errs[i] != nil {
 				errs[i] = fmt.Errorf("%v: %w", m, errs[i])
 			}

@@ -13,14 +13,20 @@ type request struct {
 	write bool
 }
 
-// workload is what every mode shares, read only: the keys' popularity.
+// workload is what every mode shares, read only: the keys' popularity, and
+// which keys have no expiry.
 type workload struct {
-	cfg  *Config
-	prob []float64 // probability that a request is for key id; id 0 is the most popular
+	cfg   *Config
+	prob  []float64 // probability that a request is for key id; id 0 is the most popular
+	noTTL []bool    // key id is written without expiry
 }
 
 func newWorkload(cfg *Config) *workload {
-	w := &workload{cfg: cfg, prob: make([]float64, cfg.Keys)}
+	w := &workload{cfg: cfg, prob: make([]float64, cfg.Keys), noTTL: make([]bool, cfg.Keys)}
+	r := rand.New(rand.NewPCG(cfg.Seed, 0x7711))
+	for k := range w.noTTL {
+		w.noTTL[k] = r.Float64() < cfg.NoTTL
+	}
 	sum := 0.0
 	for k := range w.prob {
 		// rand.Zipf draws k with probability proportional to (v+k)^-s.
@@ -31,6 +37,15 @@ func newWorkload(cfg *Config) *workload {
 		w.prob[k] /= sum
 	}
 	return w
+}
+
+// ttl returns the TTL key id is written with: 0 (no expiry) for the NoTTL
+// keys.
+func (w *workload) ttl(k int32) time.Duration {
+	if w.noTTL[k] {
+		return 0
+	}
+	return w.cfg.TTL
 }
 
 // keys returns the key names by id, each starting with prefix.
@@ -76,8 +91,13 @@ func (s *stream) next(reqs []request) {
 	}
 }
 
+// noExpiry is prefill's mark of a key cached without expiry.
+const noExpiry time.Duration = -1
+
 // prefill returns the remaining TTL of every key in a cache that has run the
-// workload forever; 0 means not cached. Filling the caches this way replaces
+// workload forever; 0 means not cached, noExpiry cached without expiry (a
+// NoTTL key stays once it was requested, and forever it was). Filling the
+// caches this way replaces
 // a warm-up of several TTLs: the steps before the reshard show the steady
 // state from the first one.
 //
@@ -93,13 +113,21 @@ func (w *workload) prefill() []time.Duration {
 	cfg := w.cfg
 	n := int((cfg.TTL + cfg.Step - 1) / cfg.Step) // steps a value is visible
 	ttl := make([]time.Duration, cfg.Keys)
+	for k, none := range w.noTTL {
+		if none {
+			ttl[k] = noExpiry
+		}
+	}
 	if n < 2 {
-		return ttl // nothing outlives the step it was set in
+		return ttl // nothing else outlives the step it was set in
 	}
 	r := rand.New(rand.NewPCG(cfg.Seed, 0xf111))
 	reqs := float64(cfg.Requests)
 	writes := max(cfg.WriteRatio, 0) * reqs
 	for k, p := range w.prob {
+		if w.noTTL[k] {
+			continue
+		}
 		miss := math.Log1p(-p)          // log of the chance one request is for another key
 		q := -math.Expm1(reqs * miss)   // the key is requested in a step
 		b := math.Exp(writes * miss)    // the key is not written in a step

@@ -1,0 +1,380 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// gomemcache speaks the classic text protocol only. What copies need beyond
+// it, a key's remaining TTL (the meta command mg, memcached >= 1.6) and the
+// list of keys a node holds (lru_crawler metadump, >= 1.4.31), goes over
+// connections of the client's own, kept here.
+
+// errNoMeta means the server does not know the meta commands.
+var errNoMeta = errors.New("shardcache: memcached without meta commands")
+
+// rawConns is a Memcached node's pool of raw connections.
+type rawConns struct {
+	addr    string
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+	timeout time.Duration // bounds each round trip, as gomemcache's Timeout
+	maxIdle int
+	noMeta  atomic.Bool // the server answered a meta command with ERROR
+
+	noHashDump atomic.Bool // the server refused "lru_crawler metadump hash"
+
+	mu     sync.Mutex
+	idle   []*rawConn
+	closed bool
+}
+
+// rawConn is one raw connection.
+type rawConn struct {
+	net.Conn
+	r *bufio.Reader
+	w *bufio.Writer
+}
+
+// newRawConns returns the raw connections of the node d dials: through d,
+// the one place where the client connects to a node (TLS, login).
+func newRawConns(o *Options, d *nodeDialer) *rawConns {
+	return &rawConns{addr: d.node.Addr, dial: d.dial,
+		timeout: max(o.ReadTimeout, o.WriteTimeout, o.DialTimeout), maxIdle: o.PoolSize}
+}
+
+// meta reports whether mg may be worth trying.
+func (p *rawConns) meta() bool { return p != nil && !p.noMeta.Load() }
+
+// do runs fn on a connection, bounded by ctx and by the pool's timeout. A
+// connection fn failed on is closed; the others go back to the pool.
+func (p *rawConns) do(ctx context.Context, fn func(rc *rawConn) error) error {
+	rc, err := p.get(ctx)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(p.timeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	rc.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { rc.SetDeadline(time.Unix(1, 0)) })
+	err = fn(rc)
+	if !stop() || ctx.Err() != nil {
+		err = ctxErr(ctx, err)
+	}
+	if err != nil {
+		rc.Close()
+		return err
+	}
+	p.put(rc)
+	return nil
+}
+
+// ctxErr returns ctx's error, wrapping err, once ctx is done.
+func ctxErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		if err == nil {
+			return cerr
+		}
+		return fmt.Errorf("%w: %w", cerr, err)
+	}
+	return err
+}
+
+func (p *rawConns) get(ctx context.Context) (*rawConn, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if n := len(p.idle); n > 0 {
+		rc := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return rc, nil
+	}
+	p.mu.Unlock()
+	conn, err := p.dial(ctx, "tcp", p.addr)
+	if err != nil {
+		return nil, ctxErr(ctx, err)
+	}
+	return &rawConn{Conn: conn, r: bufio.NewReader(conn), w: bufio.NewWriter(conn)}, nil
+}
+
+func (p *rawConns) put(rc *rawConn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || len(p.idle) >= p.maxIdle {
+		rc.Close()
+		return
+	}
+	p.idle = append(p.idle, rc)
+}
+
+// Close closes the idle connections; those in use close when returned.
+func (p *rawConns) Close() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for _, rc := range p.idle {
+		rc.Close()
+	}
+	p.idle = nil
+}
+
+// line reads one line without its CR LF.
+func (rc *rawConn) line() ([]byte, error) {
+	l, err := rc.r.ReadSlice('\n')
+	if err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(l, "\r\n"), nil
+}
+
+// metaGet reads each key's value, flags and remaining TTL in one round trip
+// of pipelined "mg <key> v f t". It returns errNoMeta, and remembers it, when
+// the server does not know mg.
+func (p *rawConns) metaGet(ctx context.Context, keys []string) ([]item, error) {
+	items := make([]item, len(keys))
+	err := p.do(ctx, func(rc *rawConn) error {
+		for _, k := range keys {
+			rc.w.WriteString("mg ")
+			rc.w.WriteString(k)
+			rc.w.WriteString(" v f t\r\n")
+		}
+		if err := rc.w.Flush(); err != nil {
+			return err
+		}
+		for i, k := range keys {
+			items[i].key = k
+			if err := rc.readMeta(&items[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == errNoMeta {
+		p.noMeta.Store(true)
+	}
+	return items, err
+}
+
+// readMeta reads one answer to "mg <key> v f t" into it: "VA <size> f<flags>
+// t<ttl>" and the value, or "EN" for a miss.
+func (rc *rawConn) readMeta(it *item) error {
+	l, err := rc.line()
+	if err != nil {
+		return err
+	}
+	f := bytes.Fields(l)
+	switch {
+	case len(f) == 1 && string(f[0]) == "EN":
+		return nil
+	case len(f) >= 2 && string(f[0]) == "VA":
+	case len(f) >= 1 && string(f[0]) == "ERROR":
+		return errNoMeta
+	default:
+		return fmt.Errorf("shardcache: memcached mg: unexpected answer %q", l)
+	}
+	size, err := strconv.Atoi(string(f[1]))
+	if err != nil || size < 0 {
+		return fmt.Errorf("shardcache: memcached mg: bad size in %q", l)
+	}
+	it.found, it.ttlKnown = true, true
+	for _, flag := range f[2:] {
+		v, err := strconv.ParseInt(string(flag[1:]), 10, 64)
+		if err != nil {
+			return fmt.Errorf("shardcache: memcached mg: bad flag in %q", l)
+		}
+		switch flag[0] {
+		case 'f':
+			it.flags = uint32(v)
+		case 't':
+			switch {
+			case v < 0: // -1: no expiry
+			case v == 0: // expires within the second
+				it.ttl = time.Millisecond
+			default:
+				it.ttl = time.Duration(v) * time.Second
+			}
+		}
+	}
+	it.value = make([]byte, size+2)
+	if _, err := io.ReadFull(rc.r, it.value); err != nil {
+		return err
+	}
+	it.value = it.value[:size]
+	return nil
+}
+
+// listedKey is a key of a metadump, with its absolute expiry.
+type listedKey struct {
+	key string
+	exp int64 // Unix seconds; -1: no expiry
+}
+
+// errBusy is a metadump refused because another crawl is running.
+var errBusy = errors.New("shardcache: memcached crawler busy")
+
+// metadump lists every key of the node with its expiry, read to the end at
+// once so the node's crawler is held no longer than the listing takes: one
+// crawl at a time per node, and another process's sweep waits for it. While
+// another crawl runs it retries, up to ctx and a bound on attempts.
+//
+// It walks the hash table ("metadump hash", memcached >= 1.6): a walk of the
+// LRUs ("metadump all", the fallback for older servers) misses keys that
+// reads move from one LRU segment to another while it runs.
+func (p *rawConns) metadump(ctx context.Context) ([]listedKey, error) {
+	for attempt := 0; ; attempt++ {
+		keys, err := p.metadumpOnce(ctx, !p.noHashDump.Load())
+		if errors.Is(err, ErrSweepUnsupported) && !p.noHashDump.Load() {
+			p.noHashDump.Store(true)
+			continue
+		}
+		if err != errBusy || attempt == 600 {
+			return keys, err
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (p *rawConns) metadumpOnce(ctx context.Context, hash bool) ([]listedKey, error) {
+	conn, err := p.dial(ctx, "tcp", p.addr)
+	if err != nil {
+		return nil, ctxErr(ctx, err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	rc := &rawConn{Conn: conn, r: bufio.NewReaderSize(conn, 64<<10), w: bufio.NewWriter(conn)}
+	conn.SetDeadline(time.Now().Add(p.timeout))
+	if hash {
+		rc.w.WriteString("lru_crawler metadump hash\r\n")
+	} else {
+		rc.w.WriteString("lru_crawler metadump all\r\n")
+	}
+	if err := rc.w.Flush(); err != nil {
+		return nil, ctxErr(ctx, err)
+	}
+	var keys []listedKey
+	for n := 0; ; n++ {
+		if n%1024 == 0 { // a long listing: each stretch of it gets the timeout
+			conn.SetDeadline(time.Now().Add(p.timeout))
+		}
+		l, err := rc.line()
+		if err != nil {
+			return nil, ctxErr(ctx, err)
+		}
+		switch {
+		case string(l) == "END":
+			return keys, nil
+		case bytes.HasPrefix(l, []byte("BUSY")):
+			return nil, errBusy
+		case !bytes.HasPrefix(l, []byte("key=")):
+			return nil, fmt.Errorf("%w: lru_crawler metadump: %q", ErrSweepUnsupported, l)
+		}
+		k, err := parseMetadump(l)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+}
+
+// parseMetadump parses "key=<uri-encoded key> exp=<unix|-1> la=... ...".
+func parseMetadump(l []byte) (listedKey, error) {
+	var k listedKey
+	var gotKey, gotExp bool
+	for _, f := range bytes.Fields(l) {
+		switch {
+		case bytes.HasPrefix(f, []byte("key=")):
+			key, err := url.PathUnescape(string(f[4:]))
+			if err != nil {
+				return k, fmt.Errorf("shardcache: lru_crawler metadump: bad key in %q: %w", l, err)
+			}
+			k.key, gotKey = key, true
+		case bytes.HasPrefix(f, []byte("exp=")):
+			exp, err := strconv.ParseInt(string(f[4:]), 10, 64)
+			if err != nil {
+				return k, fmt.Errorf("shardcache: lru_crawler metadump: bad exp in %q", l)
+			}
+			k.exp, gotExp = exp, true
+		}
+	}
+	if !gotKey || !gotExp {
+		return k, fmt.Errorf("shardcache: lru_crawler metadump: no key or exp in %q", l)
+	}
+	return k, nil
+}
+
+// addMulti adds each item if its key is absent, with its flags and TTL, in
+// one round trip of pipelined "add" commands, and reports which were stored.
+// When the server refuses some (SERVER_ERROR: too large, out of memory) it
+// returns both what it stored and the first refusal.
+func (p *rawConns) addMulti(ctx context.Context, items []item) ([]bool, error) {
+	stored := make([]bool, len(items))
+	err := p.do(ctx, func(rc *rawConn) error {
+		var num []byte
+		for _, it := range items {
+			num = num[:0]
+			num = append(num, "add "...)
+			num = append(num, it.key...)
+			num = append(num, ' ')
+			num = strconv.AppendUint(num, uint64(it.flags), 10)
+			num = append(num, ' ')
+			num = strconv.AppendInt(num, int64(mcExpiration(it.ttl)), 10)
+			num = append(num, ' ')
+			num = strconv.AppendInt(num, int64(len(it.value)), 10)
+			num = append(num, "\r\n"...)
+			rc.w.Write(num)
+			rc.w.Write(it.value)
+			rc.w.WriteString("\r\n")
+		}
+		if err := rc.w.Flush(); err != nil {
+			return err
+		}
+		var refused error
+		for i := range items {
+			l, err := rc.line()
+			if err != nil {
+				return err
+			}
+			switch {
+			case string(l) == "STORED":
+				stored[i] = true
+			case string(l) == "NOT_STORED":
+			case bytes.HasPrefix(l, []byte("SERVER_ERROR")): // this item alone
+				if refused == nil {
+					refused = fmt.Errorf("shardcache: memcached add %q: %s", items[i].key, l)
+				}
+			default: // the stream can no longer be trusted
+				return fmt.Errorf("shardcache: memcached add %q: %s", items[i].key, l)
+			}
+		}
+		return refused
+	})
+	if err != nil && !slices.Contains(stored, true) {
+		return nil, err
+	}
+	return stored, err
+}

@@ -1,0 +1,379 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"golang.org/x/time/rate"
+
+	"github.com/shardcache/shardcache/ring"
+)
+
+// The sweep: while a migration's window is open, walk every old node and copy
+// each key whose owner changed to its new owner, with its value, its type
+// and its remaining expiry, never over a value the new owner already has.
+// Without it the dual-ring only carries over the keys that are read during
+// the window, and the window has to last the longest TTL; keys without
+// expiry would be lost at its end. With it the window only has to cover the
+// rollout of the new configuration and the sweep.
+
+// DefaultSweepRate is the default of SweepOptions.Rate: keys read per second
+// from each old node.
+const DefaultSweepRate = 10000
+
+// sweepPage is how many keys one step of a sweep lists, reads and copies:
+// one SCAN page, one pipeline of DUMP and PTTL, one of RESTORE per new owner.
+const sweepPage = 100
+
+var (
+	// ErrNoMigration means Sweep was called with no migration's window open.
+	ErrNoMigration = errors.New("shardcache: no migration is active")
+	// ErrSweepUnsupported means a node cannot list its keys: Memcached
+	// older than 1.4.31 (no lru_crawler metadump), or one started with the
+	// LRU crawler disabled.
+	ErrSweepUnsupported = errors.New("shardcache: node cannot be swept")
+)
+
+// SweepOptions configures a Sweep. The zero value is usable.
+type SweepOptions struct {
+	// Rate is the most keys read per second from each old node, so that
+	// the old nodes keep serving traffic. Default DefaultSweepRate; a
+	// negative Rate removes the limit.
+	Rate int
+	// Concurrency is how many old nodes are swept at once. Default all of
+	// them.
+	Concurrency int
+	// Progress, when set, is called with the totals so far after each page
+	// of keys, by one goroutine at a time.
+	Progress func(SweepStatus)
+	// Prefix, when set, limits the sweep to the keys that start with it
+	// (Redis SCAN MATCH; Memcached filters its listing): one application's
+	// keys on shared servers.
+	Prefix string
+
+	// beforeCopy, for tests, is called with the keys of each page after
+	// they are read from the old owner and before they are copied.
+	beforeCopy func(keys []string)
+}
+
+// SweepStatus is the progress, then the totals, of one Sweep call.
+type SweepStatus struct {
+	Nodes     int   // old nodes to sweep
+	NodesDone int   // old nodes swept to the end
+	Keys      int64 // estimated keys on the old nodes (DBSIZE, curr_items); 0 if unknown
+
+	Scanned        int64 // keys listed
+	Copied         int64 // keys copied to their new owner (and kept)
+	SkippedNewer   int64 // keys the new owner already had: its value is newer
+	SkippedUnmoved int64 // keys whose owner did not change, or that are not the old placement's to move from this node
+	Gone           int64 // moved keys that expired or were deleted before they could be read
+	Revoked        int64 // copies deleted again: the old owner lost the key meanwhile (a Delete)
+	Failed         int64 // moved keys not copied because a read or a write failed
+}
+
+// sweepNode is what a sweep needs of a node beyond node; redisNode and
+// mcNode implement it.
+type sweepNode interface {
+	// scan lists the node's keys that start with prefix, a page of about n
+	// at a time, calling fn with each page until the listing ends or fn
+	// fails. A page's items have their key, and where the listing tells it
+	// their TTL (ttlKnown).
+	scan(ctx context.Context, prefix string, n int, fn func(page []item) error) error
+	// dump reads the keys' values with their type, flags and remaining
+	// TTL, in one round trip. Its items' values are the node's own
+	// serialization (Redis DUMP), for restore alone.
+	dump(ctx context.Context, keys []item) ([]item, error)
+	// restore writes each dumped item if its key is absent, keeping its
+	// type and TTL, in one round trip, and reports which were stored. When
+	// some commands of the round trip failed and others stored their item,
+	// it returns both stored and the first failure.
+	restore(ctx context.Context, items []item) (stored []bool, err error)
+	// exists reports which keys the node holds, whatever their type.
+	exists(ctx context.Context, keys []string) ([]bool, error)
+	// size estimates how many keys the node holds.
+	size(ctx context.Context) (int64, error)
+}
+
+// holds reports which keys node n holds, whatever their type.
+func holds(ctx context.Context, n node, keys []string) ([]bool, error) {
+	if sn, ok := n.(sweepNode); ok {
+		return sn.exists(ctx, keys)
+	}
+	return getFound(ctx, n, keys)
+}
+
+// getFound reports which keys a multi-get of node n finds.
+func getFound(ctx context.Context, n node, keys []string) ([]bool, error) {
+	items, err := n.getMulti(ctx, keys, false)
+	if err != nil {
+		return nil, err
+	}
+	found := make([]bool, len(items))
+	for i, it := range items {
+		found[i] = it.found
+	}
+	return found, nil
+}
+
+// Sweep copies every key whose owner changes in the running migration from
+// its old owner to its new one, keeping its value, its type (every Redis
+// type) and its remaining TTL, and never overwriting a key the new owner
+// already has: Redis DUMP, PTTL and RESTORE without REPLACE; Memcached
+// lru_crawler metadump, mg and add (see the package README for versions).
+// Each copy is then confirmed against its source like a read's backfill, so
+// a key deleted meanwhile stays deleted.
+//
+// Sweep is idempotent: a second run, or a run from another process at the
+// same time, finds the copies present and skips them (SkippedNewer). It
+// returns the totals of this call, counted in Migration() too, and an error
+// joining one *NodeError per node that failed, beside the totals of the
+// others; ctx's error if it was cancelled; ErrNoMigration without a
+// migration, or when the window ends before the sweep does. The window must
+// cover the sweep: at its end the old nodes are dropped.
+func (c *Client) Sweep(ctx context.Context, opts SweepOptions) (SweepStatus, error) {
+	if opts.Concurrency < 0 {
+		return SweepStatus{}, fmt.Errorf("%w: sweep Concurrency %d", ErrBadOptions, opts.Concurrency)
+	}
+	// Hold the nodes of both placements for the sweep, so that the end of
+	// the window cannot close them under it.
+	c.mu.Lock()
+	st := c.state.Load()
+	if st == nil {
+		c.mu.Unlock()
+		return SweepStatus{}, ErrClosed
+	}
+	if st.mig == nil || !st.mig.Active(c.opts.Now()) {
+		c.mu.Unlock()
+		return SweepStatus{}, ErrNoMigration
+	}
+	held := append(st.mig.Old().Nodes(), st.mig.New().Nodes()...)
+	_, err := c.pools.Acquire(held)
+	c.mu.Unlock()
+	if err != nil {
+		return SweepStatus{}, err
+	}
+	defer c.pools.Release(held)
+
+	var olds []ring.Node
+	seen := map[string]bool{}
+	for _, n := range st.mig.Old().Nodes() {
+		if !seen[n.Addr] {
+			seen[n.Addr] = true
+			olds = append(olds, n)
+		}
+	}
+	if opts.Rate == 0 {
+		opts.Rate = DefaultSweepRate
+	}
+	if opts.Concurrency == 0 || opts.Concurrency > len(olds) {
+		opts.Concurrency = len(olds)
+	}
+	sw := &sweep{c: c, st: st, opts: opts, errs: map[string]error{}}
+	sw.status.Nodes = len(olds)
+	for _, n := range olds {
+		if sn, ok := st.conn(n).(sweepNode); ok {
+			if size, err := sn.size(ctx); err == nil {
+				sw.status.Keys += size
+			}
+		}
+	}
+
+	sem := make(chan struct{}, opts.Concurrency)
+	var wg sync.WaitGroup
+	for _, n := range olds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+			case <-ctx.Done():
+				return
+			}
+			err := sw.node(ctx, n)
+			sw.mu.Lock()
+			if err == nil {
+				sw.status.NodesDone++
+			} else {
+				sw.fail(n, err)
+			}
+			sw.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return sw.status, err
+	}
+	var errs []error
+	for _, n := range olds {
+		if err := sw.errs[n.Addr]; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return sw.status, errors.Join(errs...)
+}
+
+// sweep is one Sweep call's state.
+type sweep struct {
+	c    *Client
+	st   *state
+	opts SweepOptions
+
+	mu     sync.Mutex
+	status SweepStatus
+	errs   map[string]error // the first failure of each old node, by address
+}
+
+// fail records err for old node n, keeping the first; mu is held.
+func (sw *sweep) fail(n ring.Node, err error) {
+	if sw.errs[n.Addr] != nil {
+		return
+	}
+	var ne *NodeError
+	if !errors.As(err, &ne) && !errors.Is(err, ErrNoMigration) && !errors.Is(err, context.Canceled) {
+		err = &NodeError{Op: "sweep", Node: n, Err: err}
+	}
+	sw.errs[n.Addr] = err
+}
+
+// errWindowOver stops a sweep when the window ends.
+var errWindowOver = fmt.Errorf("%w: the window ended before the sweep did", ErrNoMigration)
+
+// node sweeps old node n to the end of its keys.
+func (sw *sweep) node(ctx context.Context, n ring.Node) error {
+	sn, ok := sw.st.conn(n).(sweepNode)
+	if !ok {
+		return ErrSweepUnsupported
+	}
+	var lim *rate.Limiter
+	if sw.opts.Rate > 0 {
+		lim = rate.NewLimiter(rate.Limit(sw.opts.Rate), sweepPage)
+	}
+	return sn.scan(ctx, sw.opts.Prefix, sweepPage, func(page []item) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !sw.st.mig.Active(sw.c.opts.Now()) {
+			return errWindowOver
+		}
+		for left := len(page); lim != nil && left > 0; left -= sweepPage {
+			if err := lim.WaitN(ctx, min(left, sweepPage)); err != nil {
+				return ctxErr(ctx, err)
+			}
+		}
+		sw.page(ctx, n, sn, page)
+		if sw.opts.Progress != nil {
+			sw.mu.Lock()
+			sw.opts.Progress(sw.status)
+			sw.mu.Unlock()
+		}
+		return nil
+	})
+}
+
+// page copies the moved keys of one page listed on old node n.
+func (sw *sweep) page(ctx context.Context, n ring.Node, sn sweepNode, page []item) {
+	mig := sw.st.mig
+	cs := mig.Counters
+	var moving []item
+	for _, it := range page {
+		if mig.Old().Locate(it.key).Addr == n.Addr && mig.New().Locate(it.key).Addr != n.Addr {
+			moving = append(moving, it)
+		}
+	}
+	sw.add(func(s *SweepStatus) {
+		s.Scanned += int64(len(page))
+		s.SkippedUnmoved += int64(len(page) - len(moving))
+	})
+	cs.SweepScanned.Add(int64(len(page)))
+	cs.SweepSkippedUnmoved.Add(int64(len(page) - len(moving)))
+	if len(moving) == 0 {
+		return
+	}
+	got, err := sn.dump(ctx, moving)
+	if err != nil {
+		sw.failed(n, len(moving), nodeErr("sweep_dump", n, itemKeys(moving), err))
+		return
+	}
+	dst := newBatches(sw.st)
+	gone := 0
+	for i, it := range got {
+		if !it.found {
+			gone++
+			continue
+		}
+		it.src = n
+		dst.add(mig.New().Locate(it.key), it, i)
+	}
+	sw.add(func(s *SweepStatus) { s.Gone += int64(gone) })
+	cs.SweepGone.Add(int64(gone))
+	if sw.opts.beforeCopy != nil {
+		sw.opts.beforeCopy(itemKeys(moving))
+	}
+	dst.run(func(b *batch) error {
+		sd, ok := b.conn.(sweepNode)
+		if !ok {
+			return ErrSweepUnsupported
+		}
+		stored, err := sd.restore(ctx, b.items)
+		if stored == nil {
+			return err
+		}
+		var copied, rest []item // rest: newer, or failed with err
+		for i, ok := range stored {
+			if ok {
+				copied = append(copied, b.items[i])
+			} else {
+				rest = append(rest, b.items[i])
+			}
+		}
+		revoked := 0
+		if len(copied) > 0 { // stored copies are confirmed, even beside a failure
+			revoked = sw.c.confirm(ctx, sw.st, b.node, copied)
+		}
+		sw.add(func(s *SweepStatus) {
+			s.Copied += int64(len(copied) - revoked)
+			s.Revoked += int64(revoked)
+		})
+		cs.SweepCopied.Add(int64(len(copied) - revoked))
+		if err != nil {
+			b.items = rest // counted as failed below
+			return err
+		}
+		sw.add(func(s *SweepStatus) { s.SkippedNewer += int64(len(rest)) })
+		cs.SweepSkippedNewer.Add(int64(len(rest)))
+		return nil
+	})
+	for _, b := range dst.list {
+		if b.err != nil {
+			sw.failed(n, len(b.items), nodeErr("sweep_restore", b.node, itemKeys(b.items), b.err))
+		}
+	}
+}
+
+// add applies f to the status under the lock.
+func (sw *sweep) add(f func(s *SweepStatus)) {
+	sw.mu.Lock()
+	f(&sw.status)
+	sw.mu.Unlock()
+}
+
+// failed counts keys that could not be copied from old node n, and records
+// the error; the sweep goes on with the next page.
+func (sw *sweep) failed(n ring.Node, keys int, err error) {
+	sw.st.mig.Counters.SweepFailed.Add(int64(keys))
+	sw.mu.Lock()
+	sw.status.Failed += int64(keys)
+	sw.fail(n, err)
+	sw.mu.Unlock()
+}
+
+func itemKeys(items []item) []string {
+	keys := make([]string, len(items))
+	for i, it := range items {
+		keys[i] = it.key
+	}
+	return keys
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/shardcache/shardcache/client"
+	"github.com/shardcache/shardcache/ring"
+)
+
+const sweepAbout = `Copies every key whose owner changes from the nodes of --from to those of
+--to: each old node is walked (Redis SCAN; Memcached lru_crawler metadump)
+and each moved key copied to its new owner with its value, its type and its
+remaining TTL (Redis DUMP, PTTL and RESTORE; Memcached mg and add), never
+over a value the new owner already has. Run it while the migration's window
+is open in the application: after the new node list reaches every process,
+before the window ends. It is safe to interrupt and run again, and to run
+from several machines at once: what is already copied is skipped.`
+
+// sweepWindow is the sweep command's own migration window: the process
+// serves no traffic, so its window only has to outlast the sweep.
+const sweepWindow = 7 * 24 * time.Hour
+
+func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("sweep", "Copy the keys a change of nodes moves to their new owners.", sweepAbout, stderr)
+	backend := fs.String("backend", "redis", "the servers' protocol: redis or memcached")
+	from := fs.String("from", "", "the nodes before the change: a node `list` (see below)")
+	to := fs.String("to", "", "the nodes after the change: a node `list`")
+	rate := fs.Int("rate", client.DefaultSweepRate, "the most keys read per second from each old node; 0 for no limit")
+	concurrency := fs.Int("concurrency", 0, "old nodes swept at once; 0 for all")
+	vnodes := fs.Int("vnodes", ring.DefaultVnodes, "ring points per unit of weight, as the client's Options.Vnodes")
+	quiet := fs.Bool("quiet", false, "no progress bar on stderr")
+	connFlags := addConnFlags(fs)
+	if code, done := parseFlags(fs, args, stdout); done {
+		return code
+	}
+	var b client.Backend
+	switch *backend {
+	case "redis":
+		b = client.Redis
+	case "memcached":
+		b = client.Memcached
+	default:
+		return badInput(stderr, "sweep", "--backend %q: want redis or memcached", *backend)
+	}
+	if *from == "" || *to == "" {
+		return badInput(stderr, "sweep", "give both --from and --to")
+	}
+	if *rate < 0 || *concurrency < 0 {
+		return badInput(stderr, "sweep", "--rate and --concurrency: want 0 or more")
+	}
+	fromNodes, err := parseNodes(*from)
+	if err != nil {
+		return badInput(stderr, "sweep", "--from: %v", err)
+	}
+	toNodes, err := parseNodes(*to)
+	if err != nil {
+		return badInput(stderr, "sweep", "--to: %v", err)
+	}
+	conn, err := connFlags.resolve(os.Getenv, stderr)
+	if err != nil {
+		return badInput(stderr, "sweep", "%v", err)
+	}
+	opts := client.Options{
+		Backend: b, Nodes: toNodes, Vnodes: *vnodes,
+		MigrateFrom: &client.MigrateFrom{Nodes: fromNodes, Start: time.Now(), Window: sweepWindow},
+	}
+	conn.apply(&opts)
+	c, err := client.New(opts)
+	if err != nil {
+		return badInput(stderr, "sweep", "%v", err)
+	}
+	defer c.Close()
+
+	sweep := client.SweepOptions{Rate: *rate, Concurrency: *concurrency}
+	if *rate == 0 {
+		sweep.Rate = -1
+	}
+	var bar *progressbar.ProgressBar
+	if !*quiet {
+		sweep.Progress = func(s client.SweepStatus) {
+			if bar == nil {
+				bar = newBar(stderr, max(s.Keys, 1), "sweep", "keys")
+			}
+			if s.Scanned > s.Keys { // copies land on old nodes still being listed
+				s.Keys = s.Scanned
+				bar.ChangeMax64(s.Keys)
+			}
+			bar.Set64(s.Scanned)
+		}
+	}
+	start := time.Now()
+	s, err := c.Sweep(ctx, sweep)
+	elapsed := time.Since(start)
+	if bar != nil && err == nil {
+		bar.Finish()
+	}
+	writeSweep(stdout, s, elapsed)
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(stderr, "shardcache sweep: interrupted: run it again to copy the rest")
+		return exitFail
+	case err != nil:
+		fmt.Fprintf(stderr, "shardcache sweep: %v\n", err)
+		if errors.Is(err, client.ErrSweepUnsupported) {
+			fmt.Fprintln(stderr, "(Memcached needs lru_crawler metadump: version 1.4.31 or later, the LRU crawler on)")
+		}
+		return exitFail
+	}
+	return exitOK
+}
+
+// writeSweep prints a sweep's summary.
+func writeSweep(w io.Writer, s client.SweepStatus, elapsed time.Duration) {
+	rate := float64(s.Scanned) / max(elapsed.Seconds(), 1e-9)
+	fmt.Fprintf(w, "Swept %d of %d old nodes in %v: %d keys listed, %.0f keys/s (%.0f per node)\n",
+		s.NodesDone, s.Nodes, elapsed.Round(time.Millisecond), s.Scanned, rate, rate/float64(max(s.Nodes, 1)))
+	tw := newTable(w, 0)
+	fmt.Fprintf(tw, "  copied to their new owner\t%d\n", s.Copied)
+	fmt.Fprintf(tw, "  already on their new owner (newer)\t%d\n", s.SkippedNewer)
+	fmt.Fprintf(tw, "  not moved\t%d\n", s.SkippedUnmoved)
+	fmt.Fprintf(tw, "  gone before they were read\t%d\n", s.Gone)
+	fmt.Fprintf(tw, "  copies revoked (deleted meanwhile)\t%d\n", s.Revoked)
+	fmt.Fprintf(tw, "  failed\t%d\n", s.Failed)
+	tw.Flush()
+}

@@ -194,6 +194,7 @@ func TestAutoPipelineContext(t *testing.T) {
 	}
 	ap := c.state.Load().own[ss[0].Addr].(redisNode).ap
 	ss[0].Pause()
+	waitFor(t, "the server stopped", ss[0].Paused)
 	resumed := false
 	defer func() {
 		if !resumed {

@@ -99,12 +99,18 @@ func TestMemcachedBatch(t *testing.T) {
 		t.Fatalf("lone Get = %q, %v", v, err)
 	}
 	ss[0].Pause()
+	waitFor(t, "the server stopped", ss[0].Paused)
 	lone := make(chan error, 1)
 	go func() {
 		_, err := c.Get(ctx, "k0")
 		lone <- err
 	}()
 	waitFor(t, "the lone Get in flight", func() bool {
+		select {
+		case err := <-lone:
+			t.Fatalf("lone Get returned early: %v", err)
+		default:
+		}
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return b.busy
@@ -161,6 +167,7 @@ func TestMemcachedBatchCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	ss[0].Pause()
+	waitFor(t, "the server stopped", ss[0].Paused)
 	resumed := false
 	defer func() {
 		if !resumed {
@@ -220,6 +227,7 @@ func TestMemcachedBatchNodeError(t *testing.T) {
 		t.Fatal(err)
 	}
 	ss[0].Pause()
+	waitFor(t, "the server stopped", ss[0].Paused)
 	lone := make(chan error, 1)
 	go func() {
 		_, err := c.Get(ctx, "k")

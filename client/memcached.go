@@ -144,6 +144,7 @@ func (n mcNode) getMulti(ctx context.Context, keys []string, withTTL bool) ([]it
 		items[i].key = k
 		if it, ok := found[k]; ok {
 			items[i].value, items[i].flags, items[i].found = it.Value, it.Flags, true
+			items[i].cas = it.CasID
 		}
 	}
 	return items, nil
@@ -168,7 +169,7 @@ func (n mcNode) setMulti(ctx context.Context, items []item) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if err := n.mc.Set(&memcache.Item{Key: it.key, Value: it.value, Expiration: mcExpiration(it.ttl)}); err != nil {
+			if err := n.mc.Set(&memcache.Item{Key: it.key, Value: it.value, Flags: it.flags, Expiration: mcExpiration(it.ttl)}); err != nil {
 				return err
 			}
 		}

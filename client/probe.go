@@ -325,3 +325,23 @@ func (c *Client) Health() []NodeHealth {
 	slices.SortFunc(out, func(a, b NodeHealth) int { return strings.Compare(a.Node.Name, b.Node.Name) })
 	return out
 }
+
+// downNode has the item operations too (items.go).
+var _ itemNode = downNode{}
+
+func (d downNode) getItem(context.Context, string) (item, error) { return item{}, d.fail(opGet) }
+func (d downNode) store(_ context.Context, op StoreOp, _ item) error {
+	if op == StoreAdd {
+		return d.fail(opAdd)
+	}
+	return d.fail(opSet)
+}
+func (d downNode) getAndTouch(context.Context, string, time.Duration) (item, error) {
+	return item{}, d.fail(opGet)
+}
+func (d downNode) incrDecr(context.Context, string, uint64, bool) (uint64, error) {
+	return 0, d.fail(opIncr)
+}
+func (d downNode) deleteFound(context.Context, string) (bool, error) { return false, d.fail(opDelete) }
+func (d downNode) flush(context.Context) error                       { return d.fail(opOther) }
+func (d downNode) ping(context.Context) error                        { return d.fail(opPing) }

@@ -270,3 +270,24 @@ func TestMissingBinary(t *testing.T) {
 		})
 	}
 }
+
+func TestPaused(t *testing.T) {
+	s := Memcached(t, 1)[0]
+	if s.Paused() {
+		t.Fatal("Paused before Pause")
+	}
+	s.Pause()
+	for i := 0; !s.Paused(); i++ {
+		if i == 20000 {
+			t.Fatal("not Paused after Pause")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.Resume()
+	for i := 0; s.Paused(); i++ {
+		if i == 20000 {
+			t.Fatal("still Paused after Resume")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -35,6 +36,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	concurrency := fs.Int("concurrency", 0, "old nodes swept at once; 0 for all")
 	vnodes := fs.Int("vnodes", ring.DefaultVnodes, "ring points per unit of weight, as the client's Options.Vnodes")
 	quiet := fs.Bool("quiet", false, "no progress bar on stderr")
+	connFlags := addConnFlags(fs)
 	if code, done := parseFlags(fs, args, stdout); done {
 		return code
 	}
@@ -61,22 +63,28 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return badInput(stderr, "sweep", "--to: %v", err)
 	}
-	c, err := client.New(client.Options{
+	conn, err := connFlags.resolve(os.Getenv, stderr)
+	if err != nil {
+		return badInput(stderr, "sweep", "%v", err)
+	}
+	opts := client.Options{
 		Backend: b, Nodes: toNodes, Vnodes: *vnodes,
 		MigrateFrom: &client.MigrateFrom{Nodes: fromNodes, Start: time.Now(), Window: sweepWindow},
-	})
+	}
+	conn.apply(&opts)
+	c, err := client.New(opts)
 	if err != nil {
 		return badInput(stderr, "sweep", "%v", err)
 	}
 	defer c.Close()
 
-	opts := client.SweepOptions{Rate: *rate, Concurrency: *concurrency}
+	sweep := client.SweepOptions{Rate: *rate, Concurrency: *concurrency}
 	if *rate == 0 {
-		opts.Rate = -1
+		sweep.Rate = -1
 	}
 	var bar *progressbar.ProgressBar
 	if !*quiet {
-		opts.Progress = func(s client.SweepStatus) {
+		sweep.Progress = func(s client.SweepStatus) {
 			if bar == nil {
 				bar = newBar(stderr, max(s.Keys, 1), "sweep", "keys")
 			}
@@ -88,7 +96,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	start := time.Now()
-	s, err := c.Sweep(ctx, opts)
+	s, err := c.Sweep(ctx, sweep)
 	elapsed := time.Since(start)
 	if bar != nil && err == nil {
 		bar.Finish()

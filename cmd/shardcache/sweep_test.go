@@ -174,3 +174,49 @@ func TestPlanSweepEstimate(t *testing.T) {
 		t.Fatal("plan without --keys prints a sweep estimate")
 	}
 }
+
+// TestSweepCommandSecure runs "shardcache sweep" on Redis servers that
+// require a password over TLS: the command takes them from the connection
+// flags and the environment, copies every moved key, prints no secret, and
+// fails, saying why, with a wrong password.
+func TestSweepCommandSecure(t *testing.T) {
+	ca := testserver.NewCA(t, "sweep")
+	servers := testserver.SecureRedis(t, 4, testserver.Security{Password: cliAdminSecret, TLS: ca.Issue("server")})
+	var nodes []ring.Node
+	var list []string
+	for i, a := range testserver.Addrs(servers) {
+		nodes = append(nodes, ring.Node{Name: fmt.Sprintf("n%d", i), Addr: a})
+		list = append(list, fmt.Sprintf("n%d=%s", i, a))
+	}
+	c, err := client.New(client.Options{Nodes: nodes[:3], Password: cliAdminSecret, TLSConfig: ca.ClientConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	keys := make(map[string][]byte)
+	for i := range 300 {
+		keys[fmt.Sprintf("secure:%d", i)] = []byte(strconv.Itoa(i))
+	}
+	if err := c.SetMulti(t.Context(), keys, 0); err != nil {
+		t.Fatal(err)
+	}
+	oldRing, newRing := mustRing(t, nodes[:3]), mustRing(t, nodes)
+	moved := 0
+	for k := range keys {
+		if oldRing.Locate(k).Addr != newRing.Locate(k).Addr {
+			moved++
+		}
+	}
+	from, to := strings.Join(list[:3], ","), strings.Join(list, ",")
+	args := []string{"sweep", "--quiet", "--from", from, "--to", to, "--rate", "0", "--tls-ca", ca.CertFile}
+
+	t.Setenv(passwordEnv, "wrong")
+	if code, out, errOut := runSecure(t, args...); code == exitOK || !strings.Contains(errOut, "auth") {
+		t.Fatalf("wrong password: exit %d, want a failure that says so:\n%s%s", code, out, errOut)
+	}
+	t.Setenv(passwordEnv, cliAdminSecret)
+	code, out, errOut := runSecure(t, args...)
+	if want := fmt.Sprintf(`(?m)^  copied to their new owner\s+%d$`, moved); code != exitOK || !regexp.MustCompile(want).MatchString(out) {
+		t.Fatalf("exit %d, want %d copies:\n%s%s", code, moved, out, errOut)
+	}
+}

@@ -39,6 +39,7 @@ type item struct {
 	flags    uint32        // Memcached: the item's client flags, kept by copies
 	oldCopy  bool          // a migration's copy to the old owner, not the caller's write
 	src      ring.Node     // a copy's source: the old owner it was read from
+	cas      uint64        // Memcached's CAS id, from reads (Item.CasID)
 }
 
 // unknownNode stands for a node the client has no connection to.

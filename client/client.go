@@ -1,7 +1,12 @@
-// Package client is a sharded cache client: a drop-in for one go-redis or
-// gomemcache client that spreads keys over many Redis or Memcached nodes with
-// a consistent-hash ring, and keeps the hit rate when nodes are added,
-// removed or re-weighted.
+// Package client is a sharded cache client: it spreads keys over many Redis
+// or Memcached nodes with a consistent-hash ring, and keeps the hit rate when
+// nodes are added, removed or re-weighted.
+//
+// Its API is its own, not go-redis's or gomemcache's: values are []byte, a
+// miss is ErrCacheMiss, TTLs are time.Duration, and call sites written for
+// either library change. For code that keeps gomemcache's method set and
+// types, use package compat/gomemcache; for go-redis's *redis.Ring,
+// compat/goredis. Both are built on this package.
 //
 // Every operation locates its key on the ring and goes to that node's pool;
 // multi-key operations send one round trip per node, in parallel. Reshard

@@ -131,6 +131,7 @@ func (n mcNode) getMulti(ctx context.Context, keys []string, withTTL bool) ([]it
 		items[i].key = k
 		if it, ok := found[k]; ok {
 			items[i].value, items[i].flags, items[i].found = it.Value, it.Flags, true
+			items[i].cas = it.CasID
 		}
 	}
 	return items, nil
@@ -154,7 +155,7 @@ func (n mcNode) setMulti(ctx context.Context, items []item) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if err := n.mc.Set(&memcache.Item{Key: it.key, Value: it.value, Expiration: mcExpiration(it.ttl)}); err != nil {
+			if err := n.mc.Set(&memcache.Item{Key: it.key, Value: it.value, Flags: it.flags, Expiration: mcExpiration(it.ttl)}); err != nil {
 				return err
 			}
 		}
@@ -228,11 +229,6 @@ func (n mcNode) incr(ctx context.Context, key string, delta int64) (int64, error
 
 func (n mcNode) touch(ctx context.Context, key string, ttl time.Duration) error {
 	return call0(ctx, n.h, func() error { return n.mc.Touch(key, mcExpiration(ttl)) })
-}
-
-// ping is the probe of a down node: "version", the cheapest command.
-func (n mcNode) ping(ctx context.Context) error {
-	return call0(ctx, n.h, n.mc.Ping)
 }
 
 // Close closes the idle connections, then those of calls in flight, which

@@ -97,18 +97,33 @@ func (c *Client) GetMulti(ctx context.Context, keys []string) (map[string][]byte
 
 // getMulti is GetMulti with negative entries among the hits.
 func (c *Client) getMulti(ctx context.Context, keys []string) (map[string][]byte, error) {
+	st, now, err := c.beginMulti(keys)
+	if err != nil {
+		return nil, err
+	}
+	hits := make(map[string][]byte, len(keys))
+	return hits, c.collect(ctx, st, now, keys, func(it *item) { hits[it.key] = it.value })
+}
+
+// beginMulti validates keys and loads the state to route them with.
+func (c *Client) beginMulti(keys []string) (*state, time.Time, error) {
 	for _, k := range keys {
 		if err := c.checkKey(k); err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
 	}
 	st, now := c.load()
 	if st == nil {
-		return nil, ErrClosed
+		return nil, time.Time{}, ErrClosed
 	}
-	hits := make(map[string][]byte, len(keys))
+	return st, now, nil
+}
+
+// collect is GetMulti's mechanism: it calls hit for every key found, on
+// this goroutine; a key may be reported twice, the later report current.
+func (c *Client) collect(ctx context.Context, st *state, now time.Time, keys []string, hit func(*item)) error {
 	if len(keys) == 0 {
-		return hits, nil
+		return nil
 	}
 	var routes []migration.Route
 	first := newBatches(st)
@@ -142,7 +157,7 @@ func (c *Client) getMulti(ctx context.Context, keys []string) (map[string][]byte
 		for i, it := range b.got {
 			switch k := b.idx[i]; {
 			case it.found:
-				hits[it.key] = it.value
+				hit(&b.got[i])
 				if routes != nil {
 					st.mig.Counters.NewHits.Add(1)
 				}
@@ -152,14 +167,14 @@ func (c *Client) getMulti(ctx context.Context, keys []string) (map[string][]byte
 		}
 	}
 	if len(fallback.list) > 0 {
-		c.fallbackMulti(ctx, st, now, routes, fallback, hits)
+		c.fallbackMulti(ctx, st, now, routes, fallback, hit)
 	}
-	return hits, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
-// fallbackMulti reads the new owners' misses from their old owners, adds the
-// hits to hits and backfills them.
-func (c *Client) fallbackMulti(ctx context.Context, st *state, now time.Time, routes []migration.Route, fallback *batches, hits map[string][]byte) {
+// fallbackMulti reads the new owners' misses from their old owners, reports
+// the hits to hit and backfills them.
+func (c *Client) fallbackMulti(ctx context.Context, st *state, now time.Time, routes []migration.Route, fallback *batches, hit func(*item)) {
 	cs := st.mig.Counters
 	fallback.run(func(b *batch) (err error) {
 		b.got, err = b.conn.getMulti(ctx, b.keys, true)
@@ -177,8 +192,8 @@ func (c *Client) fallbackMulti(ctx context.Context, st *state, now time.Time, ro
 				continue
 			}
 			cs.FallbackHits.Add(1)
-			hits[it.key] = it.value
 			it.src = b.node
+			hit(&it)
 			var ok bool
 			if it.ttl, ok = st.mig.BackfillTTL(it.key, now, it.ttl, it.ttlKnown); ok {
 				copies.add(routes[b.idx[i]].New, it, b.idx[i])
@@ -206,9 +221,9 @@ func (c *Client) fallbackMulti(ctx context.Context, st *state, now time.Time, ro
 		return err
 	})
 	for _, b := range newer.list {
-		for _, it := range b.got {
-			if it.found {
-				hits[it.key] = it.value
+		for i := range b.got {
+			if b.got[i].found {
+				hit(&b.got[i])
 			}
 		}
 	}

@@ -83,35 +83,41 @@ func (c *Client) get(ctx context.Context, r route, key string) ([]byte, error) {
 // backfills the new owner with what it finds. A failure of the old owner is
 // counted and reads as a miss: the value is out of reach either way.
 func (c *Client) fallback(ctx context.Context, r route, key string) ([]byte, error) {
+	it, err := c.fallbackItem(ctx, r, key)
+	return it.value, err
+}
+
+// fallbackItem is fallback returning the whole item, flags included.
+func (c *Client) fallbackItem(ctx context.Context, r route, key string) (it item, err error) {
 	cs := r.counters()
 	items, err := r.st.conn(r.Old).getMulti(ctx, []string{key}, true)
 	if err != nil {
 		cs.FallbackErrors.Add(1)
-		return nil, ErrCacheMiss
+		return item{}, ErrCacheMiss
 	}
 	if !items[0].found {
 		cs.FallbackMisses.Add(1)
-		return nil, ErrCacheMiss
+		return item{}, ErrCacheMiss
 	}
 	cs.FallbackHits.Add(1)
-	it := items[0]
+	it = items[0]
 	it.src = r.Old
 	var ok bool
 	if it.ttl, ok = r.st.mig.BackfillTTL(key, r.now, it.ttl, it.ttlKnown); !ok {
-		return it.value, nil
+		return it, nil
 	}
 	if c.queue != nil {
 		c.enqueue(r.st, r.New, []item{it})
-		return it.value, nil
+		return it, nil
 	}
 	if stored, _ := c.backfill(ctx, r.st, r.New, []item{it}); stored[0] {
-		return it.value, nil
+		return it, nil
 	}
 	// The new owner got a newer value since the miss: that one is current.
-	if v, err := r.st.conn(r.New).get(ctx, key); err == nil {
-		return v, nil
+	if got, err := r.st.conn(r.New).getMulti(ctx, []string{key}, false); err == nil && got[0].found {
+		return got[0], nil
 	}
-	return it.value, nil
+	return it, nil
 }
 
 // bringOver copies key from its old owner to its new one, if only the old
@@ -255,26 +261,8 @@ func (c *Client) add(ctx context.Context, r route, key string, value []byte, ttl
 // a migration it deletes from both owners, the old one first, and a failure
 // on either is an error: a stale value must never come back.
 func (c *Client) Delete(ctx context.Context, key string) error {
-	r, err := c.begin(key)
-	if err != nil {
-		return err
-	}
-	if c.opts.Lease > 0 { // first: a load under the lease must not store (lease.go)
-		if err := c.clearLease(ctx, r, key); err != nil {
-			return err
-		}
-	}
-	if !r.Dual {
-		return fail("delete", r.New, key, r.st.conn(r.New).delete(ctx, key))
-	}
-	// The old owner first: see backfill.go for why the order matters.
-	oldErr := r.st.conn(r.Old).delete(ctx, key)
-	newErr := r.st.conn(r.New).delete(ctx, key)
-	r.counters().DualDeletes.Add(1)
-	if newErr != nil {
-		return fail("delete", r.New, key, newErr)
-	}
-	return fail("delete", r.Old, key, oldErr)
+	_, err := c.DeleteFound(ctx, key)
+	return err
 }
 
 // Incr adds delta to the integer stored under key and returns the new value.

@@ -214,7 +214,20 @@ func (downNode) Close() error                                             { retu
 var (
 	_ leaser    = downNode{}
 	_ sweepNode = downNode{}
+	_ itemNode  = downNode{}
 )
+
+func (downNode) getItem(context.Context, string) (item, error)     { return item{}, ErrNodeDown }
+func (downNode) store(context.Context, StoreOp, item) error        { return ErrNodeDown }
+func (downNode) deleteFound(context.Context, string) (bool, error) { return false, ErrNodeDown }
+func (downNode) flush(context.Context) error                       { return ErrNodeDown }
+func (downNode) ping(context.Context) error                        { return ErrNodeDown }
+func (downNode) getAndTouch(context.Context, string, time.Duration) (item, error) {
+	return item{}, ErrNodeDown
+}
+func (downNode) incrDecr(context.Context, string, uint64, bool) (uint64, error) {
+	return 0, ErrNodeDown
+}
 
 func (downNode) scan(context.Context, string, int, func([]item) error) error { return ErrNodeDown }
 func (downNode) dump(context.Context, []item) ([]item, error)                { return nil, ErrNodeDown }

@@ -1,0 +1,408 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/shardcache/shardcache/ring"
+)
+
+// Errors of the item operations.
+var (
+	// ErrCASConflict means a StoreCAS found the key changed since the read
+	// that returned its CasID.
+	ErrCASConflict = errors.New("shardcache: compare-and-swap conflict")
+	// ErrUnsupported means the backend cannot do what was asked, such as
+	// item flags or compare-and-swap on Redis.
+	ErrUnsupported = errors.New("shardcache: not supported by this backend")
+)
+
+// Item is a value with Memcached's item metadata, for the item operations
+// (GetItem, GetItems, Store, GetAndTouch): what a gomemcache user keeps.
+type Item struct {
+	Key   string
+	Value []byte
+	// Flags are opaque to the cache and returned by reads. Memcached keeps
+	// them; on Redis any flags but 0 are ErrUnsupported.
+	Flags uint32
+	// TTL is a write's expiry, 0 for none. Reads leave it 0: Memcached
+	// cannot tell a remaining TTL.
+	TTL time.Duration
+	// CasID identifies the stored version: reads set it (Memcached), and
+	// StoreCAS succeeds only if it still matches.
+	CasID uint64
+}
+
+// StoreOp is the condition of a Store.
+type StoreOp int
+
+// Store operations, those of Memcached's storage commands.
+const (
+	StoreSet     StoreOp = iota // unconditional
+	StoreAdd                    // only if absent, else ErrNotStored
+	StoreReplace                // only if present, else ErrNotStored
+	StoreAppend                 // Value after the present value, else ErrNotStored
+	StorePrepend                // Value before the present value, else ErrNotStored
+	// StoreCAS stores only if the key is unchanged since the read that
+	// returned Item.CasID: ErrCASConflict if it changed, ErrCacheMiss if it
+	// is gone.
+	StoreCAS
+)
+
+var storeOpNames = [...]string{"set", "add", "replace", "append", "prepend", "cas"}
+
+// String returns the operation's Memcached command name.
+func (op StoreOp) String() string {
+	if op >= 0 && int(op) < len(storeOpNames) {
+		return storeOpNames[op]
+	}
+	return fmt.Sprintf("StoreOp(%d)", int(op))
+}
+
+// itemNode is the capability of a node that the item operations need, beside
+// node. redisNode and mcNode implement it (Redis answers ErrUnsupported
+// where it has no equivalent); unknownNode fails every call.
+type itemNode interface {
+	// getItem reads key with its flags and CAS id.
+	getItem(ctx context.Context, key string) (item, error)
+	// store runs op with it's key, value, flags, ttl and (StoreCAS) cas.
+	store(ctx context.Context, op StoreOp, it item) error
+	// getAndTouch reads key and sets its TTL in one command.
+	getAndTouch(ctx context.Context, key string, ttl time.Duration) (item, error)
+	// incrDecr adds (or with decr subtracts) delta to an existing counter:
+	// ErrCacheMiss if the key is absent.
+	incrDecr(ctx context.Context, key string, delta uint64, decr bool) (uint64, error)
+	// deleteFound deletes key and reports whether it was present.
+	deleteFound(ctx context.Context, key string) (bool, error)
+	flush(ctx context.Context) error
+	ping(ctx context.Context) error
+}
+
+// items returns n's item capability.
+func items(n node) itemNode {
+	if in, ok := n.(itemNode); ok {
+		return in
+	}
+	return unknownNode{}
+}
+
+func (unknownNode) getItem(context.Context, string) (item, error)     { return item{}, ErrUnknownNode }
+func (unknownNode) store(context.Context, StoreOp, item) error        { return ErrUnknownNode }
+func (unknownNode) deleteFound(context.Context, string) (bool, error) { return false, ErrUnknownNode }
+func (unknownNode) flush(context.Context) error                       { return ErrUnknownNode }
+func (unknownNode) ping(context.Context) error                        { return ErrUnknownNode }
+func (unknownNode) getAndTouch(context.Context, string, time.Duration) (item, error) {
+	return item{}, ErrUnknownNode
+}
+func (unknownNode) incrDecr(context.Context, string, uint64, bool) (uint64, error) {
+	return 0, ErrUnknownNode
+}
+
+func (it *item) export() Item {
+	return Item{Key: it.key, Value: it.value, Flags: it.flags, CasID: it.cas}
+}
+
+// failItem is fail for the item operations, whose ErrCASConflict is an
+// answer too.
+func failItem(op string, n ring.Node, key string, err error) error {
+	if err == ErrCASConflict {
+		return err
+	}
+	return fail(op, n, key, err)
+}
+
+// GetItem returns key's item, flags and CAS id included, or ErrCacheMiss.
+// During a migration a miss on the new owner falls back to the old owner
+// and backfills the new one, as Get does; the item returned then carries
+// the new owner's CAS id, so a StoreCAS after it succeeds.
+func (c *Client) GetItem(ctx context.Context, key string) (Item, error) {
+	r, err := c.begin(key)
+	if err != nil {
+		return Item{}, err
+	}
+	it, err := items(r.st.conn(r.New)).getItem(ctx, key)
+	if cs := r.counters(); cs != nil {
+		switch {
+		case err == nil:
+			cs.NewHits.Add(1)
+		case err == ErrCacheMiss && r.Dual:
+			return c.fallbackGetItem(ctx, r, key)
+		}
+	}
+	if err != nil {
+		return Item{}, fail("get", r.New, key, err)
+	}
+	return it.export(), nil
+}
+
+// fallbackGetItem brings key over from its old owner and reads it back from
+// the new one, for its CAS id there; the old owner's item when no copy was
+// made.
+func (c *Client) fallbackGetItem(ctx context.Context, r route, key string) (Item, error) {
+	old, err := c.fallbackItem(ctx, r, key)
+	if err != nil {
+		return Item{}, err
+	}
+	if it, err := items(r.st.conn(r.New)).getItem(ctx, key); err == nil {
+		return it.export(), nil
+	}
+	return old.export(), nil
+}
+
+// GetItems is GetMulti returning items, flags and CAS ids included. During a
+// migration the items found on old owners are read back from their new
+// owners after the backfill, for the CAS ids there.
+func (c *Client) GetItems(ctx context.Context, keys []string) (map[string]*Item, error) {
+	hits := make(map[string]*Item, len(keys))
+	err := c.GetItemsFunc(ctx, keys, func(it Item) { hits[it.Key] = &it })
+	if errors.Is(err, ErrMalformedKey) || err == ErrClosed {
+		return nil, err // nothing was asked
+	}
+	return hits, err
+}
+
+// GetItemsFunc is GetItems calling hit with each item found instead of
+// building a map, on this goroutine: a program that builds a map of its own
+// type saves one. During a migration a key may be reported twice; the later
+// report is current.
+func (c *Client) GetItemsFunc(ctx context.Context, keys []string, hit func(Item)) error {
+	st, now, err := c.beginMulti(keys)
+	if err != nil {
+		return err
+	}
+	var copied []string
+	err = c.collect(ctx, st, now, keys, func(it *item) {
+		hit(it.export())
+		if it.src.Addr != "" {
+			copied = append(copied, it.key)
+		}
+	})
+	if len(copied) > 0 {
+		// Straight from the new owners, without falling back again.
+		again := newBatches(st)
+		for i, k := range copied {
+			again.addKey(st.placement.Locate(k), k, i)
+		}
+		again.run(func(b *batch) (err error) {
+			b.got, err = b.conn.getMulti(ctx, b.keys, false)
+			return err
+		})
+		for _, b := range again.list {
+			for i := range b.got {
+				if it := &b.got[i]; it.found {
+					hit(it.export())
+				}
+			}
+		}
+	}
+	return err
+}
+
+// Store writes it under op's condition (see StoreOp). During a migration:
+//
+//   - StoreSet writes both owners, as Set does; StoreAdd counts a key still
+//     on its old owner as present, as Add does.
+//   - StoreReplace, StoreAppend and StorePrepend on a key only the old owner
+//     holds bring it over first, so they find it as on one server. The old
+//     owner then gets the replaced item; an appended or prepended key is
+//     deleted there instead, as Incr does, rather than left to drift.
+//   - StoreCAS on a key only the old owner holds (its CasID came from there)
+//     swaps there, and the new owner gets the item swapped in.
+func (c *Client) Store(ctx context.Context, op StoreOp, it Item) error {
+	if op < StoreSet || op > StoreCAS {
+		return fmt.Errorf("%w: store operation %v", ErrBadOptions, op)
+	}
+	r, err := c.beginTTL(it.Key, it.TTL)
+	if err != nil {
+		return err
+	}
+	in := item{key: it.Key, value: it.Value, flags: it.Flags, ttl: it.TTL, cas: it.CasID}
+	name := op.String()
+	store := func(op StoreOp) func(node) error {
+		return func(n node) error { return items(n).store(ctx, op, in) }
+	}
+	if !r.Dual {
+		return failItem(name, r.New, in.key, items(r.st.conn(r.New)).store(ctx, op, in))
+	}
+	switch op {
+	case StoreSet:
+		return c.write(name, r, in.key, store(StoreSet))
+	case StoreAdd:
+		if _, err := c.get(ctx, r, in.key); err != ErrCacheMiss {
+			if err == nil {
+				err = ErrNotStored // present, if only on the old owner
+			}
+			return err
+		}
+		if err := store(StoreAdd)(r.st.conn(r.New)); err != nil {
+			return fail(name, r.New, in.key, err)
+		}
+		c.copyToOld(r, store(StoreSet))
+		return nil
+	case StoreCAS:
+		err := store(StoreCAS)(r.st.conn(r.New))
+		if err == ErrCacheMiss {
+			// Only the old owner may have it, with the CasID the caller holds.
+			if err = store(StoreCAS)(r.st.conn(r.Old)); err != nil {
+				return failItem(name, r.Old, in.key, err)
+			}
+			return fail(name, r.New, in.key, store(StoreSet)(r.st.conn(r.New)))
+		}
+		if err != nil {
+			return failItem(name, r.New, in.key, err)
+		}
+		c.copyToOld(r, store(StoreSet))
+		return nil
+	}
+	// StoreReplace, StoreAppend, StorePrepend: the key must be present.
+	err = store(op)(r.st.conn(r.New))
+	if err == ErrNotStored {
+		if err := c.bringOver(ctx, r, in.key); err != nil {
+			return err
+		}
+		err = store(op)(r.st.conn(r.New))
+	}
+	if err != nil {
+		return fail(name, r.New, in.key, err)
+	}
+	if op == StoreReplace {
+		c.copyToOld(r, store(StoreSet))
+	} else {
+		c.copyToOld(r, func(n node) error { return n.delete(ctx, in.key) })
+	}
+	return nil
+}
+
+// GetAndTouch reads key's item and sets its TTL (0: no expiry) in one
+// command (Memcached gat, Redis GETEX), or returns ErrCacheMiss. The item
+// has no CAS id. During a migration a key only the old owner holds is
+// brought over first, and the old owner's copy is touched too.
+func (c *Client) GetAndTouch(ctx context.Context, key string, ttl time.Duration) (Item, error) {
+	r, err := c.beginTTL(key, ttl)
+	if err != nil {
+		return Item{}, err
+	}
+	it, err := items(r.st.conn(r.New)).getAndTouch(ctx, key, ttl)
+	if err == ErrCacheMiss && r.Dual {
+		if err := c.bringOver(ctx, r, key); err != nil {
+			return Item{}, err
+		}
+		it, err = items(r.st.conn(r.New)).getAndTouch(ctx, key, ttl)
+	}
+	if err != nil {
+		return Item{}, fail("gat", r.New, key, err)
+	}
+	if r.Dual {
+		c.copyToOld(r, func(n node) error { return n.touch(ctx, key, ttl) })
+	}
+	return it.export(), nil
+}
+
+// Increment adds delta to the unsigned counter stored under key and returns
+// the new value, wrapping at 2^64; Decrement subtracts, stopping at 0. Both
+// have Memcached's semantics: a missing key is ErrCacheMiss, not created
+// (Incr creates it). Redis answers ErrUnsupported. During a migration they
+// bring the counter over and delete the old owner's copy, as Incr does.
+func (c *Client) Increment(ctx context.Context, key string, delta uint64) (uint64, error) {
+	return c.incrDecr(ctx, key, delta, false)
+}
+
+// Decrement is Increment subtracting delta; the counter stops at 0.
+func (c *Client) Decrement(ctx context.Context, key string, delta uint64) (uint64, error) {
+	return c.incrDecr(ctx, key, delta, true)
+}
+
+func (c *Client) incrDecr(ctx context.Context, key string, delta uint64, decr bool) (uint64, error) {
+	r, err := c.begin(key)
+	if err != nil {
+		return 0, err
+	}
+	if r.Dual {
+		if err := c.bringOver(ctx, r, key); err != nil { // as Incr does
+			return 0, err
+		}
+	}
+	v, err := items(r.st.conn(r.New)).incrDecr(ctx, key, delta, decr)
+	if err != nil {
+		op := "incr"
+		if decr {
+			op = "decr"
+		}
+		return 0, fail(op, r.New, key, err)
+	}
+	if r.Dual {
+		c.copyToOld(r, func(n node) error { return n.delete(ctx, key) })
+	}
+	return v, nil
+}
+
+// DeleteFound is Delete that also reports whether any owner held key.
+func (c *Client) DeleteFound(ctx context.Context, key string) (found bool, err error) {
+	r, err := c.begin(key)
+	if err != nil {
+		return false, err
+	}
+	if c.opts.Lease > 0 { // first: a load under the lease must not store (lease.go)
+		if err := c.clearLease(ctx, r, key); err != nil {
+			return false, err
+		}
+	}
+	if !r.Dual {
+		found, err = items(r.st.conn(r.New)).deleteFound(ctx, key)
+		return found, fail("delete", r.New, key, err)
+	}
+	// The old owner first: see backfill.go for why the order matters.
+	oldFound, oldErr := items(r.st.conn(r.Old)).deleteFound(ctx, key)
+	newFound, newErr := items(r.st.conn(r.New)).deleteFound(ctx, key)
+	r.counters().DualDeletes.Add(1)
+	if newErr != nil {
+		return false, fail("delete", r.New, key, newErr)
+	}
+	return oldFound || newFound, fail("delete", r.Old, key, oldErr)
+}
+
+// Flush deletes every key on every node, those of a migration's old
+// placement included (Memcached flush_all, Redis FLUSHDB).
+func (c *Client) Flush(ctx context.Context) error {
+	return c.eachNode("flush", func(n itemNode) error { return n.flush(ctx) })
+}
+
+// Ping checks that every node answers, those of a migration's old placement
+// included. The error joins one *NodeError per node that did not.
+func (c *Client) Ping(ctx context.Context) error {
+	return c.eachNode("ping", func(n itemNode) error { return n.ping(ctx) })
+}
+
+// eachNode runs fn on every node of the current state, in parallel.
+func (c *Client) eachNode(op string, fn func(itemNode) error) error {
+	st, _ := c.load()
+	if st == nil {
+		return ErrClosed
+	}
+	nodes := st.placement.Nodes()
+	if st.mig != nil {
+		nodes = slices.Concat(nodes, st.mig.Old().Nodes())
+	}
+	seen := make(map[string]bool, len(nodes))
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		if seen[n.Addr] {
+			continue
+		}
+		seen[n.Addr] = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(items(st.conn(n))); err != nil {
+				errs[i] = &NodeError{Op: op, Node: n, Err: err}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

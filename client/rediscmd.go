@@ -1,0 +1,158 @@
+package client
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Any go-redis command on one key, applied with the migration: the building
+// block of compat/goredis, whose hook classifies commands and hands the
+// cache commands here, so that fallback, copies and dual writes have one
+// implementation. A key is brought over whole (DUMP, PTTL, RESTORE: any
+// type, with its remaining TTL), and every copy is confirmed (backfill.go).
+
+// RedisOp says how RedisDo applies a command during a migration, when the
+// key's old and new owners differ. Outside a migration every command simply
+// runs on the key's owner.
+type RedisOp int
+
+// Redis operations.
+const (
+	// RedisRead runs the command on the new owner; if that owner lacks the
+	// key, the key is brought over from the old owner and the command runs
+	// again (GET, TTL, TYPE, HGETALL, ...).
+	RedisRead RedisOp = iota
+	// RedisOverwrite runs the command on both owners at once: it replaces
+	// the value whatever was there (SET without conditions, SETEX).
+	RedisOverwrite
+	// RedisUpdate brings the key over first if the new owner lacks it, then
+	// runs the command on both owners (EXPIRE, HSET, HDEL, SET NX, ...).
+	RedisUpdate
+	// RedisCounter brings the key over first, runs the command on the new
+	// owner and deletes the old owner's copy, which would drift if updated
+	// apart (INCR family, HINCRBY, APPEND), as Incr does.
+	RedisCounter
+)
+
+// Migrating reports whether a migration's window is open, without
+// allocating: a hook checks it on every command.
+func (c *Client) Migrating() bool {
+	st, now := c.load()
+	return st != nil && st.mig != nil && st.mig.Active(now)
+}
+
+// RedisDo runs cmd, a command on key alone, on key's owner, applying the
+// migration as op says; cmd holds the reply (redis.Nil on a miss, as
+// always). Copies to an old owner are new commands with cmd's arguments.
+// On Memcached nodes it fails with ErrUnsupported.
+func (c *Client) RedisDo(ctx context.Context, key string, op RedisOp, cmd redis.Cmder) error {
+	r, err := c.begin(key)
+	if err != nil {
+		cmd.SetErr(err)
+		return err
+	}
+	rdb, err := redisOf(r.st.conn(r.New))
+	if err != nil {
+		cmd.SetErr(err)
+		return err
+	}
+	if !r.Dual {
+		return rdb.Process(ctx, cmd)
+	}
+	switch op {
+	case RedisRead:
+		var exists *redis.IntCmd
+		rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			exists = p.Exists(ctx, key)
+			p.Process(ctx, cmd)
+			return nil
+		})
+		if exists.Err() != nil || exists.Val() == 1 {
+			if exists.Err() == nil {
+				r.counters().NewHits.Add(1)
+			}
+			return cmd.Err()
+		}
+		if c.bringOverWhole(ctx, r, key) {
+			return rdb.Process(ctx, cmd)
+		}
+		return cmd.Err()
+	case RedisUpdate, RedisCounter:
+		if n, err := rdb.Exists(ctx, key).Result(); err == nil && n == 0 {
+			c.bringOverWhole(ctx, r, key)
+		}
+	}
+	if op == RedisCounter {
+		err := rdb.Process(ctx, cmd)
+		if err == nil {
+			c.copyToOld(r, func(n node) error { return n.delete(ctx, key) })
+		}
+		return err
+	}
+	newConn := r.st.conn(r.New)
+	both(r, func(n node) error {
+		if n == newConn {
+			return rdb.Process(ctx, cmd)
+		}
+		old, err := redisOf(n)
+		if err == nil {
+			err = old.Process(ctx, redis.NewCmd(ctx, cmd.Args()...))
+		}
+		countCopy(r, redisErr(ctx, err))
+		return nil
+	})
+	return cmd.Err()
+}
+
+// redisOf returns the go-redis client of a Redis node.
+func redisOf(n node) (*redis.Client, error) {
+	switch n := n.(type) {
+	case redisNode:
+		return n.rdb, nil
+	case unknownNode:
+		return nil, ErrUnknownNode
+	}
+	return nil, unsupported("a Redis command on Memcached")
+}
+
+// bringOverWhole copies key from its old owner to its new one with the
+// sweep's dump and restore (Redis DUMP, PTTL, RESTORE without REPLACE): any
+// type, with its remaining TTL, never over a value the new owner got
+// meanwhile; a stored copy is confirmed. It reports whether the new owner
+// now holds the key.
+func (c *Client) bringOverWhole(ctx context.Context, r route, key string) bool {
+	cs := r.counters()
+	src, ok := r.st.conn(r.Old).(sweepNode)
+	dst, ok2 := r.st.conn(r.New).(sweepNode)
+	if !ok || !ok2 {
+		cs.FallbackErrors.Add(1)
+		return false
+	}
+	got, err := src.dump(ctx, []item{{key: key}})
+	if err != nil {
+		cs.FallbackErrors.Add(1)
+		return false
+	}
+	if !got[0].found {
+		cs.FallbackMisses.Add(1)
+		return false
+	}
+	cs.FallbackHits.Add(1)
+	it := got[0]
+	it.src = r.Old
+	if it.ttl, ok = r.st.mig.BackfillTTL(key, r.now, it.ttl, it.ttlKnown); !ok {
+		return false
+	}
+	stored, err := dst.restore(ctx, []item{it})
+	switch {
+	case err != nil || stored == nil:
+		cs.BackfillsDropped.Add(1)
+		return false
+	case stored[0]:
+		cs.Backfills.Add(1)
+		return c.confirm(ctx, r.st, r.New, []item{it}) == 0
+	}
+	cs.BackfillsSkipped.Add(1) // the new owner got a newer value: it is current
+	return true
+}

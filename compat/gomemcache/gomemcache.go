@@ -1,0 +1,367 @@
+// Package gomemcache is a drop-in for gomemcache's *memcache.Client that
+// shards keys over many Memcached servers with shardcache's ring and keeps
+// them through a resharding.
+//
+// A program written for github.com/bradfitz/gomemcache changes its
+// constructor and nothing else:
+//
+//	-mc := memcache.New("10.0.0.1:11211", "10.0.0.2:11211")
+//	+mc, err := gomemcache.New([]ring.Node{{Addr: "10.0.0.1:11211"}, {Addr: "10.0.0.2:11211"}})
+//	 it, err := mc.Get("user:42") // *memcache.Item; err == memcache.ErrCacheMiss on a miss
+//
+// *Client has the methods of *memcache.Client with the same signatures,
+// takes and returns gomemcache's own *memcache.Item (Flags, Expiration and
+// CasID kept) and returns gomemcache's own sentinel errors with its
+// semantics: Delete or Increment of a missing key is memcache.ErrCacheMiss,
+// a failed condition memcache.ErrNotStored or memcache.ErrCASConflict, a bad
+// key memcache.ErrMalformedKey. Keys are placed by a ring.Ring, and Reshard
+// runs the dual-ring migration of package client: reads fall back to the old
+// owner and backfill the new one, writes and deletes reach both owners, and
+// Replace, Append, Prepend, CompareAndSwap, Increment and Decrement on a key
+// only its old owner holds find it as on one server. Every mechanism is
+// package client's; this package translates types, errors and semantics.
+//
+// Where it differs from gomemcache:
+//   - An empty key is memcache.ErrMalformedKey (gomemcache sends it and
+//     reports the server's error).
+//   - A negative Expiration, or an absolute one in the past, is an error
+//     wrapping client.ErrBadTTL (Memcached would store an item that is
+//     already expired).
+//   - DeleteAll and FlushAll both flush every node (gomemcache's DeleteAll
+//     flushes the one server the empty key maps to).
+//   - An error that is not one of the sentinels is a *client.NodeError
+//     naming the node; errors.Is and errors.As reach its cause.
+//   - The client's DialContext field is not there: set it through
+//     Options.NewMemcacheClient.
+//
+// For code that keeps memcache.NewFromSelector and wants only our placement,
+// NewSelector gives a memcache.ServerSelector over any ring.Locator.
+package gomemcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+
+	"github.com/shardcache/shardcache/client"
+	"github.com/shardcache/shardcache/migration"
+	"github.com/shardcache/shardcache/ring"
+)
+
+// Options configures NewWithOptions. The zero value is usable.
+type Options struct {
+	// Vnodes is the ring's points per unit of weight, for the nodes and for
+	// Reshard. Default ring.DefaultVnodes.
+	Vnodes int
+	// MigrateFrom resumes a migration already under way (see
+	// client.Options.MigrateFrom).
+	MigrateFrom *client.MigrateFrom
+	// NewMemcacheClient, when set, makes the gomemcache client of each node
+	// (one server each) instead of memcache.New(node.Addr): set DialContext
+	// for TLS here. Client.Timeout and MaxIdleConns apply to these clients
+	// once they are set to other values than the clients were made with.
+	NewMemcacheClient func(ring.Node) *memcache.Client
+}
+
+// Client is a sharded Memcached client with the method set of
+// *memcache.Client. It is safe for concurrent use.
+type Client struct {
+	// Timeout specifies the socket read/write timeout.
+	// If zero, memcache.DefaultTimeout (500ms) is used.
+	Timeout time.Duration
+	// MaxIdleConns specifies the maximum number of idle connections that
+	// will be maintained per node. If less than one,
+	// memcache.DefaultMaxIdleConns (2) is used.
+	//
+	// As with gomemcache, set Timeout and MaxIdleConns before the Client is
+	// in use: a call applies them to every node's connections when they
+	// changed.
+	MaxIdleConns int
+
+	c       *client.Client
+	newMC   func(ring.Node) *memcache.Client
+	applied atomic.Pointer[knobs] // the knobs the node clients have
+
+	mu  sync.Mutex                  // guards mcs, and the writes of knobs into them
+	mcs map[string]*memcache.Client // every node's client, by address
+}
+
+// knobs are the Client fields that configure the node clients.
+type knobs struct {
+	timeout time.Duration
+	maxIdle int
+}
+
+// New returns a client over nodes, placed by a ring.Ring. It dials nothing:
+// connections are made on first use.
+func New(nodes []ring.Node) (*Client, error) {
+	return NewWithOptions(nodes, Options{})
+}
+
+// NewWithOptions is New with options.
+func NewWithOptions(nodes []ring.Node, opts Options) (*Client, error) {
+	c := &Client{newMC: opts.NewMemcacheClient, mcs: make(map[string]*memcache.Client)}
+	c.applied.Store(&knobs{})
+	cc, err := client.New(client.Options{
+		Backend:           client.Memcached,
+		Nodes:             nodes,
+		Vnodes:            opts.Vnodes,
+		MigrateFrom:       opts.MigrateFrom,
+		NewMemcacheClient: c.dial,
+		// Backfills are synchronous, so that a Get during a migration
+		// returns the CasID of the copy a CompareAndSwap will find.
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.c = cc
+	return c, nil
+}
+
+// dial makes one node's gomemcache client, with the current knobs.
+func (c *Client) dial(n ring.Node) *memcache.Client {
+	var mc *memcache.Client
+	if c.newMC != nil {
+		mc = c.newMC(n)
+	} else {
+		mc = memcache.New(n.Addr)
+		k := c.applied.Load()
+		mc.Timeout, mc.MaxIdleConns = k.timeout, k.maxIdle
+	}
+	c.mu.Lock()
+	c.mcs[n.Addr] = mc
+	c.mu.Unlock()
+	return mc
+}
+
+// sync applies Timeout and MaxIdleConns to the node clients if they changed.
+func (c *Client) sync() {
+	if k := c.applied.Load(); k.timeout == c.Timeout && k.maxIdle == c.MaxIdleConns {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := &knobs{timeout: c.Timeout, maxIdle: c.MaxIdleConns}
+	for _, mc := range c.mcs {
+		mc.Timeout, mc.MaxIdleConns = k.timeout, k.maxIdle
+	}
+	c.applied.Store(k)
+}
+
+// ctx is the context of every call: gomemcache's API takes none, and
+// Timeout bounds each network step.
+func (c *Client) ctx() context.Context {
+	c.sync()
+	return context.Background()
+}
+
+// Shardcache returns the client.Client underneath, for what only it has
+// (Stats, Locate, Nodes, contexts).
+func (c *Client) Shardcache() *client.Client { return c.c }
+
+// Reshard moves the client to a ring of nodes; for window (the longest TTL
+// the application writes) reads fall back to the current placement and
+// writes reach both. See client.Client.Reshard.
+func (c *Client) Reshard(nodes []ring.Node, window time.Duration) error {
+	return c.c.Reshard(nodes, window)
+}
+
+// Migration returns the status of the latest migration, counters included.
+func (c *Client) Migration() migration.Status { return c.c.Migration() }
+
+// Get gets the item for the given key. memcache.ErrCacheMiss is returned
+// for a cache miss. The key must be at most 250 bytes in length.
+func (c *Client) Get(key string) (*memcache.Item, error) {
+	it, err := c.c.GetItem(c.ctx(), key)
+	if err != nil {
+		return nil, mcErr(err)
+	}
+	return mcItem(&it), nil
+}
+
+// GetMulti is a batch version of Get. The returned map from keys to items
+// may have fewer elements than the input slice, due to cache misses. When a
+// node fails, the items of the others are returned with the error.
+func (c *Client) GetMulti(keys []string) (map[string]*memcache.Item, error) {
+	m := make(map[string]*memcache.Item, len(keys))
+	// One allocation for all the items rather than one each.
+	buf := make([]memcache.Item, 0, len(keys))
+	err := c.c.GetItemsFunc(c.ctx(), keys, func(it client.Item) {
+		if len(buf) == cap(buf) { // a key reported twice during a migration
+			buf = make([]memcache.Item, 0, len(keys))
+		}
+		buf = append(buf, *mcItem(&it))
+		m[it.Key] = &buf[len(buf)-1]
+	})
+	if errors.Is(err, client.ErrMalformedKey) {
+		return nil, memcache.ErrMalformedKey
+	}
+	return m, mcErr(err)
+}
+
+// Set writes the given item, unconditionally.
+func (c *Client) Set(item *memcache.Item) error { return c.store(client.StoreSet, item) }
+
+// Add writes the given item, if no value already exists for its key.
+// memcache.ErrNotStored is returned if that condition is not met.
+func (c *Client) Add(item *memcache.Item) error { return c.store(client.StoreAdd, item) }
+
+// Replace writes the given item, but only if the server *does* already hold
+// data for this key; else memcache.ErrNotStored.
+func (c *Client) Replace(item *memcache.Item) error { return c.store(client.StoreReplace, item) }
+
+// Append appends the given item to the existing item, if a value already
+// exists for its key. memcache.ErrNotStored is returned if that condition is
+// not met.
+func (c *Client) Append(item *memcache.Item) error { return c.store(client.StoreAppend, item) }
+
+// Prepend prepends the given item to the existing item, if a value already
+// exists for its key. memcache.ErrNotStored is returned if that condition is
+// not met.
+func (c *Client) Prepend(item *memcache.Item) error { return c.store(client.StorePrepend, item) }
+
+// CompareAndSwap writes the given item that was previously returned by Get,
+// if the value was neither modified nor evicted between the Get and the
+// CompareAndSwap calls: memcache.ErrCASConflict if it was modified,
+// memcache.ErrCacheMiss if it is gone (as gomemcache returns for Memcached's
+// NOT_FOUND).
+func (c *Client) CompareAndSwap(item *memcache.Item) error {
+	return c.store(client.StoreCAS, item)
+}
+
+func (c *Client) store(op client.StoreOp, item *memcache.Item) error {
+	ctx := c.ctx()
+	ttl, err := ttlOf(item.Expiration)
+	if err != nil {
+		return err
+	}
+	return mcErr(c.c.Store(ctx, op, client.Item{
+		Key: item.Key, Value: item.Value, Flags: item.Flags, TTL: ttl, CasID: item.CasID,
+	}))
+}
+
+// Delete deletes the item with the provided key. memcache.ErrCacheMiss is
+// returned if the item didn't already exist in the cache.
+func (c *Client) Delete(key string) error {
+	found, err := c.c.DeleteFound(c.ctx(), key)
+	if err == nil && !found {
+		return memcache.ErrCacheMiss
+	}
+	return mcErr(err)
+}
+
+// DeleteAll deletes all items in the cache: it flushes every node.
+func (c *Client) DeleteAll() error { return mcErr(c.c.Flush(c.ctx())) }
+
+// FlushAll flushes every node.
+func (c *Client) FlushAll() error { return mcErr(c.c.Flush(c.ctx())) }
+
+// Increment atomically increments key by delta. The return value is the new
+// value after being incremented or an error. If the value didn't exist in
+// memcached the error is memcache.ErrCacheMiss. On 64-bit overflow, the new
+// value wraps around.
+func (c *Client) Increment(key string, delta uint64) (newValue uint64, err error) {
+	v, err := c.c.Increment(c.ctx(), key, delta)
+	return v, mcErr(err)
+}
+
+// Decrement atomically decrements key by delta, capped at zero. If the value
+// didn't exist the error is memcache.ErrCacheMiss.
+func (c *Client) Decrement(key string, delta uint64) (newValue uint64, err error) {
+	v, err := c.c.Decrement(c.ctx(), key, delta)
+	return v, mcErr(err)
+}
+
+// Touch updates the expiry for the given key: seconds is a relative time of
+// up to 30 days, or else a Unix time; zero means no expiry.
+// memcache.ErrCacheMiss is returned if the key is not in the cache.
+func (c *Client) Touch(key string, seconds int32) error {
+	ctx := c.ctx()
+	ttl, err := ttlOf(seconds)
+	if err != nil {
+		return err
+	}
+	return mcErr(c.c.Touch(ctx, key, ttl))
+}
+
+// GetAndTouch gets the item with the provided key and updates its expiry.
+// memcache.ErrCacheMiss is returned if the item didn't already exist in the
+// cache.
+func (c *Client) GetAndTouch(key string, expiration int32) (*memcache.Item, error) {
+	ctx := c.ctx()
+	ttl, err := ttlOf(expiration)
+	if err != nil {
+		return nil, err
+	}
+	it, err := c.c.GetAndTouch(ctx, key, ttl)
+	if err != nil {
+		return nil, mcErr(err)
+	}
+	return mcItem(&it), nil
+}
+
+// Ping checks that every node is alive. It returns an error if any of them
+// is down.
+func (c *Client) Ping() error { return mcErr(c.c.Ping(c.ctx())) }
+
+// Close closes the idle connections of every node. As with gomemcache, the
+// Client may still be used after Close.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var first error
+	for _, mc := range c.mcs {
+		if err := mc.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// maxRelative is the largest expiration Memcached reads as seconds from
+// now; larger ones are Unix times.
+const maxRelative = 30 * 24 * 60 * 60
+
+// ttlOf converts Memcached's expiration field to a TTL.
+func ttlOf(exp int32) (time.Duration, error) {
+	switch {
+	case exp == 0:
+		return 0, nil
+	case exp < 0:
+		return 0, fmt.Errorf("%w: expiration %d", client.ErrBadTTL, exp)
+	case exp <= maxRelative:
+		return time.Duration(exp) * time.Second, nil
+	}
+	ttl := time.Until(time.Unix(int64(exp), 0))
+	if ttl <= 0 {
+		return 0, fmt.Errorf("%w: expiration %d is in the past", client.ErrBadTTL, exp)
+	}
+	return ttl, nil
+}
+
+func mcItem(it *client.Item) *memcache.Item {
+	return &memcache.Item{Key: it.Key, Value: it.Value, Flags: it.Flags, CasID: it.CasID}
+}
+
+// mcErr maps package client's sentinels to gomemcache's, bare, so that
+// err == memcache.ErrCacheMiss holds as with gomemcache.
+func mcErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, client.ErrCacheMiss):
+		return memcache.ErrCacheMiss
+	case errors.Is(err, client.ErrNotStored):
+		return memcache.ErrNotStored
+	case errors.Is(err, client.ErrCASConflict):
+		return memcache.ErrCASConflict
+	case errors.Is(err, client.ErrMalformedKey):
+		return memcache.ErrMalformedKey
+	}
+	return err
+}

@@ -1,0 +1,541 @@
+package goredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shardcache/shardcache/client"
+	"github.com/shardcache/shardcache/internal/testserver"
+	"github.com/shardcache/shardcache/ring"
+)
+
+var (
+	_ redis.UniversalClient = (*Ring)(nil)
+	_ redis.Cmdable         = (*Ring)(nil)
+)
+
+func nodesOf(servers []*testserver.Server) []ring.Node {
+	var nodes []ring.Node
+	for i, a := range testserver.Addrs(servers) {
+		nodes = append(nodes, ring.Node{Name: fmt.Sprintf("n%d", i), Addr: a})
+	}
+	return nodes
+}
+
+func newRing(t *testing.T, nodes []ring.Node, opts Options) *Ring {
+	t.Helper()
+	r, err := NewWithOptions(nodes, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// step is one call of the table; it returns what a user would observe.
+type step struct {
+	name string
+	do   func(ctx context.Context, rdb redis.Cmdable, key func(string) string) string
+}
+
+// show renders a command's answer: its value and whether its error is
+// redis.Nil, another error, or none.
+func show(cmd redis.Cmder) string {
+	switch err := cmd.Err(); {
+	case errors.Is(err, redis.Nil):
+		return "redis.Nil"
+	case err != nil:
+		return "error"
+	}
+	switch c := cmd.(type) {
+	case *redis.DurationCmd: // a TTL: how long exactly depends on the clock
+		switch d := c.Val(); {
+		case d > 0:
+			return "ttl>0"
+		default:
+			return d.String()
+		}
+	case *redis.MapStringStringCmd:
+		var kv []string
+		for k, v := range c.Val() {
+			kv = append(kv, k+"="+v)
+		}
+		sort.Strings(kv)
+		return strings.Join(kv, ",")
+	}
+	s := cmd.String()
+	return s[strings.Index(s, ":")+1:] // the value, without the command's arguments
+}
+
+func one(name string, fn func(ctx context.Context, rdb redis.Cmdable, key func(string) string) redis.Cmder) step {
+	return step{name, func(ctx context.Context, rdb redis.Cmdable, key func(string) string) string {
+		return show(fn(ctx, rdb, key))
+	}}
+}
+
+// steps is the table; the first prepared steps only write.
+func steps() (prepared int, table []step) {
+	type C = redis.Cmdable
+	type X = context.Context
+	type K = func(string) string
+	table = []step{
+		one("set a", func(ctx X, r C, k K) redis.Cmder { return r.Set(ctx, k("a"), "va", 0) }),
+		one("set b ttl", func(ctx X, r C, k K) redis.Cmder { return r.Set(ctx, k("b"), "vb", time.Hour) }),
+		one("set n", func(ctx X, r C, k K) redis.Cmder { return r.Set(ctx, k("n"), "40", 0) }),
+		one("hset h", func(ctx X, r C, k K) redis.Cmder { return r.HSet(ctx, k("h"), "f1", "1", "f2", "2") }),
+		one("hset h2", func(ctx X, r C, k K) redis.Cmder { return r.HSet(ctx, k("h2"), "x", "1") }),
+		one("expire h", func(ctx X, r C, k K) redis.Cmder { return r.Expire(ctx, k("h"), time.Hour) }),
+		one("set d", func(ctx X, r C, k K) redis.Cmder { return r.Set(ctx, k("d"), "vd", 0) }),
+		one("set e", func(ctx X, r C, k K) redis.Cmder { return r.Set(ctx, k("e"), "ve", 0) }),
+		one("set nx", func(ctx X, r C, k K) redis.Cmder { return r.Set(ctx, k("nx"), "vnx", 0) }),
+	}
+	prepared = len(table)
+	table = append(table,
+		one("get a", func(ctx X, r C, k K) redis.Cmder { return r.Get(ctx, k("a")) }),
+		one("get missing", func(ctx X, r C, k K) redis.Cmder { return r.Get(ctx, k("missing")) }),
+		one("ttl b", func(ctx X, r C, k K) redis.Cmder { return r.TTL(ctx, k("b")) }),
+		one("ttl a", func(ctx X, r C, k K) redis.Cmder { return r.TTL(ctx, k("a")) }),
+		one("pttl missing", func(ctx X, r C, k K) redis.Cmder { return r.PTTL(ctx, k("missing")) }),
+		one("type h", func(ctx X, r C, k K) redis.Cmder { return r.Type(ctx, k("h")) }),
+		one("hgetall h", func(ctx X, r C, k K) redis.Cmder { return r.HGetAll(ctx, k("h")) }),
+		one("ttl h", func(ctx X, r C, k K) redis.Cmder { return r.TTL(ctx, k("h")) }),
+		one("hget h f2", func(ctx X, r C, k K) redis.Cmder { return r.HGet(ctx, k("h"), "f2") }),
+		one("hset h2 y", func(ctx X, r C, k K) redis.Cmder { return r.HSet(ctx, k("h2"), "y", "2") }),
+		one("hgetall h2", func(ctx X, r C, k K) redis.Cmder { return r.HGetAll(ctx, k("h2")) }),
+		one("incr n", func(ctx X, r C, k K) redis.Cmder { return r.Incr(ctx, k("n")) }),
+		one("incrby n", func(ctx X, r C, k K) redis.Cmder { return r.IncrBy(ctx, k("n"), 10) }),
+		one("incr new", func(ctx X, r C, k K) redis.Cmder { return r.Incr(ctx, k("counter")) }),
+		one("incr a (not a number)", func(ctx X, r C, k K) redis.Cmder { return r.Incr(ctx, k("a")) }),
+		one("setnx nx", func(ctx X, r C, k K) redis.Cmder { return r.SetNX(ctx, k("nx"), "other", 0) }),
+		one("get nx", func(ctx X, r C, k K) redis.Cmder { return r.Get(ctx, k("nx")) }),
+		one("expire d", func(ctx X, r C, k K) redis.Cmder { return r.Expire(ctx, k("d"), time.Hour) }),
+		one("expire missing", func(ctx X, r C, k K) redis.Cmder { return r.Expire(ctx, k("missing"), time.Hour) }),
+		one("ttl d", func(ctx X, r C, k K) redis.Cmder { return r.TTL(ctx, k("d")) }),
+		one("exists a missing b a", func(ctx X, r C, k K) redis.Cmder {
+			return r.Exists(ctx, k("a"), k("missing"), k("b"), k("a"))
+		}),
+		one("mget", func(ctx X, r C, k K) redis.Cmder {
+			return r.MGet(ctx, k("a"), k("missing"), k("b"), k("h"), k("e"))
+		}),
+		one("mset", func(ctx X, r C, k K) redis.Cmder {
+			return r.MSet(ctx, k("m1"), "1", k("m2"), "2", k("m3"), 3, k("a"), "first", k("a"), "va2")
+		}),
+		one("mget after mset", func(ctx X, r C, k K) redis.Cmder {
+			return r.MGet(ctx, k("m1"), k("m2"), k("m3"), k("a"))
+		}),
+		one("del", func(ctx X, r C, k K) redis.Cmder {
+			return r.Del(ctx, k("m1"), k("m2"), k("missing"), k("e"), k("e"))
+		}),
+		one("get e", func(ctx X, r C, k K) redis.Cmder { return r.Get(ctx, k("e")) }),
+		one("unlink", func(ctx X, r C, k K) redis.Cmder { return r.Unlink(ctx, k("m3"), k("missing")) }),
+		one("touch", func(ctx X, r C, k K) redis.Cmder { return r.Touch(ctx, k("a"), k("b"), k("missing")) }),
+		one("do mget", func(ctx X, r C, k K) redis.Cmder {
+			return r.(interface {
+				Do(context.Context, ...any) *redis.Cmd
+			}).Do(ctx, "MGET", k("a"), k("b"))
+		}),
+		step{"pipeline", func(ctx X, r C, k K) string {
+			var out []string
+			cmds, err := r.Pipelined(ctx, func(p redis.Pipeliner) error {
+				p.Set(ctx, k("p1"), "1", 0)
+				p.Incr(ctx, k("p1"))
+				p.Get(ctx, k("p1"))
+				p.MGet(ctx, k("p1"), k("a"), k("missing"))
+				p.Get(ctx, k("missing"))
+				p.HGetAll(ctx, k("h"))
+				p.Del(ctx, k("p1"), k("b"))
+				p.Exists(ctx, k("p1"), k("b"), k("a"))
+				return nil
+			})
+			for _, c := range cmds {
+				out = append(out, show(c))
+			}
+			return fmt.Sprint(errors.Is(err, redis.Nil), " ", strings.Join(out, " | "))
+		}},
+		one("get a at the end", func(ctx X, r C, k K) redis.Cmder { return r.Get(ctx, k("a")) }),
+	)
+	return prepared, table
+}
+
+func run(ctx context.Context, rdb redis.Cmdable, key func(string) string, between func()) []string {
+	prepared, table := steps()
+	out := make([]string, len(table))
+	for i, s := range table {
+		if i == prepared && between != nil {
+			between()
+		}
+		out[i] = s.name + ": " + s.do(ctx, rdb, key)
+	}
+	return out
+}
+
+func compare(t *testing.T, want, got []string) {
+	t.Helper()
+	for i := range want {
+		if want[i] != got[i] {
+			t.Errorf("step %d:\n  redis.Client on one server: %s\n  drop-in:                    %s", i, want[i], got[i])
+		}
+	}
+}
+
+func mustRing(t *testing.T, nodes []ring.Node) *ring.Ring {
+	t.Helper()
+	r, err := ring.New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestSameAsClient runs the table against a *redis.Client on one
+// redis-server and against the drop-in *redis.Ring over four: every answer
+// is the same. Then again over eight resharded to six after the writes, with
+// every key of the table one that moves.
+func TestSameAsClient(t *testing.T) {
+	ctx := context.Background()
+	servers := testserver.Redis(t, 9)
+	single := redis.NewClient(&redis.Options{Addr: servers[0].Addr})
+	defer single.Close()
+	want := run(ctx, single, func(k string) string { return k }, nil)
+	t.Logf("the table has %d steps:\n%s", len(want), strings.Join(want, "\n"))
+
+	t.Run("4 nodes", func(t *testing.T) {
+		rdb := newRing(t, nodesOf(servers[1:5]), Options{})
+		spread := map[string]bool{}
+		key := func(k string) string { spread[rdb.Shardcache().Locate(k).Addr] = true; return k }
+		compare(t, want, run(ctx, rdb, key, nil))
+		if len(spread) != 4 {
+			t.Errorf("the table's keys reached %d of the 4 nodes", len(spread))
+		}
+	})
+
+	t.Run("8 to 6", func(t *testing.T) {
+		from := nodesOf(servers[1:9])
+		to := from[:6]
+		rdb := newRing(t, from, Options{})
+		oldRing, newRing := mustRing(t, from), mustRing(t, to)
+		key := func(k string) string { // the first variant of k that moves
+			for i := 0; ; i++ {
+				if m := fmt.Sprintf("%s.%d", k, i); oldRing.Locate(m).Addr != newRing.Locate(m).Addr {
+					return m
+				}
+			}
+		}
+		got := run(ctx, rdb, key, func() {
+			if err := rdb.Reshard(to, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+		})
+		compare(t, want, got)
+		st := rdb.Migration()
+		if !st.Active || st.FallbackHits == 0 || st.Backfills == 0 || st.DualWrites == 0 || st.DualDeletes == 0 || st.BackfillsRevoked != 0 {
+			t.Errorf("the table did not run through the migration: %+v", st)
+		}
+	})
+}
+
+// TestMGetAcrossShards checks that MGET of 100 keys over 4 shards returns
+// all 100 values, in order, where go-redis's own Ring returns only the first
+// key's shard's.
+func TestMGetAcrossShards(t *testing.T) {
+	ctx := context.Background()
+	servers := testserver.Redis(t, 4)
+	rdb := newRing(t, nodesOf(servers), Options{})
+	keys := make([]string, 100)
+	args := make([]any, 0, 200)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user:%d", i)
+		args = append(args, keys[i], "v"+keys[i])
+	}
+	if err := rdb.MSet(ctx, args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	vals, err := rdb.MGet(ctx, keys...).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range vals {
+		if v != "v"+keys[i] {
+			t.Fatalf("MGET value %d = %v, want %q", i, v, "v"+keys[i])
+		}
+	}
+	perNode := map[string]int{}
+	for _, k := range keys {
+		perNode[rdb.Shardcache().Locate(k).Name]++
+	}
+	if len(perNode) != 4 {
+		t.Fatalf("the keys are on %d nodes: %v", len(perNode), perNode)
+	}
+
+	plain := redis.NewRing(&redis.RingOptions{Addrs: addrs(nodesOf(servers))})
+	defer plain.Close()
+	got := 0
+	theirs, _ := plain.MGet(ctx, keys...).Result()
+	for i, v := range theirs {
+		if v == "v"+keys[i] {
+			got++
+		}
+	}
+	t.Logf("MGET of 100 keys over 4 shards: all 100 values (%v per node); go-redis's Ring: %d", perNode, got)
+}
+
+// TestReshardKeepsEveryKey writes strings and hashes with TTLs through the
+// Ring over 8 nodes, reshards to 6, and reads every key back: one by one,
+// by MGET and by HGETALL; moved keys are backfilled to their new owners,
+// with their TTL.
+func TestReshardKeepsEveryKey(t *testing.T) {
+	ctx := context.Background()
+	servers := testserver.Redis(t, 8)
+	from := nodesOf(servers)
+	to := from[:6]
+	rdb := newRing(t, from, Options{})
+	const n = 400
+	strs, hashes := make([]string, n), make([]string, n/4)
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range strs {
+			strs[i] = fmt.Sprintf("str:%d", i)
+			p.Set(ctx, strs[i], strs[i], time.Hour)
+		}
+		for i := range hashes {
+			hashes[i] = fmt.Sprintf("hash:%d", i)
+			p.HSet(ctx, hashes[i], "f", hashes[i], "g", i)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Reshard(to, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	oldRing, newRing := mustRing(t, from), mustRing(t, to)
+	moved := 0
+	for _, k := range append(append([]string{}, strs...), hashes...) {
+		if oldRing.Locate(k).Addr != newRing.Locate(k).Addr {
+			moved++
+		}
+	}
+	for _, k := range strs[:n/2] {
+		if v, err := rdb.Get(ctx, k).Result(); err != nil || v != k {
+			t.Fatalf("GET %q after the reshard = %q, %v", k, v, err)
+		}
+	}
+	vals, err := rdb.MGet(ctx, strs[n/2:]...).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range vals {
+		if v != strs[n/2+i] {
+			t.Fatalf("MGET value %d after the reshard = %v", i, v)
+		}
+	}
+	for _, k := range hashes {
+		if h, err := rdb.HGetAll(ctx, k).Result(); err != nil || h["f"] != k || len(h) != 2 {
+			t.Fatalf("HGETALL %q after the reshard = %v, %v", k, h, err)
+		}
+	}
+	direct := map[string]*redis.Client{}
+	for _, s := range servers[:6] {
+		direct[s.Addr] = redis.NewClient(&redis.Options{Addr: s.Addr})
+		defer direct[s.Addr].Close()
+	}
+	for _, k := range strs {
+		owner := direct[newRing.Locate(k).Addr]
+		if v, _ := owner.Get(ctx, k).Result(); v != k {
+			t.Fatalf("%q not on its new owner", k)
+		}
+		if ttl := owner.PTTL(ctx, k).Val(); ttl <= 0 || ttl > time.Hour {
+			t.Fatalf("%q on its new owner has TTL %v, want its remaining hour", k, ttl)
+		}
+	}
+	st := rdb.Migration()
+	if st.FallbackHits != int64(moved) || st.Backfills != int64(moved) || st.BackfillsRevoked != 0 {
+		t.Fatalf("%d keys moved; status %+v", moved, st)
+	}
+	t.Logf("%d of %d keys moved, all read back and backfilled", moved, n+n/4)
+}
+
+// TestShardDownKeepsPlacement stops one node and waits for go-redis's
+// heartbeat to mark it down: its keys then fail, and the others' keys stay
+// where they were; none is rehashed onto another node.
+func TestShardDownKeepsPlacement(t *testing.T) {
+	ctx := context.Background()
+	servers := testserver.Redis(t, 4)
+	nodes := nodesOf(servers)
+	rdb := newRing(t, nodes, Options{Ring: redis.RingOptions{
+		HeartbeatFrequency: 20 * time.Millisecond,
+		DialerRetries:      1, // a refused dial fails at once, not after 5 attempts
+		MaxRetries:         -1,
+	}})
+	keys := make([]string, 200)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%d", i)
+		if err := rdb.Set(ctx, keys[i], keys[i], 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	servers[0].Stop()
+	for attempt := 0; rdb.Len() == 4; attempt++ { // Len counts the shards up
+		if attempt == 1000 {
+			t.Fatal("the heartbeat never marked the stopped shard down")
+		}
+		time.Sleep(10 * time.Millisecond) // polling the heartbeat's state, bounded
+	}
+	for _, k := range keys {
+		err := rdb.Get(ctx, k).Err()
+		if rdb.Shardcache().Locate(k).Addr == servers[0].Addr {
+			if err == nil || errors.Is(err, redis.Nil) {
+				t.Fatalf("GET %q of the stopped node = %v, want a connection error", k, err)
+			}
+			if c, _ := rdb.GetShardClientForKey(k); c == nil || c.Options().Addr != servers[0].Addr {
+				t.Fatalf("%q is no longer placed on its node", k)
+			}
+		} else if err != nil {
+			t.Fatalf("GET %q of a live node = %v", k, err)
+		}
+	}
+}
+
+// TestCrossShardRefused checks that a multi-key command that cannot be
+// split fails with ErrCrossShard when its keys span nodes, and runs when a
+// hash tag keeps them together; a transaction likewise.
+func TestCrossShardRefused(t *testing.T) {
+	ctx := context.Background()
+	servers := testserver.Redis(t, 4)
+	rdb := newRing(t, nodesOf(servers), Options{})
+	var a, b string
+	for i := 0; b == ""; i++ {
+		k := fmt.Sprintf("s%d", i)
+		if a == "" {
+			a = k
+		} else if rdb.Shardcache().Locate(k) != rdb.Shardcache().Locate(a) {
+			b = k
+		}
+	}
+	rdb.SAdd(ctx, a, "x")
+	rdb.SAdd(ctx, b, "y")
+	if err := rdb.SUnion(ctx, a, b).Err(); !errors.Is(err, ErrCrossShard) || !strings.Contains(err.Error(), a) {
+		t.Fatalf("SUNION across nodes = %v, want ErrCrossShard naming %q", err, a)
+	}
+	if err := rdb.Rename(ctx, a, b).Err(); !errors.Is(err, ErrCrossShard) {
+		t.Fatalf("RENAME across nodes = %v, want ErrCrossShard", err)
+	}
+	rdb.SAdd(ctx, "{u}:a", "x")
+	rdb.SAdd(ctx, "{u}:b", "y")
+	if got, err := rdb.SUnion(ctx, "{u}:a", "{u}:b").Result(); err != nil || len(got) != 2 {
+		t.Fatalf("SUNION within a hash tag = %v, %v", got, err)
+	}
+	cmds, _ := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Get(ctx, "{u}:c")
+		p.SUnion(ctx, a, b)
+		p.SCard(ctx, a)
+		return nil
+	})
+	if len(cmds) != 3 || !errors.Is(cmds[1].Err(), ErrCrossShard) || cmds[2].(*redis.IntCmd).Val() != 1 {
+		t.Fatalf("a pipeline with SUNION across nodes: %v", cmds)
+	}
+	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Incr(ctx, a)
+		p.Incr(ctx, b)
+		return nil
+	})
+	if !errors.Is(err, ErrCrossShard) {
+		t.Fatalf("MULTI/EXEC across nodes = %v, want ErrCrossShard", err)
+	}
+	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, "{u}:c", "1", 0)
+		p.Incr(ctx, "{u}:c")
+		return nil
+	}); err != nil {
+		t.Fatalf("MULTI/EXEC within a hash tag = %v", err)
+	}
+}
+
+// TestReshardErrors checks that a Reshard during an open window fails with
+// client.ErrMigrationActive and leaves the Ring working, and that the Ring's
+// shards are the new nodes once Reshard returns.
+func TestReshardErrors(t *testing.T) {
+	ctx := context.Background()
+	servers := testserver.Redis(t, 3)
+	nodes := nodesOf(servers)
+	rdb := newRing(t, nodes[:2], Options{})
+	if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Reshard(nil, time.Hour); err == nil {
+		t.Fatal("Reshard to no nodes succeeded")
+	}
+	if err := rdb.Reshard(nodes, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rdb.GetShardClients()); n != 3 {
+		t.Fatalf("%d shards after Reshard to 3 nodes", n)
+	}
+	if err := rdb.Reshard(nodes[:1], time.Hour); !errors.Is(err, client.ErrMigrationActive) {
+		t.Fatalf("Reshard during the window = %v, want ErrMigrationActive", err)
+	}
+	if n := len(rdb.GetShardClients()); n != 3 {
+		t.Fatalf("%d shards after a refused Reshard, want the 3 of the running migration", n)
+	}
+	if v, err := rdb.Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Fatalf("GET after a refused Reshard = %q, %v", v, err)
+	}
+}
+
+// TestMigrateFromGoRedisRing moves a fleet off go-redis's own Ring without a
+// cold cache: keys written by redis.NewRing read back through the drop-in
+// started with ring.NewRendezvous (go-redis Ring's placement) as
+// MigrateFrom, strings by GET and MGET, hashes by HGETALL.
+func TestMigrateFromGoRedisRing(t *testing.T) {
+	ctx := context.Background()
+	servers := testserver.Redis(t, 4)
+	nodes := nodesOf(servers)
+	old := redis.NewRing(&redis.RingOptions{Addrs: addrs(nodes)})
+	defer old.Close()
+	keys := make([]string, 200)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("legacy:%d", i)
+		if err := old.Set(ctx, keys[i], keys[i], time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := old.HSet(ctx, "legacy:hash", "f", "v").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rendezvous, err := ring.NewRendezvous(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := newRing(t, nodes, Options{MigrateFrom: &client.MigrateFrom{
+		Placement: rendezvous, Start: time.Now(), Window: time.Hour,
+	}})
+	vals, err := rdb.MGet(ctx, keys[:100]...).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range vals {
+		if v != keys[i] {
+			t.Fatalf("MGET value %d = %v", i, v)
+		}
+	}
+	for _, k := range keys[100:] {
+		if v, err := rdb.Get(ctx, k).Result(); err != nil || v != k {
+			t.Fatalf("GET %q = %q, %v", k, v, err)
+		}
+	}
+	if h, err := rdb.HGetAll(ctx, "legacy:hash").Result(); err != nil || h["f"] != "v" {
+		t.Fatalf("HGETALL of a legacy hash = %v, %v", h, err)
+	}
+	st := rdb.Migration()
+	if st.FallbackHits == 0 || st.Backfills != st.FallbackHits {
+		t.Fatalf("the keys did not come through the old placement: %+v", st)
+	}
+	t.Logf("%d keys were on another server under go-redis's rendezvous; all read back", st.FallbackHits)
+}

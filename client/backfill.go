@@ -103,8 +103,10 @@ type pendingBackfill struct {
 func (c *Client) enqueue(st *state, n ring.Node, items []item) {
 	select {
 	case c.queue <- pendingBackfill{st, n, items}:
+		c.queueAccepts(n)
 	default: // full, or closed: the worker has gone
 		st.mig.Counters.BackfillsDropped.Add(int64(len(items)))
+		c.queueFull(n)
 	}
 }
 

@@ -37,6 +37,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"math"
 	"runtime"
 	"sync"
@@ -192,12 +193,35 @@ type Options struct {
 	NodeCredentials func(n ring.Node, c Credentials) Credentials
 
 	// NewRedisClient, when set, makes the go-redis client of every Redis
-	// node, the initial ones included, instead of redis.NewClient with the
-	// options above: add hooks (redisotel, logging) here. It cannot be
-	// combined with the credential fields above, which it would not apply.
-	NewRedisClient func(ring.Node) *redis.Client
-	// NewMemcacheClient does the same for Memcached nodes.
-	NewMemcacheClient func(ring.Node) *memcache.Client
+	// node, the initial ones included and those of every later Reshard, as
+	// go-redis's RingOptions.NewClient does: opt is what the client would
+	// use (the address, the timeouts and pool size above, one dial attempt
+	// and no command retries, and the node's credentials, TLS and dialer);
+	// pass it to redis.NewClient, after changing it if need be, and add
+	// hooks (redisotel, logging) to the client made. Default
+	// redis.NewClient(opt).
+	NewRedisClient func(n ring.Node, opt *redis.Options) *redis.Client
+	// NewMemcacheClient does the same for Memcached nodes: mc is the client
+	// the client would use (the node's address, the Timeout and
+	// MaxIdleConns from the options above, and a DialContext with the
+	// node's TLS and login, which also tracks the connections so that a
+	// node marked down closes them); set its fields, or wrap its
+	// DialContext (calling the one it has), and return it, or return a
+	// client of your own. Default mc.
+	NewMemcacheClient func(n ring.Node, mc *memcache.Client) *memcache.Client
+
+	// Logger receives the client's events, never one per call: a node
+	// marked down (Warn) or up again (Info), a migration started and its
+	// window over, or a Reshard without a window (Info), the asynchronous
+	// backfill queue full (Warn) and accepting again (Info). Node events
+	// carry the node's name and address as the attributes "node" and
+	// "addr". Default none: silent.
+	Logger *slog.Logger
+	// DisableStats turns off the per-node counters of Stats (calls,
+	// results, errors, latency), which cost one atomic add per counter and
+	// two clock reads per call. Health, Migration and the migration
+	// counters of Stats stay.
+	DisableStats bool
 }
 
 // MigrateFrom describes the placement a migration moves keys from, and its
@@ -252,6 +276,9 @@ func (o *Options) init() {
 	}
 	if o.ProbeInterval <= 0 {
 		o.ProbeInterval = DefaultProbeInterval
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.LeaseRetry == 0 {
 		o.LeaseRetry = DefaultLeaseRetry
@@ -315,6 +342,11 @@ type Client struct {
 	grace    time.Duration
 	releases []*time.Timer
 	queue    chan pendingBackfill // nil when backfills are synchronous
+	full     atomic.Bool          // the queue dropped a copy, and none was queued since (logs once)
+	// migrations counts the migrations started; pastCounts adds up the
+	// counters of those before the latest (c.last). Under mu.
+	migrations int64
+	pastCounts migration.Snapshot
 	// stopWorker cancels the backfill worker's copies, so Close does not
 	// wait for a node that does not answer.
 	stopWorker context.CancelFunc
@@ -343,9 +375,6 @@ func New(opts Options) (*Client, error) {
 	opts.init()
 	if err := opts.check(); err != nil {
 		return nil, err
-	}
-	if (opts.NewRedisClient != nil || opts.NewMemcacheClient != nil) && opts.secured() {
-		return nil, fmt.Errorf("%w: NewRedisClient or NewMemcacheClient with credentials or TLS, which they would not apply", ErrBadOptions)
 	}
 	if opts.NegativeTTL < 0 || opts.Lease < 0 || opts.LeaseRetry < 0 {
 		return nil, fmt.Errorf("%w: negative NegativeTTL %v, Lease %v or LeaseRetry %v", ErrBadOptions, opts.NegativeTTL, opts.Lease, opts.LeaseRetry)
@@ -419,12 +448,12 @@ func (c *Client) dial(n ring.Node) (node, error) {
 	return withHealth(n, nd, &c.opts), nil
 }
 
-// newNode makes the backend's client of node n.
+// newNode makes the backend's client of node n, through the hooks
+// NewRedisClient and NewMemcacheClient when they are set: they get the
+// client's settings, the node's dialer (TLS, login) and credentials
+// included.
 func (c *Client) newNode(n ring.Node) (node, error) {
 	o := &c.opts
-	if o.Backend == Redis && o.NewRedisClient != nil {
-		return redisNode{rdb: o.NewRedisClient(n)}, nil
-	}
 	d, err := o.newNodeDialer(n)
 	if err != nil {
 		return nil, err
@@ -432,9 +461,6 @@ func (c *Client) newNode(n ring.Node) (node, error) {
 	if o.Backend == Memcached {
 		// The raw connections (memcached_raw.go) are the client's own, made
 		// through d, even beside a NewMemcacheClient.
-		if o.NewMemcacheClient != nil {
-			return mcNode{mc: o.NewMemcacheClient(n), raw: newRawConns(o, d)}, nil
-		}
 		mc := memcache.NewFromSelector(newMCServer(n.Addr))
 		mc.Timeout = max(o.ReadTimeout, o.WriteTimeout, o.DialTimeout)
 		mc.MaxIdleConns = o.PoolSize
@@ -442,10 +468,28 @@ func (c *Client) newNode(n ring.Node) (node, error) {
 		mc.DialContext = conns.wrap(d.dial)
 		raw := newRawConns(o, d)
 		raw.dial = conns.wrap(raw.dial)
+		if o.NewMemcacheClient != nil {
+			mc = o.NewMemcacheClient(n, mc)
+		}
 		return mcNode{mc: mc, raw: raw, conns: conns}, nil
 	}
-	quietDialErrors()
-	rdb := redis.NewClient(&redis.Options{
+	opt := o.redisOptions(n, d)
+	var rdb *redis.Client
+	if o.NewRedisClient != nil {
+		rdb = o.NewRedisClient(n, opt)
+	} else {
+		quietDialErrors()
+		rdb = redis.NewClient(opt)
+	}
+	if d.creds.Password != "" {
+		rdb.AddHook(redactHook{d.creds.Password})
+	}
+	return redisNode{rdb: rdb}, nil
+}
+
+// redisOptions returns the go-redis options of node n, dialed by d.
+func (o *Options) redisOptions(n ring.Node, d *nodeDialer) *redis.Options {
+	return &redis.Options{
 		Addr:                  n.Addr,
 		Dialer:                d.dial, // TCP and TLS; go-redis logs in with the fields below
 		TLSConfig:             d.tls,  // not dialed with (Dialer is): tells go-redis TLS is on
@@ -464,11 +508,7 @@ func (c *Client) newNode(n ring.Node) (node, error) {
 		// count twice, and for a cache a fast miss beats a slow retry (a host
 		// that drops packets cost 4 × DialTimeout per call with go-redis's 3).
 		MaxRetries: -1,
-	})
-	if d.creds.Password != "" {
-		rdb.AddHook(redactHook{d.creds.Password})
 	}
-	return redisNode{rdb: rdb}, nil
 }
 
 // Close closes every node's pool and stops the backfill worker. Operations
@@ -605,7 +645,18 @@ func (c *Client) migrate(old ring.Locator, oldConns map[string]node, p ring.Loca
 	for addr, n := range own {
 		conns[addr] = n
 	}
+	if prev := c.last.Load(); prev != nil {
+		c.pastCounts = c.pastCounts.Add(prev.Counters.Snapshot())
+	}
+	c.migrations++
 	c.last.Store(m)
+	if window > 0 {
+		c.opts.Logger.Info("shardcache: migration started", slog.String("old", nodeList(old)), slog.String("new", nodeList(p)),
+			slog.Time("start", start), slog.Duration("window", window), slog.Time("end", m.End()), slog.Float64("moved", m.Status(start).Moved))
+	} else {
+		c.opts.Logger.Info("shardcache: resharded at once, without a window", slog.String("old", nodeList(old)), slog.String("new", nodeList(p)),
+			slog.Float64("moved", m.Status(start).Moved))
+	}
 	if c.timer != nil {
 		c.timer.Stop()
 	}
@@ -631,6 +682,11 @@ func (c *Client) retireIfOver() {
 func (c *Client) retireLocked(st *state) *state {
 	next := &state{placement: st.placement, own: st.own, conns: st.own}
 	c.state.Store(next)
+	if s := st.mig.Status(c.opts.Now()); s.End.After(s.Start) {
+		c.opts.Logger.Info("shardcache: migration window over", slog.String("old", nodeList(st.mig.Old())), slog.String("new", nodeList(st.placement)),
+			slog.Int64("fallback_hits", s.FallbackHits), slog.Int64("fallback_misses", s.FallbackMisses),
+			slog.Int64("backfills", s.Backfills), slog.Int64("backfills_dropped", s.BackfillsDropped))
+	}
 	c.releaseLocked(st.mig.Old().Nodes())
 	return next
 }
@@ -668,7 +724,7 @@ func (c *Client) load() (*state, time.Time) {
 func (st *state) conn(n ring.Node) node {
 	if c, ok := st.conns[n.Addr]; ok {
 		if h := healthOf(c); h != nil && h.isDown() {
-			return downNode{}
+			return downNode{h}
 		}
 		return c
 	}

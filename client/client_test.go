@@ -800,8 +800,9 @@ func TestClose(t *testing.T) {
 }
 
 // TestClientHooks checks that NewRedisClient and NewMemcacheClient make the
-// client of every node, including nodes a Reshard adds, and that the façade
-// uses them.
+// client of every node, including nodes a Reshard adds, that they receive the
+// options the client would use (its timeouts, one dial attempt, no command
+// retries), and that the façade uses what they return.
 func TestClientHooks(t *testing.T) {
 	forEachCluster(t, 3, func(t *testing.T, cl *cluster) {
 		var mu sync.Mutex
@@ -813,24 +814,32 @@ func TestClientHooks(t *testing.T) {
 			dialed = append(dialed, n.Name)
 			made[n.Addr] = c
 		}
-		opts := Options{Nodes: cl.nodes(0, 1)}
+		opts := Options{Nodes: cl.nodes(0, 1), DialTimeout: 700 * time.Millisecond, ReadTimeout: 800 * time.Millisecond,
+			WriteTimeout: 900 * time.Millisecond, PoolSize: 7}
 		if cl.backend == Redis {
-			opts.NewRedisClient = func(n ring.Node) *redis.Client {
-				rdb := redis.NewClient(&redis.Options{Addr: n.Addr})
+			opts.NewRedisClient = func(n ring.Node, opt *redis.Options) *redis.Client {
+				if opt.Addr != n.Addr || opt.DialTimeout != opts.DialTimeout || opt.ReadTimeout != opts.ReadTimeout ||
+					opt.WriteTimeout != opts.WriteTimeout || opt.PoolSize != 7 || opt.MaxRetries != -1 || opt.DialerRetries != 1 ||
+					!opt.ContextTimeoutEnabled {
+					t.Errorf("NewRedisClient(%s) got options %+v; want the client's", n.Name, opt)
+				}
+				rdb := redis.NewClient(opt)
 				record(n, rdb)
 				return rdb
 			}
-			opts.NewMemcacheClient = func(ring.Node) *memcache.Client {
+			opts.NewMemcacheClient = func(ring.Node, *memcache.Client) *memcache.Client {
 				t.Error("NewMemcacheClient called for a Redis client")
 				return nil
 			}
 		} else {
-			opts.NewMemcacheClient = func(n ring.Node) *memcache.Client {
-				mc := memcache.New(n.Addr)
+			opts.NewMemcacheClient = func(n ring.Node, mc *memcache.Client) *memcache.Client {
+				if mc.Timeout != 900*time.Millisecond || mc.MaxIdleConns != 7 {
+					t.Errorf("NewMemcacheClient(%s) got Timeout %v, MaxIdleConns %d; want the client's 900ms and 7", n.Name, mc.Timeout, mc.MaxIdleConns)
+				}
 				record(n, mc)
 				return mc
 			}
-			opts.NewRedisClient = func(ring.Node) *redis.Client {
+			opts.NewRedisClient = func(ring.Node, *redis.Options) *redis.Client {
 				t.Error("NewRedisClient called for a Memcached client")
 				return nil
 			}

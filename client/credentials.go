@@ -108,12 +108,6 @@ func (o *Options) credentials(n ring.Node) (Credentials, error) {
 	return c, nil
 }
 
-// secured reports whether o sets any credential, which the NewRedisClient
-// and NewMemcacheClient hooks would not apply.
-func (o *Options) secured() bool {
-	return o.Username != "" || o.Password != "" || o.DB != 0 || o.TLSConfig != nil || o.NodeCredentials != nil
-}
-
 // authErr marks err with ErrAuth or ErrNoPerm when it is a refusal of the
 // client's credentials or a TLS failure; other errors come back as they are.
 // It is called on failures only.

@@ -145,13 +145,13 @@ func TestNodeHealthProbe(t *testing.T) {
 		return <-reply
 	}
 	refused := &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}
-	h.observe(context.Background(), refused)
-	h.observe(context.Background(), ErrCacheMiss) // an answer: the run starts again
-	h.observe(context.Background(), refused)
+	h.observe(context.Background(), opGet, time.Time{}, refused)
+	h.observe(context.Background(), opGet, time.Time{}, ErrCacheMiss) // an answer: the run starts again
+	h.observe(context.Background(), opGet, time.Time{}, refused)
 	if h.isDown() {
 		t.Fatal("down after failures that were not in a row")
 	}
-	h.observe(context.Background(), refused)
+	h.observe(context.Background(), opGet, time.Time{}, refused)
 	if !h.isDown() || h.downs.Load() != 1 || h.failures.Load() != 3 {
 		t.Fatalf("after 2 failures in a row: down %v, downs %d, failures %d", h.isDown(), h.downs.Load(), h.failures.Load())
 	}
@@ -166,8 +166,8 @@ func TestNodeHealthProbe(t *testing.T) {
 	}
 
 	// Down again: a probe that never succeeds ends with close.
-	h.observe(nil, refused)
-	h.observe(nil, refused)
+	h.observe(nil, opGet, time.Time{}, refused)
+	h.observe(nil, opGet, time.Time{}, refused)
 	(<-pings) <- refused
 	done := make(chan struct{})
 	go func() { h.close(); close(done) }()

@@ -169,8 +169,8 @@ func TestDeleteDuringBackfill(t *testing.T) {
 						trapped, names = from[0].Addr, []string{"exists", "mget"}
 					}
 					opts.Backend = Redis
-					opts.NewRedisClient = func(n ring.Node) *redis.Client {
-						rdb := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1})
+					opts.NewRedisClient = func(n ring.Node, opt *redis.Options) *redis.Client {
+						rdb := redis.NewClient(opt)
 						if n.Addr == trapped {
 							rdb.AddHook(redisTrap{tr, names, key})
 						}

@@ -14,12 +14,15 @@ func (n mcNode) getItem(ctx context.Context, key string) (item, error) {
 	var it *memcache.Item
 	var err error
 	if ctx.Done() == nil { // call's fast path, without allocating the closure
-		if it, err = n.mc.Get(key); err != nil {
+		start := n.h.begin()
+		it, err = n.mc.Get(key)
+		n.h.observe(nil, opGet, start, err)
+		if err != nil {
 			return item{}, mcErr(err)
 		}
 		return mcItem(it), nil
 	}
-	if it, err = call(ctx, n.h, func() (*memcache.Item, error) { return n.mc.Get(key) }); err != nil {
+	if it, err = call(ctx, n.h, opGet, func() (*memcache.Item, error) { return n.mc.Get(key) }); err != nil {
 		return item{}, err
 	}
 	return mcItem(it), nil
@@ -46,7 +49,14 @@ func (n mcNode) store(ctx context.Context, op StoreOp, in item) error {
 	case StoreCAS:
 		fn = n.mc.CompareAndSwap
 	}
-	err := call0(ctx, n.h, func() error { return fn(it) })
+	kind := opOther
+	switch op {
+	case StoreSet:
+		kind = opSet
+	case StoreAdd:
+		kind = opAdd
+	}
+	err := call0(ctx, n.h, kind, func() error { return fn(it) })
 	if errors.Is(err, memcache.ErrCASConflict) {
 		return ErrCASConflict
 	}
@@ -54,7 +64,7 @@ func (n mcNode) store(ctx context.Context, op StoreOp, in item) error {
 }
 
 func (n mcNode) getAndTouch(ctx context.Context, key string, ttl time.Duration) (item, error) {
-	it, err := call(ctx, n.h, func() (*memcache.Item, error) { return n.mc.GetAndTouch(key, mcExpiration(ttl)) })
+	it, err := call(ctx, n.h, opGet, func() (*memcache.Item, error) { return n.mc.GetAndTouch(key, mcExpiration(ttl)) })
 	if err != nil {
 		return item{}, err
 	}
@@ -62,7 +72,7 @@ func (n mcNode) getAndTouch(ctx context.Context, key string, ttl time.Duration) 
 }
 
 func (n mcNode) incrDecr(ctx context.Context, key string, delta uint64, decr bool) (uint64, error) {
-	return call(ctx, n.h, func() (uint64, error) {
+	return call(ctx, n.h, opIncr, func() (uint64, error) {
 		if decr {
 			return n.mc.Decrement(key, delta)
 		}
@@ -71,7 +81,7 @@ func (n mcNode) incrDecr(ctx context.Context, key string, delta uint64, decr boo
 }
 
 func (n mcNode) deleteFound(ctx context.Context, key string) (bool, error) {
-	err := call0(ctx, n.h, func() error { return n.mc.Delete(key) })
+	err := call0(ctx, n.h, opDelete, func() error { return n.mc.Delete(key) })
 	if err == ErrCacheMiss {
 		return false, nil
 	}
@@ -79,9 +89,9 @@ func (n mcNode) deleteFound(ctx context.Context, key string) (bool, error) {
 }
 
 func (n mcNode) flush(ctx context.Context) error {
-	return call0(ctx, n.h, n.mc.FlushAll)
+	return call0(ctx, n.h, opOther, n.mc.FlushAll)
 }
 
 func (n mcNode) ping(ctx context.Context) error {
-	return call0(ctx, n.h, n.mc.Ping)
+	return call0(ctx, n.h, opPing, n.mc.Ping)
 }

@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -358,7 +360,7 @@ func (n redisNode) releaseLeases(ctx context.Context, lkeys []string, token stri
 // again if the lease was lost: Memcached cannot make a set conditional on
 // another key.
 func (n mcNode) storeLeased(ctx context.Context, items []item, lkeys []string, token string) ([]bool, error) {
-	return call(ctx, n.h, func() ([]bool, error) {
+	return call(ctx, n.h, opLease, func() ([]bool, error) {
 		stored := make([]bool, len(items))
 		for i, it := range items {
 			if err := n.mc.Set(&memcache.Item{Key: it.key, Value: it.value, Expiration: mcExpiration(it.ttl)}); err != nil {
@@ -386,7 +388,7 @@ func (n mcNode) storeLeased(ctx context.Context, items []item, lkeys []string, t
 // releaseLeases reads each lease and deletes it if it holds token: the text
 // protocol has no compare-and-delete.
 func (n mcNode) releaseLeases(ctx context.Context, lkeys []string, token string) error {
-	return call0(ctx, n.h, func() error {
+	return call0(ctx, n.h, opLease, func() error {
 		for _, lkey := range lkeys {
 			l, err := n.mc.Get(lkey)
 			if errors.Is(err, memcache.ErrCacheMiss) {
@@ -404,4 +406,19 @@ func (n mcNode) releaseLeases(ctx context.Context, lkeys []string, token string)
 		}
 		return nil
 	})
+}
+
+// isLeaseScript reports whether cmd, an EVALSHA or EVAL, runs one of the
+// lease scripts: for Stats, which counts them as "lease" calls.
+func isLeaseScript(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return false
+	}
+	s, _ := args[1].(string)
+	if cmd.Name() == "eval" { // the script itself, sent once a server lacks it
+		sum := sha1.Sum([]byte(s))
+		s = hex.EncodeToString(sum[:])
+	}
+	return s == storeLeasedScript.Hash() || s == releaseLeasesScript.Hash()
 }

@@ -59,16 +59,17 @@ func mcErr(err error) error {
 // client's own Timeout; a write may still land after the caller gave up.
 // A context that can never be done costs nothing.
 //
-// The outcome of fn goes to h even when the caller gave up first: it is the
-// node's, bounded by the node's own timeout.
-func call[T any](ctx context.Context, h *nodeHealth, fn func() (T, error)) (T, error) {
+// The outcome of fn, a call of kind o, goes to h even when the caller gave
+// up first: it is the node's, bounded by the node's own timeout.
+func call[T any](ctx context.Context, h *nodeHealth, o op, fn func() (T, error)) (T, error) {
 	var zero T
 	if err := ctx.Err(); err != nil {
 		return zero, err
 	}
 	if ctx.Done() == nil {
+		start := h.begin()
 		v, err := fn()
-		h.observe(nil, err)
+		h.observe(nil, o, start, err)
 		return v, mcErr(err)
 	}
 	type result struct {
@@ -77,8 +78,9 @@ func call[T any](ctx context.Context, h *nodeHealth, fn func() (T, error)) (T, e
 	}
 	ch := make(chan result, 1)
 	go func() {
+		start := h.begin()
 		v, err := fn()
-		h.observe(nil, err)
+		h.observe(nil, o, start, err)
 		ch <- result{v, err}
 	}()
 	select {
@@ -90,21 +92,22 @@ func call[T any](ctx context.Context, h *nodeHealth, fn func() (T, error)) (T, e
 }
 
 // call0 is call for functions that return only an error.
-func call0(ctx context.Context, h *nodeHealth, fn func() error) error {
-	_, err := call(ctx, h, func() (struct{}, error) { return struct{}{}, fn() })
+func call0(ctx context.Context, h *nodeHealth, o op, fn func() error) error {
+	_, err := call(ctx, h, o, func() (struct{}, error) { return struct{}{}, fn() })
 	return err
 }
 
 func (n mcNode) get(ctx context.Context, key string) ([]byte, error) {
 	if ctx.Done() == nil { // call's fast path, without allocating the closure
+		start := n.h.begin()
 		it, err := n.mc.Get(key)
-		n.h.observe(nil, err)
+		n.h.observe(nil, opGet, start, err)
 		if err != nil {
 			return nil, mcErr(err)
 		}
 		return it.Value, nil
 	}
-	it, err := call(ctx, n.h, func() (*memcache.Item, error) { return n.mc.Get(key) })
+	it, err := call(ctx, n.h, opGet, func() (*memcache.Item, error) { return n.mc.Get(key) })
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +125,13 @@ func (n mcNode) getMulti(ctx context.Context, keys []string, withTTL bool) ([]it
 			return items, err
 		}
 	}
-	found, err := call(ctx, n.h, func() (map[string]*memcache.Item, error) { return n.mc.GetMulti(keys) })
+	found, err := call(ctx, n.h, opGetMulti, func() (map[string]*memcache.Item, error) {
+		found, err := n.mc.GetMulti(keys)
+		if err == nil && n.h != nil {
+			n.h.stats.keys(opGetMulti, len(found), len(keys)-len(found))
+		}
+		return found, err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -140,17 +149,18 @@ func (n mcNode) getMulti(ctx context.Context, keys []string, withTTL bool) ([]it
 func (n mcNode) set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	it := &memcache.Item{Key: key, Value: value, Expiration: mcExpiration(ttl)}
 	if ctx.Done() == nil { // call's fast path, without allocating the closures
+		start := n.h.begin()
 		err := n.mc.Set(it)
-		n.h.observe(nil, err)
+		n.h.observe(nil, opSet, start, err)
 		return mcErr(err)
 	}
-	return call0(ctx, n.h, func() error { return n.mc.Set(it) })
+	return call0(ctx, n.h, opSet, func() error { return n.mc.Set(it) })
 }
 
 // setMulti sends the sets one after the other on one connection's worth of
 // calls: gomemcache has no pipelined set.
 func (n mcNode) setMulti(ctx context.Context, items []item) error {
-	return call0(ctx, n.h, func() error {
+	return call0(ctx, n.h, opSetMulti, func() error {
 		for _, it := range items {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -164,7 +174,7 @@ func (n mcNode) setMulti(ctx context.Context, items []item) error {
 }
 
 func (n mcNode) add(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	return call0(ctx, n.h, func() error {
+	return call0(ctx, n.h, opAdd, func() error {
 		return n.mc.Add(&memcache.Item{Key: key, Value: value, Expiration: mcExpiration(ttl)})
 	})
 }
@@ -176,7 +186,7 @@ func (n mcNode) addMulti(ctx context.Context, items []item) ([]bool, error) {
 }
 
 func (n mcNode) delete(ctx context.Context, key string) error {
-	err := call0(ctx, n.h, func() error { return n.mc.Delete(key) })
+	err := call0(ctx, n.h, opDelete, func() error { return n.mc.Delete(key) })
 	if err == ErrCacheMiss {
 		return nil
 	}
@@ -184,7 +194,7 @@ func (n mcNode) delete(ctx context.Context, key string) error {
 }
 
 func (n mcNode) deleteMulti(ctx context.Context, keys []string) error {
-	return call0(ctx, n.h, func() error {
+	return call0(ctx, n.h, opDeleteMulti, func() error {
 		for _, k := range keys {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -202,7 +212,7 @@ func (n mcNode) deleteMulti(ctx context.Context, keys []string) error {
 // unsigned: a decrement stops at 0, and a missing key decremented is created
 // at 0.
 func (n mcNode) incr(ctx context.Context, key string, delta int64) (int64, error) {
-	return call(ctx, n.h, func() (int64, error) {
+	return call(ctx, n.h, opIncr, func() (int64, error) {
 		for range 2 { // a second round when another client creates the key first
 			var v uint64
 			var err error
@@ -228,7 +238,7 @@ func (n mcNode) incr(ctx context.Context, key string, delta int64) (int64, error
 }
 
 func (n mcNode) touch(ctx context.Context, key string, ttl time.Duration) error {
-	return call0(ctx, n.h, func() error { return n.mc.Touch(key, mcExpiration(ttl)) })
+	return call0(ctx, n.h, opTouch, func() error { return n.mc.Touch(key, mcExpiration(ttl)) })
 }
 
 // Close closes the idle connections, then those of calls in flight, which

@@ -58,10 +58,12 @@ func newRawConns(o *Options, d *nodeDialer) *rawConns {
 // meta reports whether mg may be worth trying.
 func (p *rawConns) meta() bool { return p != nil && !p.noMeta.Load() }
 
-// do runs fn on a connection, bounded by ctx and by the pool's timeout. A
-// connection fn failed on is closed; the others go back to the pool.
-func (p *rawConns) do(ctx context.Context, fn func(rc *rawConn) error) (err error) {
-	defer func() { p.h.observe(ctx, err) }()
+// do runs fn, a call of kind o, on a connection, bounded by ctx and by the
+// pool's timeout. A connection fn failed on is closed; the others go back to
+// the pool.
+func (p *rawConns) do(ctx context.Context, o op, fn func(rc *rawConn) error) (err error) {
+	start := p.h.begin()
+	defer func() { p.h.observe(ctx, o, start, err) }()
 	rc, err := p.get(ctx)
 	if err != nil {
 		return err
@@ -153,7 +155,7 @@ func (rc *rawConn) line() ([]byte, error) {
 // the server does not know mg.
 func (p *rawConns) metaGet(ctx context.Context, keys []string) ([]item, error) {
 	items := make([]item, len(keys))
-	err := p.do(ctx, func(rc *rawConn) error {
+	err := p.do(ctx, opGetMulti, func(rc *rawConn) error {
 		for _, k := range keys {
 			rc.w.WriteString("mg ")
 			rc.w.WriteString(k)
@@ -172,6 +174,15 @@ func (p *rawConns) metaGet(ctx context.Context, keys []string) ([]item, error) {
 	})
 	if err == errNoMeta {
 		p.noMeta.Store(true)
+	}
+	if err == nil && p.h != nil {
+		found := 0
+		for _, it := range items {
+			if it.found {
+				found++
+			}
+		}
+		p.h.stats.keys(opGetMulti, found, len(items)-found)
 	}
 	return items, err
 }
@@ -336,7 +347,7 @@ func parseMetadump(l []byte) (listedKey, error) {
 // returns both what it stored and the first refusal.
 func (p *rawConns) addMulti(ctx context.Context, items []item) ([]bool, error) {
 	stored := make([]bool, len(items))
-	err := p.do(ctx, func(rc *rawConn) error {
+	err := p.do(ctx, opAddMulti, func(rc *rawConn) error {
 		var num []byte
 		for _, it := range items {
 			num = num[:0]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -311,8 +312,8 @@ func TestBackfillNeverOverwritesNewerValue(t *testing.T) {
 			newOwner := mustRing(t, to).Locate(key).Addr
 			writer := redis.NewClient(&redis.Options{Addr: newOwner})
 			defer writer.Close()
-			c := cl.client(t, Options{Nodes: from, NewRedisClient: func(n ring.Node) *redis.Client {
-				rdb := redis.NewClient(&redis.Options{Addr: n.Addr})
+			c := cl.client(t, Options{Nodes: from, NewRedisClient: func(n ring.Node, opt *redis.Options) *redis.Client {
+				rdb := redis.NewClient(opt)
 				if n.Addr == newOwner {
 					rdb.AddHook(raceHook{key: key, writer: writer})
 				}
@@ -633,15 +634,17 @@ func TestReshardUnderLoad(t *testing.T) {
 }
 
 // TestAsyncBackfill checks that asynchronous backfills are written by the
-// worker, and dropped and counted when the queue is full.
+// worker, and dropped and counted when the queue is full, which is logged
+// once.
 func TestAsyncBackfill(t *testing.T) {
 	cl := newCluster(t, "miniredis", 2)
 	release := make(chan struct{})
 	entered := make(chan struct{}, 16)
 	armed := new(atomic.Bool)
-	c := cl.client(t, Options{Nodes: cl.nodes(0), AsyncBackfill: true, BackfillQueue: 1,
-		NewRedisClient: func(n ring.Node) *redis.Client {
-			rdb := redis.NewClient(&redis.Options{Addr: n.Addr})
+	rec := &logRecorder{}
+	c := cl.client(t, Options{Nodes: cl.nodes(0), AsyncBackfill: true, BackfillQueue: 1, Logger: slog.New(rec),
+		NewRedisClient: func(n ring.Node, opt *redis.Options) *redis.Client {
+			rdb := redis.NewClient(opt)
 			rdb.AddHook(blockPipelines{armed, entered, release})
 			return rdb
 		}})
@@ -678,6 +681,9 @@ func TestAsyncBackfill(t *testing.T) {
 	}
 	if h := cl.holders(t, keys[0]); !slices.Contains(h, cl.addrs[1]) {
 		t.Fatalf("async backfill did not reach the new owner: %v", h)
+	}
+	if full := rec.find("backfill queue full"); len(full) != 1 || full[0].attrs["node"] != "n1" || full[0].attrs["addr"] != cl.addrs[1] {
+		t.Fatalf("queue full lines %+v; want one, for n1 at %s", full, cl.addrs[1])
 	}
 }
 

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -16,7 +17,8 @@ import (
 // Node health, the mechanism: each node's client carries a *nodeHealth. Every
 // call's outcome reaches it from one place per backend, whatever method made
 // the call: a go-redis hook on the node's client for Redis, and call (or the
-// fast paths beside it) in memcached.go for Memcached. state.conn hands out a
+// fast paths beside it) in memcached.go for Memcached. The same observe feeds
+// the breaker and the node's statistics (stats.go). state.conn hands out a
 // downNode instead of the client while the node is down, so no call site
 // checks anything; and one probe goroutine per down node marks it up again.
 
@@ -38,6 +40,9 @@ type nodeHealth struct {
 	failures, downs, dropped, missed atomic.Int64
 	since                            atomic.Int64 // Unix ns when marked down; 0 while up
 
+	stats *nodeStats   // nil: Options.DisableStats
+	log   *slog.Logger // Options.Logger: down and up
+
 	ctx    context.Context // cancelled by close, which ends a probe in flight
 	cancel context.CancelFunc
 	mu     sync.Mutex
@@ -53,32 +58,65 @@ func newNodeHealth(n ring.Node, o *Options) *nodeHealth {
 		timeout: o.DialTimeout + max(o.ReadTimeout, o.WriteTimeout),
 	}
 	h.threshold = int32(min(o.FailureThreshold, 1<<30))
+	if !o.DisableStats {
+		h.stats = &nodeStats{}
+	}
+	h.log = o.Logger
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
 }
 
-// observe records the outcome of one call made under ctx (nil: no context).
-// A nil h, a node client made outside dial, records nothing.
-func (h *nodeHealth) observe(ctx context.Context, err error) {
-	if h == nil || !h.enabled {
+// begin returns the start of a call, to give observe; zero when its time is
+// not counted.
+func (h *nodeHealth) begin() time.Time {
+	if h == nil {
+		return time.Time{}
+	}
+	return h.stats.begin()
+}
+
+// observe records the outcome of one call of kind o made under ctx (nil: no
+// context), which began at start: in the node's statistics, and in its
+// breaker. A nil h, a node client made outside dial, records nothing.
+func (h *nodeHealth) observe(ctx context.Context, o op, start time.Time, err error) {
+	if h == nil {
+		return
+	}
+	h.stats.record(o, start, err)
+	if !h.enabled {
 		return
 	}
 	switch classify(ctx, err) {
 	case answered:
 		if h.success() {
-			h.since.Store(0)
+			h.markedUp()
 		}
 	case unreachable:
 		h.failures.Add(1)
 		if h.failure() {
 			h.since.Store(time.Now().UnixNano())
 			h.downs.Add(1)
+			h.log.Warn("shardcache: node down", h.attrs(slog.Int("threshold", int(h.threshold)), slog.Any("cause", err))...)
 			if h.flush != nil {
 				h.flush()
 			}
 			h.startProbe()
 		}
 	}
+}
+
+// markedUp records that the breaker has just marked the node up again.
+func (h *nodeHealth) markedUp() {
+	down := time.Duration(0)
+	if ns := h.since.Swap(0); ns != 0 {
+		down = time.Since(time.Unix(0, ns))
+	}
+	h.log.Info("shardcache: node up", h.attrs(slog.Duration("down_for", down))...)
+}
+
+// attrs are the node's attributes for a log line, then more.
+func (h *nodeHealth) attrs(more ...any) []any {
+	return append([]any{slog.String("node", h.node.Name), slog.String("addr", h.node.Addr)}, more...)
 }
 
 // startProbe starts the probe goroutine unless one runs or h is closed.
@@ -111,7 +149,7 @@ func (h *nodeHealth) probeLoop() {
 			err := h.ping(ctx)
 			cancel()
 			if classify(nil, err) == answered && h.success() {
-				h.since.Store(0)
+				h.markedUp()
 			}
 		}
 		if !h.isDown() && h.stopProbe() {
@@ -149,16 +187,26 @@ func (healthHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (k healthHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		start := k.h.begin()
 		err := next(ctx, cmd)
-		k.h.observe(ctx, err)
+		o := redisOp(cmd)
+		k.h.observe(ctx, o, start, err)
+		if err == nil {
+			redisKeys(k.h.stats, o, cmd)
+		}
 		return err
 	}
 }
 
 func (k healthHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		start := k.h.begin()
 		err := next(ctx, cmds)
-		k.h.observe(ctx, err)
+		o := redisPipelineOp(cmds)
+		k.h.observe(ctx, o, start, err)
+		if err == nil || err == redis.Nil {
+			redisKeys(k.h.stats, o, cmds...)
+		}
 		return err
 	}
 }
@@ -194,20 +242,30 @@ func healthOf(nd node) *nodeHealth {
 }
 
 // downNode stands for a node held down: every call fails at once with
-// ErrNodeDown, which callers wrap in a *NodeError as any node failure.
-type downNode struct{}
+// ErrNodeDown, which callers wrap in a *NodeError as any node failure, and
+// is counted in the node's statistics (without a latency: it never reached
+// the network).
+type downNode struct{ h *nodeHealth }
 
-func (downNode) get(context.Context, string) ([]byte, error)              { return nil, ErrNodeDown }
-func (downNode) getMulti(context.Context, []string, bool) ([]item, error) { return nil, ErrNodeDown }
-func (downNode) set(context.Context, string, []byte, time.Duration) error { return ErrNodeDown }
-func (downNode) setMulti(context.Context, []item) error                   { return ErrNodeDown }
-func (downNode) add(context.Context, string, []byte, time.Duration) error { return ErrNodeDown }
-func (downNode) addMulti(context.Context, []item) ([]bool, error)         { return nil, ErrNodeDown }
-func (downNode) delete(context.Context, string) error                     { return ErrNodeDown }
-func (downNode) deleteMulti(context.Context, []string) error              { return ErrNodeDown }
-func (downNode) incr(context.Context, string, int64) (int64, error)       { return 0, ErrNodeDown }
-func (downNode) touch(context.Context, string, time.Duration) error       { return ErrNodeDown }
-func (downNode) Close() error                                             { return nil }
+// fail counts a call of kind o and returns ErrNodeDown.
+func (d downNode) fail(o op) error {
+	d.h.stats.record(o, time.Time{}, ErrNodeDown)
+	return ErrNodeDown
+}
+
+func (d downNode) get(context.Context, string) ([]byte, error) { return nil, d.fail(opGet) }
+func (d downNode) getMulti(context.Context, []string, bool) ([]item, error) {
+	return nil, d.fail(opGetMulti)
+}
+func (d downNode) set(context.Context, string, []byte, time.Duration) error { return d.fail(opSet) }
+func (d downNode) setMulti(context.Context, []item) error                   { return d.fail(opSetMulti) }
+func (d downNode) add(context.Context, string, []byte, time.Duration) error { return d.fail(opAdd) }
+func (d downNode) addMulti(context.Context, []item) ([]bool, error)         { return nil, d.fail(opAddMulti) }
+func (d downNode) delete(context.Context, string) error                     { return d.fail(opDelete) }
+func (d downNode) deleteMulti(context.Context, []string) error              { return d.fail(opDeleteMulti) }
+func (d downNode) incr(context.Context, string, int64) (int64, error)       { return 0, d.fail(opIncr) }
+func (d downNode) touch(context.Context, string, time.Duration) error       { return d.fail(opTouch) }
+func (downNode) Close() error                                               { return nil }
 
 // downNode has each capability a node client has beyond node, failing at
 // once too, so that code asserting one sees a node down rather than none.
@@ -235,10 +293,10 @@ func (downNode) restore(context.Context, []item) ([]bool, error)             { r
 func (downNode) exists(context.Context, []string) ([]bool, error)            { return nil, ErrNodeDown }
 func (downNode) size(context.Context) (int64, error)                         { return 0, ErrNodeDown }
 
-func (downNode) storeLeased(context.Context, []item, []string, string) ([]bool, error) {
-	return nil, ErrNodeDown
+func (d downNode) storeLeased(context.Context, []item, []string, string) ([]bool, error) {
+	return nil, d.fail(opLease)
 }
-func (downNode) releaseLeases(context.Context, []string, string) error { return ErrNodeDown }
+func (d downNode) releaseLeases(context.Context, []string, string) error { return d.fail(opLease) }
 
 // NodeHealth is one node's health as the client sees it.
 type NodeHealth struct {

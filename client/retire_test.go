@@ -61,8 +61,8 @@ func TestWindowEndGrace(t *testing.T) {
 			}
 			hold := holdDeletes{trap: &trap{}, key: k, entered: make(chan struct{}), release: make(chan struct{})}
 			clock := newFakeClock()
-			c := cl.client(t, Options{Nodes: from, Now: clock.Now, NewRedisClient: func(n ring.Node) *redis.Client {
-				rdb := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1})
+			c := cl.client(t, Options{Nodes: from, Now: clock.Now, NewRedisClient: func(n ring.Node, opt *redis.Options) *redis.Client {
+				rdb := redis.NewClient(opt)
 				if n.Addr == cl.addrs[1] {
 					rdb.AddHook(hold)
 				}

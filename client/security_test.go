@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shardcache/shardcache/internal/testserver"
@@ -117,6 +118,20 @@ func TestSecureRedisPassword(t *testing.T) {
 		t.Errorf("go-redis options: DialTimeout %v ReadTimeout %v DialerRetries %d MaxRetries %d ContextTimeoutEnabled %t",
 			o.DialTimeout, o.ReadTimeout, o.DialerRetries, o.MaxRetries, o.ContextTimeoutEnabled)
 	}
+	// A NewRedisClient hook gets the same options, the password included.
+	hooked := 0
+	withHook := secureClient(t, Options{Nodes: nodes, Password: testPassword,
+		NewRedisClient: func(n ring.Node, opt *redis.Options) *redis.Client {
+			hooked++
+			if opt.Password != testPassword || opt.Dialer == nil || opt.MaxRetries != -1 {
+				t.Errorf("NewRedisClient(%s): Password %q, Dialer %v, MaxRetries %d; want the client's", n.Name, opt.Password, opt.Dialer != nil, opt.MaxRetries)
+			}
+			return redis.NewClient(opt)
+		}})
+	roundTrip(t, withHook, "pwhook")
+	if hooked != len(nodes) {
+		t.Errorf("NewRedisClient called %d times; want once per node", hooked)
+	}
 	mustFailAuth(t, secureClient(t, Options{Nodes: nodes, Password: testPassword + "x"}), "pw:1", "WRONGPASS")
 	mustFailAuth(t, secureClient(t, Options{Nodes: nodes}), "pw:1", "NOAUTH")
 
@@ -211,6 +226,16 @@ func TestSecureMemcachedAuth(t *testing.T) {
 	if n, err := conn.Read(buf); err != nil || !strings.HasPrefix(string(buf[:n]), "VERSION ") {
 		t.Fatalf("version on a raw connection: %q, %v", buf[:n], err)
 	}
+
+	// A NewMemcacheClient hook gets the client's dialer: TLS and the login.
+	hooked := opts
+	hooked.NewMemcacheClient = func(n ring.Node, mc *memcache.Client) *memcache.Client {
+		if mc.DialContext == nil {
+			t.Errorf("NewMemcacheClient(%s) got no DialContext", n.Name)
+		}
+		return mc
+	}
+	roundTrip(t, secureClient(t, hooked), "mchook")
 
 	wrong := opts
 	wrong.Password = "wrong"
@@ -353,7 +378,6 @@ func TestSecureBadOptions(t *testing.T) {
 		"memcached no user":     {Backend: Memcached, Nodes: nodes, Password: testMCSecret},
 		"memcached no password": {Backend: Memcached, Nodes: nodes, Username: "app"},
 		"negative DB":           {Nodes: nodes, DB: -1},
-		"hook and password":     {Nodes: nodes, Password: testPassword, NewRedisClient: func(ring.Node) *redis.Client { return nil }},
 		"per-node DB": {Nodes: nodes, NodeCredentials: func(_ ring.Node, c Credentials) Credentials {
 			c.DB = -2
 			return c

@@ -64,7 +64,7 @@ func (n mcNode) exists(ctx context.Context, keys []string) ([]bool, error) {
 // size is the node's curr_items.
 func (n mcNode) size(ctx context.Context) (int64, error) {
 	var items int64
-	err := n.raw.do(ctx, func(rc *rawConn) error {
+	err := n.raw.do(ctx, opSweep, func(rc *rawConn) error {
 		rc.w.WriteString("stats\r\n")
 		if err := rc.w.Flush(); err != nil {
 			return err

@@ -566,8 +566,8 @@ func TestSweepPartialRestore(t *testing.T) {
 	cl := newCluster(t, "redis-server", 8)
 	hits := new(atomic.Int64)
 	clock, from, to := newFakeClock(), cl.nodes(0, 1, 2, 3, 4, 5, 6, 7), cl.nodes(0, 1, 2, 3, 4, 5)
-	c := cl.client(t, Options{Nodes: from, Now: clock.Now, NewRedisClient: func(n ring.Node) *redis.Client {
-		rdb := redis.NewClient(&redis.Options{Addr: n.Addr})
+	c := cl.client(t, Options{Nodes: from, Now: clock.Now, NewRedisClient: func(n ring.Node, opt *redis.Options) *redis.Client {
+		rdb := redis.NewClient(opt)
 		rdb.AddHook(corruptRestore{hits})
 		return rdb
 	}})

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -180,14 +181,9 @@ type Counters struct {
 	SweepFailed         atomic.Int64 // moved keys a sweep could not copy: a read or a write failed
 }
 
-// Status is a snapshot of a migration, as the client reports it.
-type Status struct {
-	Active     bool      // inside the window: reads fall back, writes go to both
-	Start, End time.Time // the window; zero when there never was a migration
-	OldNodes   []ring.Node
-	NewNodes   []ring.Node
-	Moved      float64 // exact fraction of keys whose owner changes; NaN if unknown
-
+// Snapshot is the value of Counters at one instant: the one list of the
+// migration counters, which Status and the client's Stats embed.
+type Snapshot struct {
 	NewHits, FallbackHits, FallbackMisses, FallbackErrors int64
 	Backfills, BackfillsSkipped, BackfillsRevoked         int64
 	BackfillsDropped                                      int64
@@ -197,12 +193,10 @@ type Status struct {
 	SweepGone, SweepFailed                                            int64
 }
 
-// Status returns a snapshot of m at time now.
-func (m *Migration) Status(now time.Time) Status {
-	c := m.Counters
-	return Status{
-		Active: m.Active(now), Start: m.start, End: m.end,
-		OldNodes: m.old.Nodes(), NewNodes: m.new.Nodes(), Moved: m.moved,
+// Snapshot reads every counter. The counters are read one after the other,
+// so a snapshot taken under traffic may be a moment apart between fields.
+func (c *Counters) Snapshot() Snapshot {
+	return Snapshot{
 		NewHits: c.NewHits.Load(), FallbackHits: c.FallbackHits.Load(),
 		FallbackMisses: c.FallbackMisses.Load(), FallbackErrors: c.FallbackErrors.Load(),
 		Backfills: c.Backfills.Load(), BackfillsSkipped: c.BackfillsSkipped.Load(),
@@ -212,5 +206,37 @@ func (m *Migration) Status(now time.Time) Status {
 		SweepScanned: c.SweepScanned.Load(), SweepCopied: c.SweepCopied.Load(),
 		SweepSkippedNewer: c.SweepSkippedNewer.Load(), SweepSkippedUnmoved: c.SweepSkippedUnmoved.Load(),
 		SweepGone: c.SweepGone.Load(), SweepFailed: c.SweepFailed.Load(),
+	}
+}
+
+// Add returns the sum of s and t, field by field: every counter, so that a
+// counter added to Snapshot is summed without a second list.
+func (s Snapshot) Add(t Snapshot) Snapshot {
+	sum := s
+	v, w := reflect.ValueOf(&sum).Elem(), reflect.ValueOf(t)
+	for i := range v.NumField() {
+		v.Field(i).SetInt(v.Field(i).Int() + w.Field(i).Int())
+	}
+	return sum
+}
+
+// Status is a snapshot of a migration, as the client reports it: its window,
+// its placements and its counters.
+type Status struct {
+	Active     bool      // inside the window: reads fall back, writes go to both
+	Start, End time.Time // the window; zero when there never was a migration
+	OldNodes   []ring.Node
+	NewNodes   []ring.Node
+	Moved      float64 // exact fraction of keys whose owner changes; NaN if unknown
+
+	Snapshot // the counters
+}
+
+// Status returns a snapshot of m at time now.
+func (m *Migration) Status(now time.Time) Status {
+	return Status{
+		Active: m.Active(now), Start: m.start, End: m.end,
+		OldNodes: m.old.Nodes(), NewNodes: m.new.Nodes(), Moved: m.moved,
+		Snapshot: m.Counters.Snapshot(),
 	}
 }

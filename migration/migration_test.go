@@ -200,3 +200,16 @@ func TestMovedFromForeignPlacements(t *testing.T) {
 		t.Error("Moved from Rendezvous should be NaN: only a sample could tell")
 	}
 }
+
+// TestSnapshotAdd checks that Add sums every counter.
+func TestSnapshotAdd(t *testing.T) {
+	var c Counters
+	c.FallbackHits.Add(2)
+	c.SweepCopied.Add(3)
+	c.DualDeletes.Add(1)
+	s := c.Snapshot()
+	sum := s.Add(s)
+	if sum.FallbackHits != 4 || sum.SweepCopied != 6 || sum.DualDeletes != 2 || sum.NewHits != 0 {
+		t.Fatalf("%+v + itself = %+v", s, sum)
+	}
+}

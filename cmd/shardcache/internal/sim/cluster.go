@@ -23,7 +23,7 @@ type cluster struct {
 	close    func()
 	// redis, when set, makes the client's go-redis clients (embedded
 	// servers: see pipeDialer).
-	redis func(ring.Node) *redis.Client
+	redis func(ring.Node, *redis.Options) *redis.Client
 }
 
 // clock is a mode's time: what the client reads, and how a step ends.
@@ -86,14 +86,9 @@ func embeddedCluster(cfg *Config) (*cluster, error) {
 	return &cluster{
 		from: at(cfg.From, addr), to: at(cfg.To, addr),
 		clock: clk, close: clk.close,
-		redis: func(n ring.Node) *redis.Client {
-			return redis.NewClient(&redis.Options{
-				Addr:   n.Addr,
-				Dialer: pipeDialer(servers[n.Addr]),
-				// As the client's defaults (client.Options).
-				DialTimeout: 500 * time.Millisecond, ReadTimeout: 500 * time.Millisecond,
-				WriteTimeout: 500 * time.Millisecond, ContextTimeoutEnabled: true,
-			})
+		redis: func(n ring.Node, opt *redis.Options) *redis.Client {
+			opt.Dialer = pipeDialer(servers[n.Addr]) // the client's options, dialed through a pipe
+			return redis.NewClient(opt)
 		},
 	}, nil
 }

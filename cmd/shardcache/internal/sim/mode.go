@@ -116,7 +116,8 @@ func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *clust
 	reqs := make([]request, cfg.Requests)
 	buckets := make([][]request, cfg.Workers)
 	stream := w.stream()
-	var fallbackHits, cacheErrors int64
+	stats := &statsReader{}
+	stats.step(c.Stats()) // from here on: the prefill is no read
 	cl.clock.begin()
 	for i := range cfg.Steps {
 		if i == cfg.ReshardAt {
@@ -133,10 +134,9 @@ func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *clust
 			buckets[b] = append(buckets[b], r)
 		}
 		st := m.step(ctx, buckets)
-		fh := c.Migration().FallbackHits
-		st.FallbackHits, fallbackHits = fh-fallbackHits, fh
-		ce := c.LoadStats().CacheErrors // reads that failed, and loaded all the same
-		st.Errors, cacheErrors = st.Errors+ce-cacheErrors, ce
+		counted := stats.step(c.Stats())
+		st.Reads, st.Hits, st.FallbackHits = counted.reads, counted.hits, counted.fallbackHits
+		st.Errors += counted.cacheErrors
 		res.Steps[i] = st
 		late, err := cl.clock.advance(ctx, i)
 		if err != nil {
@@ -147,7 +147,7 @@ func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *clust
 		}
 		progress()
 	}
-	res.Backfills = c.Migration().Backfills
+	res.Backfills = c.Stats().MigrationTotals.Backfills
 	res.summarize(cfg.ReshardAt)
 	return res, nil
 }
@@ -215,12 +215,11 @@ func (m *modeRun) do(ctx context.Context, r request, st *Step) {
 		m.set(ctx, r, st)
 		return
 	}
-	st.Reads++
 	loaded := false
 	v, err := m.c.GetOrLoad(ctx, key, m.w.ttl(r.key), func(context.Context) ([]byte, error) {
 		loaded = true
 		return strconv.AppendUint(nil, uint64(m.db.version[r.key]), 10), nil
-	})
+	}) // reads and hits are counted in the client's Stats: see stats.go
 	switch {
 	case errors.Is(err, client.ErrLoadThrottled):
 		st.Throttled++
@@ -229,7 +228,6 @@ func (m *modeRun) do(ctx context.Context, r request, st *Step) {
 	case loaded:
 		st.Loads++
 	default:
-		st.Hits++
 		if ver, perr := strconv.ParseUint(string(v), 10, 32); perr != nil || uint32(ver) < m.db.version[r.key] {
 			st.Stale++
 		}

@@ -78,6 +78,18 @@ func TestRunRanks(t *testing.T) {
 	if got := modn.Total.Reads + modn.Total.Writes; got != int64(40*500) {
 		t.Errorf("%d requests, want %d", got, 40*500)
 	}
+	// Reads and hits come from the client's Stats, loads from the
+	// simulation's loader: every read the cache missed loads once, or is
+	// throttled, or failed (a timeout of the embedded servers on a loaded
+	// machine: the errors also count failed writes).
+	for _, r := range res.Modes {
+		for i, s := range r.Steps {
+			if missed := s.Reads - s.Hits; missed != s.Loads+s.Throttled && (s.Errors == 0 || missed > s.Loads+s.Throttled+s.Errors) {
+				t.Fatalf("%v step %d: %d reads, %d hits from Stats, but %d loads, %d throttled, %d errors",
+					r.Mode, i, s.Reads, s.Hits, s.Loads, s.Throttled, s.Errors)
+			}
+		}
+	}
 }
 
 // TestRunDeterministic checks that a run depends on its seed only, not on

@@ -1,0 +1,484 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shardcache/shardcache/migration"
+	"github.com/shardcache/shardcache/ring"
+)
+
+// Per-node statistics. Every call to a node reaches its *nodeHealth from one
+// place per backend (probe.go: the go-redis hook, and memcached.go's call),
+// which feeds both the breaker and the counters here: one atomic add per
+// counter, no lock, no allocation. Client.Stats reads them.
+
+// Stats is what the client has done since New: per node, and for its
+// migrations.
+type Stats struct {
+	// Nodes are the nodes the client routes to, sorted by name: those of the
+	// current placement and, during a migration, those of the old one. A
+	// node that leaves both is no longer listed. A node's counts live as
+	// long as its connection pool: one that comes back once its pool was
+	// closed starts from zero.
+	Nodes []NodeStats
+	// Migration is the latest migration, as Client.Migration returns it.
+	Migration migration.Status
+	// Migrations counts the migrations this client started (Reshard, or
+	// Options.MigrateFrom), and MigrationTotals adds up the counters of all
+	// of them: unlike Migration's, they never go back to zero.
+	Migrations      int64
+	MigrationTotals migration.Snapshot
+	// Loads is what GetOrLoad and GetMultiOrLoad did, as LoadStats returns
+	// it: their hits and misses are those the application saw, where a
+	// node's "get" counts include the second read a load makes.
+	Loads LoadStats
+}
+
+// NodeStats is one node's statistics.
+type NodeStats struct {
+	Node ring.Node
+	// Up is false while the node is held down (Options.FailureThreshold).
+	Up bool
+	// Current and Old say which placements list the node: the current one,
+	// the one a migration moves keys from, or both.
+	Current, Old bool
+	// Ops has one entry per kind of call the node received, in the order of
+	// the Op names below, calls that failed at once because the node was
+	// down included.
+	Ops []OpStats
+}
+
+// OpStats counts one kind of call to one node.
+type OpStats struct {
+	// Op is the call: "get", "get_multi", "set", "set_multi", "add",
+	// "add_multi", "delete", "delete_multi", "incr", "touch", "lease" (a
+	// GetOrLoad lease's store or release; taking one is an "add"), "exists"
+	// (Redis EXISTS: a copy's confirmation, a sweep's check), "sweep"
+	// (Client.Sweep's listing, dumps and restores), "ping" (a
+	// probe), or "other" (a command sent through Client.Redis that is none
+	// of these; commands go-redis sends to set a connection up are not
+	// counted). It names the round trip to the node: a Get that falls back
+	// during a migration is a "get" on the new owner and a "get_multi" of
+	// one key (with its TTL) on the old one.
+	Op string
+	// OK counts the calls the node answered, Errors those that failed.
+	OK     int64
+	Errors Errors
+	// Hits and Misses count the keys that reads ("get", "get_multi") found
+	// and did not find: for "get", one per answered call.
+	Hits, Misses int64
+	// Latency is the time of the calls that reached the network, answered or
+	// not.
+	Latency Histogram
+}
+
+// Calls returns every call counted: OK + Errors.Total().
+func (s OpStats) Calls() int64 { return s.OK + s.Errors.Total() }
+
+// Errors counts failed calls by cause.
+type Errors struct {
+	Timeout int64 // a dial, read or write timed out, or the context's deadline passed
+	Refused int64 // the connection was refused
+	Down    int64 // failed at once: the node was held down (ErrNodeDown)
+	Other   int64 // anything else: a reset, an error reply, a cancelled context...
+}
+
+// Total returns the sum of the counts.
+func (e Errors) Total() int64 { return e.Timeout + e.Refused + e.Down + e.Other }
+
+// Histogram is a latency distribution: Counts[i] calls took at most
+// Bounds[i] (and more than Bounds[i-1]), and the last count, one more than
+// Bounds, those above every bound.
+type Histogram struct {
+	Bounds []time.Duration
+	Counts []int64
+	Sum    time.Duration
+}
+
+// Count returns the number of calls in h.
+func (h Histogram) Count() int64 {
+	var n int64
+	for _, c := range h.Counts {
+		n += c
+	}
+	return n
+}
+
+// Quantile returns the upper bound of the bucket that holds quantile q (0 to
+// 1) of the calls, as Prometheus would estimate it at best; 0 for an empty
+// histogram, and the largest bound when q falls above it.
+func (h Histogram) Quantile(q float64) time.Duration {
+	n := h.Count()
+	if n == 0 {
+		return 0
+	}
+	rank := int64(q * float64(n))
+	var seen int64
+	for i, c := range h.Counts {
+		seen += c
+		if seen > rank || seen == n {
+			return h.Bounds[min(i, len(h.Bounds)-1)]
+		}
+	}
+	return h.Bounds[len(h.Bounds)-1]
+}
+
+// Hits returns the keys found on the node by every kind of read.
+func (s NodeStats) Hits() int64 {
+	var n int64
+	for _, o := range s.Ops {
+		n += o.Hits
+	}
+	return n
+}
+
+// Misses returns the keys not found on the node by every kind of read.
+func (s NodeStats) Misses() int64 {
+	var n int64
+	for _, o := range s.Ops {
+		n += o.Misses
+	}
+	return n
+}
+
+// Calls returns every call to the node.
+func (s NodeStats) Calls() int64 {
+	var n int64
+	for _, o := range s.Ops {
+		n += o.Calls()
+	}
+	return n
+}
+
+// Errors returns the node's failed calls of every kind, by cause.
+func (s NodeStats) Errors() Errors {
+	var e Errors
+	for _, o := range s.Ops {
+		e.Timeout += o.Errors.Timeout
+		e.Refused += o.Errors.Refused
+		e.Down += o.Errors.Down
+		e.Other += o.Errors.Other
+	}
+	return e
+}
+
+// Op returns the counts of calls named op, zero if there were none.
+func (s NodeStats) Op(op string) OpStats {
+	for _, o := range s.Ops {
+		if o.Op == op {
+			return o
+		}
+	}
+	return OpStats{Op: op}
+}
+
+// latencyBounds are the histograms' bucket bounds: from a loopback round
+// trip to the longest default timeout.
+var latencyBounds = [...]time.Duration{
+	25 * time.Microsecond, 50 * time.Microsecond, 100 * time.Microsecond, 250 * time.Microsecond,
+	500 * time.Microsecond, time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond,
+	10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond,
+	250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2500 * time.Millisecond, 5 * time.Second,
+}
+
+// LatencyBounds returns the bucket bounds of every latency Histogram.
+func LatencyBounds() []time.Duration { return slices.Clone(latencyBounds[:]) }
+
+// op is a kind of call to a node.
+type op uint8
+
+const (
+	opGet op = iota
+	opGetMulti
+	opSet
+	opSetMulti
+	opAdd
+	opAddMulti
+	opDelete
+	opDeleteMulti
+	opIncr
+	opTouch
+	opLease
+	opExists
+	opSweep
+	opPing
+	opOther
+	numOps
+	// opSetup is a command go-redis sends on each new connection (HELLO,
+	// AUTH, SELECT, CLIENT SETINFO): the breaker sees it, Stats does not.
+	opSetup = numOps
+)
+
+var opNames = [numOps]string{"get", "get_multi", "set", "set_multi", "add", "add_multi",
+	"delete", "delete_multi", "incr", "touch", "lease", "exists", "sweep", "ping", "other"}
+
+// errKind is a cause of failure, as Errors counts them.
+type errKind uint8
+
+const (
+	errNone errKind = iota
+	errTimeout
+	errRefused
+	errDown
+	errOther
+)
+
+// kindOf says how Errors counts err, the result of one call: a miss or a key
+// not stored is no error.
+func kindOf(err error) errKind {
+	switch {
+	case err == nil, err == redis.Nil, err == memcache.ErrCacheMiss, err == memcache.ErrNotStored,
+		err == ErrCacheMiss, err == ErrNotStored:
+		return errNone
+	case err == ErrNodeDown:
+		return errDown
+	}
+	var ne net.Error
+	var cte *memcache.ConnectTimeoutError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &cte), errors.As(err, &ne) && ne.Timeout():
+		return errTimeout
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return errRefused
+	}
+	return errOther
+}
+
+// opCounters are the counters of one kind of call to one node.
+type opCounters struct {
+	ok, hits, misses atomic.Int64
+	errs             [errOther + 1]atomic.Int64 // by errKind; errNone unused
+	latency          [len(latencyBounds) + 1]atomic.Int64
+	latencySum       atomic.Int64 // ns
+}
+
+// nodeStats are the counters of one node, by kind of call. A nil
+// *nodeStats (Options.DisableStats) counts nothing.
+type nodeStats struct {
+	ops [numOps]opCounters
+}
+
+// begin returns the start of a call, zero when nothing is counted.
+func (s *nodeStats) begin() time.Time {
+	if s == nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+// record counts one call of kind o that began at start and ended with err.
+// A "get" also counts its key as a hit or a miss; multi-key reads count
+// theirs with keys.
+func (s *nodeStats) record(o op, start time.Time, err error) {
+	if s == nil || o == opSetup {
+		return
+	}
+	c := &s.ops[o]
+	if k := kindOf(err); k != errNone {
+		c.errs[k].Add(1)
+	} else {
+		c.ok.Add(1)
+		if o == opGet {
+			if err == nil {
+				c.hits.Add(1)
+			} else {
+				c.misses.Add(1)
+			}
+		}
+	}
+	if start.IsZero() {
+		return
+	}
+	d := time.Since(start)
+	c.latency[latencyBucket(d)].Add(1)
+	c.latencySum.Add(int64(d))
+}
+
+// latencyBucket returns the index of the histogram bucket of d: the first
+// bound d does not exceed, or len(latencyBounds) above them all.
+func latencyBucket(d time.Duration) int {
+	i := 0
+	for i < len(latencyBounds) && d > latencyBounds[i] {
+		i++
+	}
+	return i
+}
+
+// keys counts the keys a multi-key read of kind o found and missed.
+func (s *nodeStats) keys(o op, hits, misses int) {
+	if s == nil {
+		return
+	}
+	c := &s.ops[o]
+	c.hits.Add(int64(hits))
+	c.misses.Add(int64(misses))
+}
+
+// snapshot returns the counts of every kind of call made so far.
+func (s *nodeStats) snapshot() []OpStats {
+	if s == nil {
+		return nil
+	}
+	var out []OpStats
+	for o := range numOps {
+		c := &s.ops[o]
+		st := OpStats{
+			Op: opNames[o], OK: c.ok.Load(), Hits: c.hits.Load(), Misses: c.misses.Load(),
+			Errors: Errors{Timeout: c.errs[errTimeout].Load(), Refused: c.errs[errRefused].Load(),
+				Down: c.errs[errDown].Load(), Other: c.errs[errOther].Load()},
+			Latency: Histogram{Bounds: LatencyBounds(), Counts: make([]int64, len(c.latency)),
+				Sum: time.Duration(c.latencySum.Load())},
+		}
+		for i := range c.latency {
+			st.Latency.Counts[i] = c.latency[i].Load()
+		}
+		if st.Calls() > 0 || st.Hits+st.Misses > 0 {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// redisOp names a go-redis command as a kind of call: the commands
+// redisNode sends, then "ping" and "other".
+func redisOp(cmd redis.Cmder) op {
+	switch cmd.Name() {
+	case "get":
+		return opGet
+	case "mget":
+		return opGetMulti
+	case "set":
+		if _, nx := cmd.(*redis.BoolCmd); nx { // SetNX: SET ... NX
+			return opAdd
+		}
+		return opSet
+	case "del":
+		if len(cmd.Args()) > 2 {
+			return opDeleteMulti
+		}
+		return opDelete
+	case "incrby":
+		return opIncr
+	case "pexpire", "persist":
+		return opTouch
+	case "evalsha", "eval":
+		if isLeaseScript(cmd) {
+			return opLease
+		}
+	case "exists":
+		return opExists
+	case "scan", "dump", "restore", "dbsize", "pttl":
+		return opSweep
+	case "ping":
+		return opPing
+	case "hello", "auth", "select", "client", "readonly":
+		return opSetup
+	}
+	return opOther
+}
+
+// redisPipelineOp names a pipeline by its first command: redisNode's
+// pipelines are GET+PTTL per key (get_multi), SET or SET NX per key
+// (set_multi, add_multi), and PERSIST+EXISTS (touch).
+func redisPipelineOp(cmds []redis.Cmder) op {
+	if len(cmds) == 0 {
+		return opOther
+	}
+	switch o := redisOp(cmds[0]); o {
+	case opGet:
+		return opGetMulti
+	case opSet:
+		return opSetMulti
+	case opAdd:
+		return opAddMulti
+	case opTouch, opExists, opSweep, opSetup:
+		return o
+	}
+	return opOther
+}
+
+// redisKeys counts the keys a read command or pipeline found and missed.
+func redisKeys(s *nodeStats, o op, cmds ...redis.Cmder) {
+	if s == nil || o != opGetMulti {
+		return
+	}
+	hits, misses := 0, 0
+	for _, cmd := range cmds {
+		switch cmd := cmd.(type) {
+		case *redis.SliceCmd: // MGET
+			for _, v := range cmd.Val() {
+				if v == nil {
+					misses++
+				} else {
+					hits++
+				}
+			}
+		case *redis.StringCmd: // GET of a pipeline
+			switch cmd.Err() {
+			case nil:
+				hits++
+			case redis.Nil:
+				misses++
+			}
+		}
+	}
+	s.keys(o, hits, misses)
+}
+
+// Stats returns the statistics of every node the client routes to, and of
+// its migrations. Counting costs one atomic add per counter on each call;
+// Options.DisableStats turns it off.
+func (c *Client) Stats() Stats {
+	var s Stats
+	c.mu.Lock()
+	s.Migrations, s.MigrationTotals = c.migrations, c.pastCounts
+	if m := c.last.Load(); m != nil {
+		s.MigrationTotals = s.MigrationTotals.Add(m.Counters.Snapshot())
+	}
+	c.mu.Unlock()
+	s.Migration = c.Migration()
+	s.Loads = c.LoadStats()
+	st := c.state.Load()
+	if st == nil {
+		return s
+	}
+	byAddr := map[string]int{}
+	add := func(nodes []ring.Node, current bool) {
+		for _, n := range nodes {
+			i, ok := byAddr[n.Addr]
+			if !ok {
+				i = len(s.Nodes)
+				byAddr[n.Addr] = i
+				s.Nodes = append(s.Nodes, NodeStats{Node: n, Up: true})
+			}
+			if current {
+				s.Nodes[i].Current = true
+			} else {
+				s.Nodes[i].Old = true
+			}
+		}
+	}
+	add(st.placement.Nodes(), true)
+	if st.mig != nil {
+		add(st.mig.Old().Nodes(), false)
+	}
+	for i := range s.Nodes {
+		ns := &s.Nodes[i]
+		if h := healthOf(st.conns[ns.Node.Addr]); h != nil {
+			ns.Up = !h.isDown()
+			ns.Ops = h.stats.snapshot()
+		}
+	}
+	slices.SortFunc(s.Nodes, func(a, b NodeStats) int { return strings.Compare(a.Node.Name, b.Node.Name) })
+	return s
+}

@@ -35,12 +35,11 @@ func mcItem(it *memcache.Item) item {
 func (n mcNode) store(ctx context.Context, op StoreOp, in item) error {
 	it := &memcache.Item{Key: in.key, Value: in.value, Flags: in.flags, Expiration: mcExpiration(in.ttl), CasID: in.cas}
 	var fn func(*memcache.Item) error
-	o := opOther
 	switch op {
 	case StoreSet:
-		fn, o = n.mc.Set, opSet
+		fn = n.mc.Set
 	case StoreAdd:
-		fn, o = n.mc.Add, opAdd
+		fn = n.mc.Add
 	case StoreReplace:
 		fn = n.mc.Replace
 	case StoreAppend:
@@ -50,7 +49,14 @@ func (n mcNode) store(ctx context.Context, op StoreOp, in item) error {
 	case StoreCAS:
 		fn = n.mc.CompareAndSwap
 	}
-	err := call0(ctx, n.h, o, func() error { return fn(it) })
+	kind := opOther
+	switch op {
+	case StoreSet:
+		kind = opSet
+	case StoreAdd:
+		kind = opAdd
+	}
+	err := call0(ctx, n.h, kind, func() error { return fn(it) })
 	if errors.Is(err, memcache.ErrCASConflict) {
 		return ErrCASConflict
 	}
@@ -84,4 +90,8 @@ func (n mcNode) deleteFound(ctx context.Context, key string) (bool, error) {
 
 func (n mcNode) flush(ctx context.Context) error {
 	return call0(ctx, n.h, opOther, n.mc.FlushAll)
+}
+
+func (n mcNode) ping(ctx context.Context) error {
+	return call0(ctx, n.h, opPing, n.mc.Ping)
 }

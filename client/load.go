@@ -180,7 +180,6 @@ func (c *Client) GetOrLoad(ctx context.Context, key string, ttl time.Duration, l
 		}
 		c.loads.cacheErrors.Add(1)
 	}
-	c.loads.misses.Add(1)
 	lctx := context.WithoutCancel(ctx)
 	deadline, hasDeadline := ctx.Deadline()
 	ch := c.flight.DoChan(key, func() (any, error) {
@@ -194,6 +193,9 @@ func (c *Client) GetOrLoad(ctx context.Context, key string, ttl time.Duration, l
 		}
 		return c.loadKey(lctx, actx, key, ttl, load)
 	})
+	// Counted once the caller waits on a load (DoChan joins or starts one
+	// before it returns), so a count of n misses means n waiters.
+	c.loads.misses.Add(1)
 	select {
 	case res := <-ch:
 		if res.Err != nil {

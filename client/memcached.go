@@ -245,11 +245,6 @@ func (n mcNode) touch(ctx context.Context, key string, ttl time.Duration) error 
 	return call0(ctx, n.h, opTouch, func() error { return n.mc.Touch(key, mcExpiration(ttl)) })
 }
 
-// ping is the probe of a down node: "version", the cheapest command.
-func (n mcNode) ping(ctx context.Context) error {
-	return call0(ctx, n.h, opPing, n.mc.Ping)
-}
-
 // Close closes the idle connections, then those of calls in flight, which
 // ends them and the probe's.
 func (n mcNode) Close() error {

@@ -272,7 +272,20 @@ func (downNode) Close() error                                               { re
 var (
 	_ leaser    = downNode{}
 	_ sweepNode = downNode{}
+	_ itemNode  = downNode{}
 )
+
+func (downNode) getItem(context.Context, string) (item, error)     { return item{}, ErrNodeDown }
+func (downNode) store(context.Context, StoreOp, item) error        { return ErrNodeDown }
+func (downNode) deleteFound(context.Context, string) (bool, error) { return false, ErrNodeDown }
+func (downNode) flush(context.Context) error                       { return ErrNodeDown }
+func (downNode) ping(context.Context) error                        { return ErrNodeDown }
+func (downNode) getAndTouch(context.Context, string, time.Duration) (item, error) {
+	return item{}, ErrNodeDown
+}
+func (downNode) incrDecr(context.Context, string, uint64, bool) (uint64, error) {
+	return 0, ErrNodeDown
+}
 
 func (downNode) scan(context.Context, string, int, func([]item) error) error { return ErrNodeDown }
 func (downNode) dump(context.Context, []item) ([]item, error)                { return nil, ErrNodeDown }
@@ -325,23 +338,3 @@ func (c *Client) Health() []NodeHealth {
 	slices.SortFunc(out, func(a, b NodeHealth) int { return strings.Compare(a.Node.Name, b.Node.Name) })
 	return out
 }
-
-// downNode has the item operations too (items.go).
-var _ itemNode = downNode{}
-
-func (d downNode) getItem(context.Context, string) (item, error) { return item{}, d.fail(opGet) }
-func (d downNode) store(_ context.Context, op StoreOp, _ item) error {
-	if op == StoreAdd {
-		return d.fail(opAdd)
-	}
-	return d.fail(opSet)
-}
-func (d downNode) getAndTouch(context.Context, string, time.Duration) (item, error) {
-	return item{}, d.fail(opGet)
-}
-func (d downNode) incrDecr(context.Context, string, uint64, bool) (uint64, error) {
-	return 0, d.fail(opIncr)
-}
-func (d downNode) deleteFound(context.Context, string) (bool, error) { return false, d.fail(opDelete) }
-func (d downNode) flush(context.Context) error                       { return d.fail(opOther) }
-func (d downNode) ping(context.Context) error                        { return d.fail(opPing) }

@@ -26,13 +26,7 @@ func TestSweepCommand(t *testing.T) {
 			} else {
 				servers = testserver.Memcached(t, 4)
 			}
-			addrs := testserver.Addrs(servers)
-			var nodes []ring.Node
-			var list []string
-			for i, a := range addrs {
-				nodes = append(nodes, ring.Node{Name: fmt.Sprintf("n%d", i), Addr: a})
-				list = append(list, fmt.Sprintf("n%d=%s", i, a))
-			}
+			nodes, list := fleet(servers)
 			from, to := strings.Join(list[:3], ","), strings.Join(list, ",")
 			c, err := client.New(client.Options{Backend: backend, Nodes: nodes[:3]})
 			if err != nil {
@@ -46,13 +40,7 @@ func TestSweepCommand(t *testing.T) {
 			if err := c.SetMulti(t.Context(), keys, 0); err != nil {
 				t.Fatal(err)
 			}
-			oldRing, newRing := mustRing(t, nodes[:3]), mustRing(t, nodes)
-			moved := 0
-			for k := range keys {
-				if oldRing.Locate(k).Addr != newRing.Locate(k).Addr {
-					moved++
-				}
-			}
+			moved := movedKeys(t, keys, nodes[:3], nodes)
 
 			code, out, errOut := runCmd(t, "sweep", "--backend", backend.String(), "--from", from, "--to", to, "--rate", "0")
 			if code != exitOK {
@@ -101,6 +89,30 @@ func chunks(m map[string][]byte, n int) func(func([]string) bool) {
 			yield(c)
 		}
 	}
+}
+
+// fleet names the servers n0, n1, ...: their nodes, and the same as a
+// command line's node list entries.
+func fleet(servers []*testserver.Server) (nodes []ring.Node, list []string) {
+	for i, a := range testserver.Addrs(servers) {
+		nodes = append(nodes, ring.Node{Name: fmt.Sprintf("n%d", i), Addr: a})
+		list = append(list, fmt.Sprintf("n%d=%s", i, a))
+	}
+	return nodes, list
+}
+
+// movedKeys counts the keys whose server differs between rings of from and
+// of to.
+func movedKeys(t *testing.T, keys map[string][]byte, from, to []ring.Node) int {
+	t.Helper()
+	oldRing, newRing := mustRing(t, from), mustRing(t, to)
+	moved := 0
+	for k := range keys {
+		if oldRing.Locate(k).Addr != newRing.Locate(k).Addr {
+			moved++
+		}
+	}
+	return moved
 }
 
 func mustRing(t *testing.T, nodes []ring.Node) *ring.Ring {
@@ -182,12 +194,7 @@ func TestPlanSweepEstimate(t *testing.T) {
 func TestSweepCommandSecure(t *testing.T) {
 	ca := testserver.NewCA(t, "sweep")
 	servers := testserver.SecureRedis(t, 4, testserver.Security{Password: cliAdminSecret, TLS: ca.Issue("server")})
-	var nodes []ring.Node
-	var list []string
-	for i, a := range testserver.Addrs(servers) {
-		nodes = append(nodes, ring.Node{Name: fmt.Sprintf("n%d", i), Addr: a})
-		list = append(list, fmt.Sprintf("n%d=%s", i, a))
-	}
+	nodes, list := fleet(servers)
 	c, err := client.New(client.Options{Nodes: nodes[:3], Password: cliAdminSecret, TLSConfig: ca.ClientConfig()})
 	if err != nil {
 		t.Fatal(err)
@@ -200,13 +207,7 @@ func TestSweepCommandSecure(t *testing.T) {
 	if err := c.SetMulti(t.Context(), keys, 0); err != nil {
 		t.Fatal(err)
 	}
-	oldRing, newRing := mustRing(t, nodes[:3]), mustRing(t, nodes)
-	moved := 0
-	for k := range keys {
-		if oldRing.Locate(k).Addr != newRing.Locate(k).Addr {
-			moved++
-		}
-	}
+	moved := movedKeys(t, keys, nodes[:3], nodes)
 	from, to := strings.Join(list[:3], ","), strings.Join(list, ",")
 	args := []string{"sweep", "--quiet", "--from", from, "--to", to, "--rate", "0", "--tls-ca", ca.CertFile}
 

@@ -123,15 +123,13 @@ func NewWithOptions(nodes []ring.Node, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// dial makes one node's gomemcache client, with the current knobs (not
-// from the client client.New prepared, which it ignores: the drop-in keeps
-// gomemcache's own dialing).
-func (c *Client) dial(n ring.Node, _ *memcache.Client) *memcache.Client {
-	var mc *memcache.Client
+// dial makes one node's gomemcache client: the user's, or the one the
+// client would use (its dialer tracks connections for node health) with the
+// current knobs.
+func (c *Client) dial(n ring.Node, mc *memcache.Client) *memcache.Client {
 	if c.newMC != nil {
 		mc = c.newMC(n)
 	} else {
-		mc = memcache.New(n.Addr)
 		k := c.applied.Load()
 		mc.Timeout, mc.MaxIdleConns = k.timeout, k.maxIdle
 	}

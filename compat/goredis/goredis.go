@@ -124,8 +124,8 @@ func NewWithOptions(nodes []ring.Node, opts Options) (*Ring, error) {
 }
 
 // nodeClient makes the client.Client's go-redis client for node n, with the
-// options of the Ring's shards (not from the options client.New prepared,
-// which it ignores).
+// options of the Ring's shards (what the user gave, not the client's own
+// defaults, which opt holds).
 func (r *Ring) nodeClient(n ring.Node, _ *redis.Options) *redis.Client {
 	r.mu.Lock()
 	o := *r.template

@@ -83,4 +83,3 @@ func facadeWith(tb testing.TB, opts client.Options, addrs []string) *client.Clie
 	tb.Cleanup(func() { c.Close() })
 	return c
 }
-

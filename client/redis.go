@@ -18,6 +18,9 @@ type redisNode struct {
 	rdb *redis.Client
 	h   *nodeHealth
 	ap  *autoPipe // Options.AutoPipeline (autopipeline.go); nil without it
+	// near is the node's near cache (nearcache.go), nil without it: Gets then
+	// go through rdb, whose go-redis cache the auto-pipeliner would bypass.
+	near *nearCache
 }
 
 // redisTTL converts a TTL for go-redis: 0 stays "no expiry", and a TTL under
@@ -52,7 +55,7 @@ func redisErr(ctx context.Context, err error) error {
 }
 
 func (n redisNode) get(ctx context.Context, key string) ([]byte, error) {
-	if n.ap != nil {
+	if n.ap != nil && n.near == nil {
 		return n.ap.get(ctx, n.h, key)
 	}
 	v, err := n.rdb.Get(ctx, key).Bytes()

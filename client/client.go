@@ -250,10 +250,10 @@ type Options struct {
 	// client-side caching (RESP3 CLIENT TRACKING, which go-redis marks
 	// EXPERIMENTAL; this module pins go-redis v9.23.0) on the go-redis client
 	// of every Redis node, those of MigrateFrom and of every Reshard
-	// included. A Get (and a GetMulti's MGET of the same keys) that go-redis
-	// has answered before is answered from memory until a client, any
-	// client, changes the key: its server then tells go-redis, which drops
-	// the copy. Misses are kept too. A write through this client drops its
+	// included. A Get that go-redis has answered before is answered from
+	// memory until a client, any client, changes the key: its server then
+	// tells go-redis, which drops the copy. Misses are kept too. GetMulti
+	// reads the nodes, as without NearCache. A write through this client drops its
 	// keys' copies at once, so the process reads its own writes. Copies come
 	// only from a key's current owner: during a migration the reads of old
 	// owners bypass the cache, so that a write made through the new

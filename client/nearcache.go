@@ -18,9 +18,10 @@ import (
 // The near cache (Options.NearCache) is go-redis's client-side caching
 // (RESP3 CLIENT TRACKING, EXPERIMENTAL in go-redis; this module pins
 // v9.23.0) on the go-redis client of every Redis node. go-redis keeps the
-// replies of the reads it may cache (GET and MGET among ours), and the server
-// tells it, on the connection that read a key, when any client changes the
-// key. This file adds only what the façade needs around it:
+// replies of the reads it may cache (of the façade's, GET: its MGETs go in
+// pipelines, see mget), and the server tells it, on the connection that read
+// a key, when any client changes the key. This file adds only what the
+// façade needs around it:
 //
 //   - nearCache wraps the node's go-redis LocalCache, so that the node's hook
 //     knows a call was answered from process memory (nearMark): such a call is
@@ -135,8 +136,8 @@ type nearCache struct {
 	// Reserve checks it on every fill, so that a go-redis that changed it
 	// caches nothing rather than keep copies evict cannot reach.
 	prefix string
-	// hits counts the calls answered from the cache, misses the reads that
-	// could have been (GET, MGET) and went to the node.
+	// hits counts the calls answered from the cache, misses the GETs (and
+	// the MGETs of Client.Redis) that went to the node.
 	hits, misses atomic.Int64
 }
 
@@ -272,6 +273,26 @@ func (c *nearCache) evict(cmd redis.Cmder) {
 	}
 }
 
+// mget is MGET, sent in a pipeline of its own when the node has a near
+// cache: go-redis never answers a pipeline from its cache nor fills it with
+// one. Kept, an MGET's reply would be one entry per distinct key list,
+// holding every value of the list, that its next identical list alone could
+// use; and even an MGET that is not kept costs go-redis a cache key and a
+// namespaced string per key before it is sent.
+func (n redisNode) mget(ctx context.Context, keys []string) ([]any, error) {
+	if n.near == nil {
+		return n.rdb.MGet(ctx, keys...).Result()
+	}
+	var cmd *redis.SliceCmd
+	if _, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		cmd = p.MGet(ctx, keys...)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return cmd.Result()
+}
+
 // nearMark is the context of a call on a node with a near cache: its Get
 // marks the call answered from process memory.
 type nearMark struct {
@@ -368,8 +389,9 @@ type NearCacheStats struct {
 	Node ring.Node
 	// Hits counts the calls answered from process memory: they reached no
 	// server, and are not in the node's Stats (calls, hits, latency) nor in
-	// its health. Misses counts the reads the cache could have answered
-	// (GET, MGET) that went to the node; those are in its Stats.
+	// its health. Misses counts the Gets that went to the node (and the
+	// MGETs sent through Client.Redis); those are in its Stats. GetMulti
+	// never goes through the near cache.
 	Hits, Misses int64
 	// Entries and Bytes are what the cache holds now (go-redis's CSCStats:
 	// replies, and their estimated size).

@@ -679,3 +679,56 @@ func TestNearCacheACLUser(t *testing.T) {
 		})
 	}
 }
+
+// TestNearCacheGetMulti: GetMulti reads the nodes, near cache or not, and is
+// counted in their Stats as a get_multi; a Get of the same keys afterwards
+// fills the near cache as usual.
+func TestNearCacheGetMulti(t *testing.T) {
+	cl := newCluster(t, "redis-server", 2)
+	c := cl.client(t, Options{NearCache: &NearCache{MaxAge: -1}})
+	ctx := context.Background()
+	keys := []string{"gm:0", "gm:1", "gm:2", "gm:3", "gm:4", "gm:5"}
+	items := map[string][]byte{}
+	for _, k := range keys {
+		items[k] = []byte("v-" + k)
+	}
+	if err := c.SetMulti(ctx, items, 0); err != nil {
+		t.Fatal(err)
+	}
+	others := map[string]*redis.Client{cl.addrs[0]: plainRedis(t, cl.addrs[0]), cl.addrs[1]: plainRedis(t, cl.addrs[1])}
+	gets := func() int { return serverGets(t, others[cl.addrs[0]]) + serverGets(t, others[cl.addrs[1]]) }
+	before := gets()
+	for range 3 {
+		got, err := c.GetMulti(ctx, append(keys, "gm:absent"))
+		if err != nil || len(got) != len(keys) {
+			t.Fatalf("GetMulti: %d of %d, %v", len(got), len(keys), err)
+		}
+	}
+	if d := gets() - before; d != 6 { // 3 GetMultis over 2 nodes
+		t.Errorf("the servers ran %d MGETs for 3 GetMultis over 2 nodes, want 6", d)
+	}
+	var calls int64
+	for _, n := range c.Stats().Nodes {
+		for _, o := range n.Ops {
+			if o.Op == "get_multi" {
+				calls += o.Calls()
+			}
+		}
+	}
+	if calls != 6 {
+		t.Errorf("Stats: %d get_multi calls, want 6", calls)
+	}
+	for _, s := range c.NearCacheStats() {
+		if s.Hits != 0 || s.Misses != 0 || s.Entries != 0 {
+			t.Errorf("GetMulti went through the near cache of %s: %+v", s.Node.Addr, s)
+		}
+	}
+	for range 2 {
+		if err := expect(ctx, c, keys[0], items[keys[0]]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := nearOf(t, c, c.Locate(keys[0]).Addr); s.Hits != 1 {
+		t.Errorf("Get after GetMulti: %+v, want a near hit", s)
+	}
+}

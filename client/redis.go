@@ -65,7 +65,7 @@ func (n redisNode) get(ctx context.Context, key string) ([]byte, error) {
 func (n redisNode) getMulti(ctx context.Context, keys []string, withTTL bool) ([]item, error) {
 	items := make([]item, len(keys))
 	if !withTTL {
-		vals, err := n.rdb.MGet(ctx, keys...).Result()
+		vals, err := n.mget(ctx, keys)
 		if err != nil {
 			return nil, redisErr(ctx, err)
 		}

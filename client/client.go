@@ -196,7 +196,8 @@ type Options struct {
 	// node, the initial ones included and those of every later Reshard, as
 	// go-redis's RingOptions.NewClient does: opt is what the client would
 	// use (the address, the timeouts and pool size above, one dial attempt
-	// and no command retries, and the node's credentials, TLS and dialer);
+	// and no command retries, the node's credentials, TLS and dialer, and
+	// with NearCache its ClientSideCache, which the client must keep);
 	// pass it to redis.NewClient, after changing it if need be, and add
 	// hooks (redisotel, logging) to the client made. Default
 	// redis.NewClient(opt).

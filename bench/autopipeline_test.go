@@ -61,7 +61,7 @@ func BenchmarkAutoPipeline(b *testing.B) {
 		for _, r := range rows {
 			b.Run("Get/serial/"+r.name, serial(r.get))
 		}
-		b.Run("Get/serial/paired", paired(rows[0].get, rows[2].get))
+		b.Run("Get/serial/paired", pairedSerial(rows[0].get, rows[2].get))
 	})
 	b.Run("Memcached", func(b *testing.B) {
 		addrs := testserver.Addrs(testserver.Memcached(b, 1))
@@ -92,7 +92,7 @@ func BenchmarkAutoPipeline(b *testing.B) {
 		for _, r := range rows {
 			b.Run("Get/serial/"+r.name, serial(r.get))
 		}
-		b.Run("Get/serial/paired", paired(rows[0].get, rows[2].get))
+		b.Run("Get/serial/paired", pairedSerial(rows[0].get, rows[2].get))
 	})
 }
 

@@ -315,13 +315,20 @@ func BenchmarkRedis(b *testing.B) {
 	directSet := func(i int) error { return direct.Set(ctx, keys[i&mask], benchValue, time.Hour).Err() }
 	facadeSet := func(i int) error { return sc.Set(ctx, keys[i&mask], benchValue, time.Hour) }
 
-	facadeMulti := func(i int) error {
-		hits, err := sc.GetMulti(ctx, sets[i%multiBatches])
-		if err != nil {
-			return err
+	getMulti := func(c *client.Client) func(int) error {
+		return func(i int) error {
+			hits, err := c.GetMulti(ctx, sets[i%multiBatches])
+			if err != nil {
+				return err
+			}
+			return checkHits(len(hits))
 		}
-		return checkHits(len(hits))
 	}
+	facadeMulti := getMulti(sc)
+	// The same placement with Options.AutoPipeline: a node's MGET joins the
+	// auto-pipeliner's next batch while other calls to the node are under
+	// way, and is sent at once when there are none.
+	facadeMultiAP := getMulti(facadeWith(b, client.Options{Backend: client.Redis, AutoPipeline: true}, addrs))
 	ringMulti := func(i int) error {
 		ks := sets[i%multiBatches]
 		cmds := make([]*redis.StringCmd, len(ks))
@@ -394,7 +401,8 @@ func BenchmarkRedis(b *testing.B) {
 	for _, mode := range []struct {
 		name string
 		run  func(func(int) error) func(*testing.B)
-	}{{"serial", serial}, {"parallel", parallel}} {
+		pair func(base, ours func(int) error) func(*testing.B)
+	}{{"serial", serial, pairedSerial}, {"parallel", parallel, pairedParallel}} {
 		b.Run("Get/"+mode.name+"/go-redis", mode.run(directGet))
 		b.Run("Get/"+mode.name+"/shardcache", mode.run(facadeGet))
 		b.Run("Set/"+mode.name+"/go-redis", mode.run(directSet))
@@ -403,6 +411,11 @@ func BenchmarkRedis(b *testing.B) {
 		b.Run("GetMulti100/"+mode.name+"/go-redis-ring-4nodes", mode.run(ringMulti))
 		b.Run("GetMulti100/"+mode.name+"/go-redis-mget-4nodes", mode.run(fanOut))
 		b.Run("GetMulti100/"+mode.name+"/shardcache-4nodes", mode.run(facadeMulti))
+		b.Run("GetMulti100/"+mode.name+"/shardcache-autopipeline-4nodes", mode.run(facadeMultiAP))
+		b.Run("GetMulti100/"+mode.name+"/paired-shardcache-vs-go-redis-ring", mode.pair(ringMulti, facadeMulti))
+		b.Run("GetMulti100/"+mode.name+"/paired-shardcache-vs-go-redis-mget-4nodes", mode.pair(fanOut, facadeMulti))
+		b.Run("GetMulti100/"+mode.name+"/paired-shardcache-autopipeline-vs-go-redis-ring", mode.pair(ringMulti, facadeMultiAP))
+		b.Run("GetMulti100/"+mode.name+"/paired-shardcache-autopipeline-vs-go-redis-mget-4nodes", mode.pair(fanOut, facadeMultiAP))
 	}
 }
 
@@ -474,7 +487,8 @@ func BenchmarkMemcached(b *testing.B) {
 	for _, mode := range []struct {
 		name string
 		run  func(func(int) error) func(*testing.B)
-	}{{"serial", serial}, {"parallel", parallel}} {
+		pair func(base, ours func(int) error) func(*testing.B)
+	}{{"serial", serial, pairedSerial}, {"parallel", parallel, pairedParallel}} {
 		b.Run("Get/"+mode.name+"/gomemcache", mode.run(directGet))
 		b.Run("Get/"+mode.name+"/shardcache", mode.run(facadeGet))
 		b.Run("Get/"+mode.name+"/shardcache-cancelctx", mode.run(facadeGetCtx))
@@ -484,5 +498,6 @@ func BenchmarkMemcached(b *testing.B) {
 		b.Run("GetMulti100/"+mode.name+"/gomemcache-1node", mode.run(getMulti(direct)))
 		b.Run("GetMulti100/"+mode.name+"/gomemcache-4nodes", mode.run(getMulti(multi)))
 		b.Run("GetMulti100/"+mode.name+"/shardcache-4nodes", mode.run(facadeMulti))
+		b.Run("GetMulti100/"+mode.name+"/paired-shardcache-vs-gomemcache-4nodes", mode.pair(getMulti(multi), facadeMulti))
 	}
 }

@@ -115,11 +115,14 @@ func BenchmarkDropinMemcached(b *testing.B) {
 	for _, mode := range []struct {
 		name string
 		run  func(func(int) error) func(*testing.B)
-	}{{"serial", serial}, {"parallel", parallel}} {
+		pair func(base, ours func(int) error) func(*testing.B)
+	}{{"serial", serial, pairedSerial}, {"parallel", parallel, pairedParallel}} {
 		b.Run("Get/"+mode.name+"/gomemcache-1node", mode.run(get(orig1)))
 		b.Run("Get/"+mode.name+"/dropin-1node", mode.run(get(drop1)))
 		b.Run("GetMulti100/"+mode.name+"/gomemcache-4nodes", mode.run(getMulti(orig4)))
 		b.Run("GetMulti100/"+mode.name+"/dropin-4nodes", mode.run(getMulti(drop4)))
+		b.Run("Get/"+mode.name+"/paired-dropin-vs-gomemcache", mode.pair(get(orig1), get(drop1)))
+		b.Run("GetMulti100/"+mode.name+"/paired-dropin-vs-gomemcache", mode.pair(getMulti(orig4), getMulti(drop4)))
 	}
 }
 
@@ -211,11 +214,14 @@ func BenchmarkDropinRedis(b *testing.B) {
 	for _, mode := range []struct {
 		name string
 		run  func(func(int) error) func(*testing.B)
-	}{{"serial", serial}, {"parallel", parallel}} {
+		pair func(base, ours func(int) error) func(*testing.B)
+	}{{"serial", serial, pairedSerial}, {"parallel", parallel, pairedParallel}} {
 		b.Run("Get/"+mode.name+"/go-redis-1node", mode.run(get(single)))
 		b.Run("Get/"+mode.name+"/dropin-1node", mode.run(get(drop1)))
 		b.Run("MGet100/"+mode.name+"/go-redis-ring-mget-4nodes", mode.run(mget(orig4, false)))
 		b.Run("MGet100/"+mode.name+"/go-redis-ring-pipeline-4nodes", mode.run(pipelined))
 		b.Run("MGet100/"+mode.name+"/dropin-mget-4nodes", mode.run(mget(drop4, true)))
+		b.Run("Get/"+mode.name+"/paired-dropin-vs-go-redis", mode.pair(get(single), get(drop1)))
+		b.Run("MGet100/"+mode.name+"/paired-dropin-vs-go-redis-ring-pipeline", mode.pair(pipelined, mget(drop4, true)))
 	}
 }

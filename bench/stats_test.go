@@ -55,7 +55,7 @@ func BenchmarkStats(b *testing.B) {
 				run  func(func(int) error) func(*testing.B)
 			}{{"serial", serial}, {"parallel", parallel}} {
 				if mode.name == "serial" {
-					b.Run("Get/paired", paired(get(off), get(on)))
+					b.Run("Get/paired", pairedSerial(get(off), get(on)))
 				}
 				b.Run("Get/"+mode.name+"/stats-off", mode.run(get(off)))
 				b.Run("Get/"+mode.name+"/stats-on", mode.run(get(on)))
@@ -84,43 +84,3 @@ func facadeWith(tb testing.TB, opts client.Options, addrs []string) *client.Clie
 	return c
 }
 
-// paired runs off and on in turn, pairedBlock calls each, and reports the
-// wall and CPU time per call of each and the ratios on/off.
-func paired(off, on func(int) error) func(*testing.B) {
-	return func(b *testing.B) {
-		b.ReportAllocs()
-		var wall, cpu [2]time.Duration
-		var calls [2]int
-		side, startWall, startCPU := 0, time.Now(), cpuTime(b)
-		for i := 0; b.Loop(); i++ {
-			if i%pairedBlock == 0 && i > 0 {
-				wall[side] += time.Since(startWall)
-				cpu[side] += cpuTime(b) - startCPU
-				calls[side] += pairedBlock
-				side = 1 - side
-				startWall, startCPU = time.Now(), cpuTime(b)
-			}
-			op := off
-			if side == 1 {
-				op = on
-			}
-			if err := op(i); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if calls[0] == 0 || calls[1] == 0 {
-			return // too few calls for a pair: b.N grows on the next round
-		}
-		perCall := func(d time.Duration, n int) float64 { return float64(d) / float64(n) }
-		b.ReportMetric(perCall(wall[0], calls[0]), "off-ns/call")
-		b.ReportMetric(perCall(wall[1], calls[1]), "on-ns/call")
-		b.ReportMetric(perCall(cpu[0], calls[0]), "off-cpu-ns/call")
-		b.ReportMetric(perCall(cpu[1], calls[1]), "on-cpu-ns/call")
-		b.ReportMetric(perCall(wall[1], calls[1])/perCall(wall[0], calls[0]), "on/off-time")
-		b.ReportMetric(perCall(cpu[1], calls[1])/perCall(cpu[0], calls[0]), "on/off-cpu")
-	}
-}
-
-// pairedBlock is the number of calls paired runs on one client before
-// switching to the other.
-const pairedBlock = 256

@@ -136,3 +136,48 @@ func (a *autoPipe) Close() error {
 	}
 	return nil
 }
+
+// queuedMget is an MGET queued on a node's auto-pipeliner, its answer not
+// yet read.
+type queuedMget struct {
+	a     *autoPipe
+	h     *nodeHealth
+	cmd   *redis.SliceCmd
+	fut   redis.AutoFuture
+	start time.Time
+}
+
+// mgetQueued queues an MGET of keys on the auto-pipeliner when other calls
+// to the node are under way, so that it shares their round trip, and
+// returns at once; nil when the node is idle: the caller sends the MGET
+// itself (redisNode.mget), as a lone single-key call goes straight out.
+func (a *autoPipe) mgetQueued(ctx context.Context, h *nodeHealth, keys []string) *queuedMget {
+	if a.calls.Load() == 0 {
+		return nil
+	}
+	a.calls.Add(1)
+	args := make([]any, 1+len(keys))
+	args[0] = "mget"
+	for i, k := range keys {
+		args[1+i] = k
+	}
+	q := &queuedMget{a: a, h: h, cmd: redis.NewSliceCmd(ctx, args...), start: h.begin()}
+	q.fut = a.ap.Submit(ctx, q.cmd)
+	return q
+}
+
+// wait returns the queued MGET's answer, one value per key, once it has
+// come; its outcome goes to the node's health and statistics as the hook
+// reports the node's own commands.
+func (q *queuedMget) wait(ctx context.Context) ([]any, error) {
+	err := q.fut.WaitContext(ctx)
+	q.a.calls.Add(-1)
+	q.h.observe(ctx, opGetMulti, q.start, err)
+	if err != nil {
+		return nil, redisErr(ctx, err)
+	}
+	if q.h != nil {
+		redisKeys(q.h.stats, opGetMulti, q.cmd)
+	}
+	return mgetVals(q.cmd)
+}

@@ -279,3 +279,98 @@ func TestAutoPipelineNodeDown(t *testing.T) {
 		t.Fatalf("%d callers failed, %d failures counted; want %d each", failed.Load(), f, callers)
 	}
 }
+
+// TestAutoPipelineGetMulti: with Options.AutoPipeline, GetMulti's MGET to
+// a node joins the auto-pipeliner's batch while other calls to that node are
+// under way, and goes alone when there are none: concurrent callers each
+// get exactly their own hits and misses, some MGETs share a pipeline, a
+// lone caller's never do, and Stats counts every key.
+func TestAutoPipelineGetMulti(t *testing.T) {
+	cl := newCluster(t, "redis-autopipeline", 2)
+	hook := newBatchHook()
+	c := cl.client(t, Options{NewRedisClient: func(_ ring.Node, opt *redis.Options) *redis.Client {
+		rdb := redis.NewClient(opt)
+		rdb.AddHook(hook)
+		return rdb
+	}})
+	ctx := context.Background()
+	const callers, rounds, perCall = 32, 5, 40
+	keys := make([]string, perCall)
+	items := map[string][]byte{}
+	for i := range keys {
+		keys[i] = fmt.Sprintf("apm:%d", i)
+		if i%4 != 0 { // one key in four is a miss
+			items[keys[i]] = []byte("v" + keys[i])
+		}
+	}
+	if err := c.SetMulti(ctx, items, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]bool{}
+	for _, k := range keys {
+		nodes[c.Locate(k).Addr] = true
+	}
+	if len(nodes) != 2 {
+		t.Fatalf("the keys reach %d of 2 nodes", len(nodes))
+	}
+	check := func() error {
+		got, err := c.GetMulti(ctx, keys)
+		if err != nil {
+			return err
+		}
+		if len(got) != len(items) {
+			return fmt.Errorf("%d hits, want %d", len(got), len(items))
+		}
+		for k, v := range items {
+			if string(got[k]) != string(v) {
+				return fmt.Errorf("%s = %q, want %q", k, got[k], v)
+			}
+		}
+		return nil
+	}
+	// Alone first: one call at a time, every MGET sent at once.
+	for range rounds {
+		if err := check(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p, a := hook.counts("mget"); p != 0 || a != 2*rounds {
+		t.Fatalf("lone caller: %d MGETs pipelined, %d alone; want 0 and %d", p, a, 2*rounds)
+	}
+	errc := make(chan error, callers)
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for range rounds {
+				if err := check(); err != nil {
+					errc <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	calls := (callers + 1) * rounds
+	p, a := hook.counts("mget")
+	if p+a != 2*calls {
+		t.Errorf("%d MGETs pipelined, %d alone; want %d in all", p, a, 2*calls)
+	}
+	if p == 0 {
+		t.Error("no MGET shared a pipeline")
+	}
+	var s OpStats
+	for _, ns := range c.Stats().Nodes {
+		for _, o := range ns.Ops {
+			if o.Op == "get_multi" {
+				s.OK, s.Hits, s.Misses = s.OK+o.OK, s.Hits+o.Hits, s.Misses+o.Misses
+			}
+		}
+	}
+	if want := (OpStats{OK: 2 * int64(calls), Hits: int64(calls * len(items)), Misses: int64(calls * (perCall - len(items)))}); s.OK != want.OK || s.Hits != want.Hits || s.Misses != want.Misses {
+		t.Errorf("Stats get_multi: ok %d hits %d misses %d; want ok %d hits %d misses %d", s.OK, s.Hits, s.Misses, want.OK, want.Hits, want.Misses)
+	}
+}

@@ -39,6 +39,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -208,7 +209,11 @@ type Options struct {
 	// node's TLS and login, which also tracks the connections so that a
 	// node marked down closes them); set its fields, or wrap its
 	// DialContext (calling the one it has), and return it, or return a
-	// client of your own. Default mc.
+	// client of your own. Default mc. What gomemcache cannot send (the
+	// multi-gets of GetMulti, read in two halves over every node; copies'
+	// meta reads; sweeps) goes over connections of the client's own, which
+	// dial with the returned client's DialContext (or as gomemcache does,
+	// without one) and keep its Timeout and MaxIdleConns.
 	NewMemcacheClient func(n ring.Node, mc *memcache.Client) *memcache.Client
 
 	// Logger receives the client's events, never one per call: a node
@@ -517,7 +522,20 @@ func (c *Client) newNode(n ring.Node) (node, error) {
 		raw := newRawConns(o, d)
 		raw.dial = conns.wrap(raw.dial)
 		if o.NewMemcacheClient != nil {
+			prepared := mc
 			mc = o.NewMemcacheClient(n, mc)
+			// The raw connections dial as the node's gomemcache client does:
+			// through a DialContext the hook set or wrapped, or as
+			// gomemcache does without one.
+			switch {
+			case mc == prepared && mc.DialContext != nil:
+				raw.dial = mc.DialContext // tracked: it is, or calls, conns.wrap(d.dial)
+			case mc.DialContext != nil:
+				raw.dial = conns.wrap(mc.DialContext)
+			default:
+				raw.dial = conns.wrap((&net.Dialer{Timeout: mc.Timeout}).DialContext)
+			}
+			raw.mc = mc
 		}
 		nd := mcNode{mc: mc, raw: raw, conns: conns}
 		if o.AutoPipeline {

@@ -187,13 +187,11 @@ func (c *Client) GetItemsFunc(ctx context.Context, keys []string, hit func(Item)
 		for i, k := range copied {
 			again.addKey(st.placement.Locate(k), k, i)
 		}
-		again.run(func(b *batch) (err error) {
-			b.got, err = b.conn.getMulti(ctx, b.keys, false)
-			return err
-		})
+		again.gets(ctx, false)
+		var scratch item
 		for _, b := range again.list {
-			for i := range b.got {
-				if it := &b.got[i]; it.found {
+			for i := range b.answered() {
+				if it := b.answer(i, &scratch); it.found {
 					hit(it.export())
 				}
 			}

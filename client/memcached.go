@@ -118,10 +118,11 @@ func (n mcNode) get(ctx context.Context, key string) ([]byte, error) {
 	return it.Value, nil
 }
 
-// getMulti is one multi-get. With withTTL it reads each key's value, flags
-// and remaining TTL with the meta command mg (memcached >= 1.6), so that a
-// copy keeps them exactly; where the server has no meta commands it falls
-// back to a multi-get, whose items have no ttlKnown.
+// getMulti is one multi-get, on the node's raw connections (mcgets.go).
+// With withTTL it reads each key's value, flags and remaining TTL with the
+// meta command mg (memcached >= 1.6), so that a copy keeps them exactly;
+// where the server has no meta commands it falls back to a multi-get, whose
+// items have no ttlKnown.
 func (n mcNode) getMulti(ctx context.Context, keys []string, withTTL bool) ([]item, error) {
 	if withTTL && n.raw.meta() {
 		items, err := n.raw.metaGet(ctx, keys)
@@ -129,25 +130,13 @@ func (n mcNode) getMulti(ctx context.Context, keys []string, withTTL bool) ([]it
 			return items, err
 		}
 	}
-	found, err := call(ctx, n.h, opGetMulti, func() (map[string]*memcache.Item, error) {
-		found, err := n.mc.GetMulti(keys)
-		if err == nil && n.h != nil {
-			n.h.stats.keys(opGetMulti, len(found), len(keys)-len(found))
-		}
-		return found, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	items := make([]item, len(keys))
-	for i, k := range keys {
-		items[i].key = k
-		if it, ok := found[k]; ok {
-			items[i].value, items[i].flags, items[i].found = it.Value, it.Flags, true
-			items[i].cas = it.CasID
-		}
-	}
-	return items, nil
+	return n.raw.getMulti(ctx, keys)
+}
+
+// getsSend sends the multi-get of keys, for a round that reads the answer
+// later (batches.gets).
+func (n mcNode) getsSend(ctx context.Context, keys []string) mcGets {
+	return n.raw.getsSend(ctx, keys)
 }
 
 func (n mcNode) set(ctx context.Context, key string, value []byte, ttl time.Duration) error {

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
 )
 
 // gomemcache speaks the classic text protocol only. What copies need beyond
@@ -36,6 +38,12 @@ type rawConns struct {
 
 	h *nodeHealth // the node's health, told the outcome of every do (probe.go)
 
+	// mc, beside a NewMemcacheClient, is the node's gomemcache client,
+	// whose Timeout and MaxIdleConns the raw connections follow (see
+	// knobs): compat/gomemcache sets them after New, as gomemcache's users
+	// do.
+	mc *memcache.Client
+
 	mu     sync.Mutex
 	idle   []*rawConn
 	closed bool
@@ -55,35 +63,84 @@ func newRawConns(o *Options, d *nodeDialer) *rawConns {
 		timeout: max(o.ReadTimeout, o.WriteTimeout, o.DialTimeout), maxIdle: o.PoolSize}
 }
 
+// knobs returns the timeout of a round trip and the most idle connections
+// to keep: the pool's own, or those of the node's gomemcache client with
+// gomemcache's defaults.
+func (p *rawConns) knobs() (timeout time.Duration, maxIdle int) {
+	if p.mc == nil {
+		return p.timeout, p.maxIdle
+	}
+	timeout, maxIdle = p.mc.Timeout, p.mc.MaxIdleConns
+	if timeout == 0 {
+		timeout = memcache.DefaultTimeout
+	}
+	if maxIdle <= 0 {
+		maxIdle = memcache.DefaultMaxIdleConns
+	}
+	return timeout, maxIdle
+}
+
 // meta reports whether mg may be worth trying.
 func (p *rawConns) meta() bool { return p != nil && !p.noMeta.Load() }
 
 // do runs fn, a call of kind o, on a connection, bounded by ctx and by the
 // pool's timeout. A connection fn failed on is closed; the others go back to
 // the pool.
-func (p *rawConns) do(ctx context.Context, o op, fn func(rc *rawConn) error) (err error) {
-	start := p.h.begin()
-	defer func() { p.h.observe(ctx, o, start, err) }()
-	rc, err := p.get(ctx)
+func (p *rawConns) do(ctx context.Context, o op, fn func(rc *rawConn) error) error {
+	rc, err := p.begin(ctx, o)
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(p.timeout)
+	return rc.end(fn(rc.rawConn))
+}
+
+// rawCall is a call under way on one raw connection, from begin to end.
+type rawCall struct {
+	*rawConn
+	p     *rawConns
+	ctx   context.Context
+	o     op
+	start time.Time
+	stop  func() bool // the context's AfterFunc
+}
+
+// begin takes a connection for a call of kind o and bounds it by ctx and by
+// the pool's timeout; end gives it back. do is begin, one function, end;
+// getsSend holds the call open between its request and its answer.
+func (p *rawConns) begin(ctx context.Context, o op) (rawCall, error) {
+	start := p.h.begin()
+	rc, err := p.get(ctx)
+	if err != nil {
+		p.h.observe(ctx, o, start, err)
+		return rawCall{}, err
+	}
+	timeout, _ := p.knobs()
+	deadline := time.Now().Add(timeout)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
 	rc.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { rc.SetDeadline(time.Unix(1, 0)) })
-	err = fn(rc)
-	if !stop() || ctx.Err() != nil {
-		err = ctxErr(ctx, err)
+	c := rawCall{rawConn: rc, p: p, ctx: ctx, o: o, start: start}
+	if ctx.Done() != nil {
+		c.stop = context.AfterFunc(ctx, func() { rc.SetDeadline(time.Unix(1, 0)) })
+	}
+	return c, nil
+}
+
+// end ends the call with err, the outcome of its I/O: it closes a
+// connection that failed and pools the others, and reports the outcome to
+// the node's health. It returns err, or the context's error once ctx is done.
+func (c rawCall) end(err error) error {
+	if c.stop != nil && (!c.stop() || c.ctx.Err() != nil) {
+		err = ctxErr(c.ctx, err)
 	}
 	if err != nil {
-		rc.Close()
-		return err
+		c.rawConn.Close()
+	} else {
+		c.p.put(c.rawConn)
 	}
-	p.put(rc)
-	return nil
+	c.p.h.observe(c.ctx, c.o, c.start, err)
+	return err
 }
 
 // ctxErr returns ctx's error, wrapping err, once ctx is done.
@@ -120,7 +177,7 @@ func (p *rawConns) get(ctx context.Context) (*rawConn, error) {
 func (p *rawConns) put(rc *rawConn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || len(p.idle) >= p.maxIdle {
+	if _, maxIdle := p.knobs(); p.closed || len(p.idle) >= maxIdle {
 		rc.Close()
 		return
 	}
@@ -281,7 +338,8 @@ func (p *rawConns) metadumpOnce(ctx context.Context, hash bool) ([]listedKey, er
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	rc := &rawConn{Conn: conn, r: bufio.NewReaderSize(conn, 64<<10), w: bufio.NewWriter(conn)}
-	conn.SetDeadline(time.Now().Add(p.timeout))
+	timeout, _ := p.knobs()
+	conn.SetDeadline(time.Now().Add(timeout))
 	if hash {
 		rc.w.WriteString("lru_crawler metadump hash\r\n")
 	} else {
@@ -293,7 +351,7 @@ func (p *rawConns) metadumpOnce(ctx context.Context, hash bool) ([]listedKey, er
 	var keys []listedKey
 	for n := 0; ; n++ {
 		if n%1024 == 0 { // a long listing: each stretch of it gets the timeout
-			conn.SetDeadline(time.Now().Add(p.timeout))
+			conn.SetDeadline(time.Now().Add(timeout))
 		}
 		l, err := rc.line()
 		if err != nil {

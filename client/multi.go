@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,19 +21,41 @@ type batch struct {
 	idx   []int    // idx[i] is the position of keys[i] in the caller's keys
 	err   error    // the round trip's
 
-	got []item // getMulti's answer
+	// A read round's answer (batches.gets): got, one item per key, or vals,
+	// a Redis MGET's answer as it is; batch.answer reads either.
+	got    []item
+	vals   []any
+	pend   mcGets      // Memcached: the multi-get sent, its answer not yet read
+	queued *queuedMget // Redis: the MGET queued on the auto-pipeliner
+}
+
+// answer returns the read round's answer for b.keys[i]: b.got[i], or the
+// MGET value made into scratch, which the next call reuses.
+func (b *batch) answer(i int, scratch *item) *item {
+	if b.vals == nil {
+		return &b.got[i]
+	}
+	*scratch = mgetItem(b.keys[i], b.vals[i])
+	return scratch
+}
+
+// answered is how many keys b's read round answered: all or none.
+func (b *batch) answered() int {
+	if b.vals != nil {
+		return len(b.vals)
+	}
+	return len(b.got)
 }
 
 // batches groups items by node.
 type batches struct {
 	st     *state
-	byAddr map[string]*batch
 	list   []*batch
-	hint   int // capacity of a new batch's items; 0 lets them grow
+	byAddr map[string]*batch // list by address, once it is long
 }
 
 func newBatches(st *state) *batches {
-	return &batches{st: st, byAddr: make(map[string]*batch)}
+	return &batches{st: st}
 }
 
 // add puts a write of item it into the batch of node n.
@@ -50,23 +73,140 @@ func (bs *batches) addKey(n ring.Node, key string, idx int) {
 	b.idx = append(b.idx, idx)
 }
 
+// linearBatches is the most batches get finds by a scan of the list, whose
+// addresses are the placements' own strings (equal pointers compare at
+// once); beyond it, by a map.
+const linearBatches = 8
+
 // get returns the batch of node n, made on first use.
 func (bs *batches) get(n ring.Node) *batch {
-	b := bs.byAddr[n.Addr]
-	if b == nil {
-		b = &batch{node: n, conn: bs.st.conn(n), keys: make([]string, 0, bs.hint), idx: make([]int, 0, bs.hint)}
+	if bs.byAddr != nil {
+		if b := bs.byAddr[n.Addr]; b != nil {
+			return b
+		}
+	} else {
+		for _, b := range bs.list {
+			if b.node.Addr == n.Addr {
+				return b
+			}
+		}
+	}
+	b := &batch{node: n, conn: bs.st.conn(n)}
+	bs.list = append(bs.list, b)
+	switch {
+	case bs.byAddr != nil:
 		bs.byAddr[n.Addr] = b
-		bs.list = append(bs.list, b)
+	case len(bs.list) > linearBatches:
+		bs.byAddr = make(map[string]*batch, 2*len(bs.list))
+		for _, b := range bs.list {
+			bs.byAddr[b.node.Addr] = b
+		}
 	}
 	return b
 }
 
+// readBatches groups keys for a read round, key i going to node owner(i),
+// in two passes so that the batches' keys and positions are cut from one
+// allocation each, of the exact size.
+func readBatches(st *state, keys []string, owner func(i int) ring.Node) *batches {
+	bs := newBatches(st)
+	which := make([]int32, len(keys)) // key i's batch, by index in bs.list
+	count := make([]int, 0, len(st.own))
+	for i := range keys {
+		b := bs.get(owner(i))
+		if len(count) < len(bs.list) {
+			count = append(count, 0)
+		}
+		j := slices.Index(bs.list, b)
+		which[i] = int32(j)
+		count[j]++
+	}
+	ks, idx := make([]string, len(keys)), make([]int, len(keys))
+	off := 0
+	for j, b := range bs.list {
+		b.keys, b.idx = ks[off:off:off+count[j]], idx[off:off:off+count[j]]
+		off += count[j]
+	}
+	for i, k := range keys {
+		b := bs.list[which[i]]
+		b.keys, b.idx = append(b.keys, k), append(b.idx, i)
+	}
+	return bs
+}
+
+// gets runs the multi-get of every batch (withTTL: with TTLs, as
+// node.getMulti) and stores its answer in the batch. Where every node takes
+// a request before its answer (Memcached's raw connections, mcgets.go),
+// the requests are all sent first and the answers read on this goroutine,
+// one allocation for all the items; otherwise the nodes are called in
+// parallel, as run does.
+func (bs *batches) gets(ctx context.Context, withTTL bool) {
+	if !withTTL && bs.all(func(n node) bool { _, ok := n.(splitGetter); return ok }) {
+		n := 0
+		for _, b := range bs.list {
+			b.pend = b.conn.(splitGetter).getsSend(ctx, b.keys)
+			n += len(b.keys)
+		}
+		all := make([]item, n)
+		for _, b := range bs.list {
+			b.got, all = all[:len(b.keys):len(b.keys)], all[len(b.keys):]
+			if b.err = b.pend.recv(b.got); b.err != nil {
+				b.got = nil
+			}
+		}
+		return
+	}
+	if !withTTL && bs.all(func(n node) bool { _, ok := n.(redisNode); return ok }) {
+		// Redis MGETs, their answers kept as go-redis gives them: queued on
+		// the nodes' auto-pipeliners where other calls are under way, the
+		// others sent in parallel.
+		var direct []*batch
+		for _, b := range bs.list {
+			if b.queued = b.conn.(redisNode).mgetQueued(ctx, b.keys); b.queued == nil {
+				direct = append(direct, b)
+			}
+		}
+		runEach(direct, func(b *batch) (err error) {
+			b.vals, err = b.conn.(redisNode).mget(ctx, b.keys)
+			return err
+		})
+		for _, b := range bs.list {
+			if b.queued != nil {
+				b.vals, b.err = b.queued.wait(ctx)
+			}
+		}
+		return
+	}
+	bs.run(func(b *batch) (err error) {
+		b.got, err = b.conn.getMulti(ctx, b.keys, withTTL)
+		return err
+	})
+}
+
+// all reports whether ok holds for every batch's node.
+func (bs *batches) all(ok func(node) bool) bool {
+	for _, b := range bs.list {
+		if !ok(b.conn) {
+			return false
+		}
+	}
+	return len(bs.list) > 0
+}
+
+// splitGetter is a node that sends a multi-get before it reads the answer.
+type splitGetter interface {
+	getsSend(ctx context.Context, keys []string) mcGets
+}
+
 // run calls fn on every batch, in parallel, and stores its error in the
 // batch.
-func (bs *batches) run(fn func(b *batch) error) {
+func (bs *batches) run(fn func(b *batch) error) { runEach(bs.list, fn) }
+
+// runEach is run on the batches of list.
+func runEach(list []*batch, fn func(b *batch) error) {
 	var wg sync.WaitGroup
-	for i, b := range bs.list {
-		if i == len(bs.list)-1 { // the last one on this goroutine
+	for i, b := range list {
+		if i == len(list)-1 { // the last one on this goroutine
 			b.err = fn(b)
 			break
 		}
@@ -126,26 +266,19 @@ func (c *Client) collect(ctx context.Context, st *state, now time.Time, keys []s
 		return nil
 	}
 	var routes []migration.Route
-	first := newBatches(st)
-	// A node's share of the keys and half again: most batches never grow,
-	// and growing them was up to half the bytes GetMulti allocated.
-	first.hint = min(len(keys), len(keys)/max(len(st.own), 1)*3/2+1)
-	for i, k := range keys {
-		if st.mig == nil {
-			first.addKey(st.placement.Locate(k), k, i)
-			continue
-		}
-		if routes == nil {
-			routes = make([]migration.Route, len(keys))
-		}
-		routes[i] = st.mig.Route(k, now)
-		first.addKey(routes[i].New, k, i)
+	var first *batches
+	if st.mig == nil {
+		first = readBatches(st, keys, func(i int) ring.Node { return st.placement.Locate(keys[i]) })
+	} else {
+		routes = make([]migration.Route, len(keys))
+		first = readBatches(st, keys, func(i int) ring.Node {
+			routes[i] = st.mig.Route(keys[i], now)
+			return routes[i].New
+		})
 	}
-	first.run(func(b *batch) (err error) {
-		b.got, err = b.conn.getMulti(ctx, b.keys, false)
-		return err
-	})
+	first.gets(ctx, false)
 	var errs []error
+	var scratch item
 	fallback := newBatches(st)
 	for _, b := range first.list {
 		if b.err != nil {
@@ -154,10 +287,10 @@ func (c *Client) collect(ctx context.Context, st *state, now time.Time, keys []s
 			}
 			continue
 		}
-		for i, it := range b.got {
-			switch k := b.idx[i]; {
+		for i := range b.answered() {
+			switch it, k := b.answer(i, &scratch), b.idx[i]; {
 			case it.found:
-				hit(&b.got[i])
+				hit(it)
 				if routes != nil {
 					st.mig.Counters.NewHits.Add(1)
 				}
@@ -176,10 +309,7 @@ func (c *Client) collect(ctx context.Context, st *state, now time.Time, keys []s
 // the hits to hit and backfills them.
 func (c *Client) fallbackMulti(ctx context.Context, st *state, now time.Time, routes []migration.Route, fallback *batches, hit func(*item)) {
 	cs := st.mig.Counters
-	fallback.run(func(b *batch) (err error) {
-		b.got, err = b.conn.getMulti(ctx, b.keys, true)
-		return err
-	})
+	fallback.gets(ctx, true)
 	copies := newBatches(st)
 	for _, b := range fallback.list {
 		if b.err != nil {
@@ -216,14 +346,12 @@ func (c *Client) fallbackMulti(ctx context.Context, st *state, now time.Time, ro
 			}
 		}
 	}
-	newer.run(func(b *batch) (err error) {
-		b.got, err = b.conn.getMulti(ctx, b.keys, false)
-		return err
-	})
+	newer.gets(ctx, false)
+	var scratch item
 	for _, b := range newer.list {
-		for i := range b.got {
-			if b.got[i].found {
-				hit(&b.got[i])
+		for i := range b.answered() {
+			if it := b.answer(i, &scratch); it.found {
+				hit(it)
 			}
 		}
 	}

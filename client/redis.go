@@ -67,13 +67,10 @@ func (n redisNode) getMulti(ctx context.Context, keys []string, withTTL bool) ([
 	if !withTTL {
 		vals, err := n.mget(ctx, keys)
 		if err != nil {
-			return nil, redisErr(ctx, err)
+			return nil, err
 		}
 		for i, v := range vals {
-			items[i].key = keys[i]
-			if s, ok := v.(string); ok {
-				items[i].value, items[i].found = stringBytes(s), true
-			}
+			items[i] = mgetItem(keys[i], v)
 		}
 		return items, nil
 	}
@@ -99,6 +96,49 @@ func (n redisNode) getMulti(ctx context.Context, keys []string, withTTL bool) ([
 		items[i].value, items[i].found, items[i].ttl, items[i].ttlKnown = v, true, ttl, true
 	}
 	return items, nil
+}
+
+// mget is one MGET of keys: go-redis's answer as it is, one value per key,
+// a string for a hit (see mgetItem). The first round of a multi-get keeps
+// it so, and reads each hit where it is (batch.answer), rather than copying
+// every key's answer into an item first.
+func (n redisNode) mget(ctx context.Context, keys []string) ([]any, error) {
+	if n.ap != nil { // the node is busy while this runs (see mgetQueued)
+		n.ap.calls.Add(1)
+		defer n.ap.calls.Add(-1)
+	}
+	cmd := n.mgetCmd(ctx, keys) // outside the near cache (nearcache.go)
+	if err := cmd.Err(); err != nil {
+		return nil, redisErr(ctx, err)
+	}
+	return mgetVals(cmd)
+}
+
+// mgetVals is the answer of a successful MGET, one value per key.
+func mgetVals(cmd *redis.SliceCmd) ([]any, error) {
+	vals := cmd.Val()
+	if len(vals) != len(cmd.Args())-1 {
+		return nil, fmt.Errorf("shardcache: MGET of %d keys answered %d values", len(cmd.Args())-1, len(vals))
+	}
+	return vals, nil
+}
+
+// mgetQueued is autoPipe.mgetQueued on the node's auto-pipeliner; nil
+// without one.
+func (n redisNode) mgetQueued(ctx context.Context, keys []string) *queuedMget {
+	if n.ap == nil {
+		return nil
+	}
+	return n.ap.mgetQueued(ctx, n.h, keys)
+}
+
+// mgetItem is the item of key from its value v in an MGET answer.
+func mgetItem(key string, v any) item {
+	it := item{key: key}
+	if s, ok := v.(string); ok {
+		it.value, it.found = stringBytes(s), true
+	}
+	return it
 }
 
 // fromPTTL converts a PTTL reply to a TTL to copy (0: no expiry); ok is false

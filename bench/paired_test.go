@@ -1,0 +1,101 @@
+package bench
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Paired rows: on a machine whose cores the servers and other processes
+// share, two rows run a minute apart see different loads, and their ratio
+// moves with it (0.3× to 3× between runs, for the same code). A paired row
+// runs the baseline and ours in alternating blocks of calls, pairRounds
+// rounds of each, so both see the same load, and reports:
+//
+//   - cpu-ns/op and base-cpu-ns/op: the process's CPU time per call of ours
+//     and of the baseline (getrusage, servers excluded);
+//   - cpu-ratio: ours over the baseline, the figure to read;
+//   - wall-ratio: the same for wall time (ns/op is ours alone).
+//
+// b.N is the calls of each side. Allocations are the unpaired rows' to
+// report: a paired row's would count both sides.
+
+// pairRounds is how many blocks of each side a paired row runs.
+const pairRounds = 16
+
+// side is one side of a pair: its calls' CPU and wall time so far.
+type side struct {
+	op        func(int) error
+	cpu, wall time.Duration
+	next      int // the next call's index
+}
+
+// pairedSerial pairs base and ours, one call at a time.
+func pairedSerial(base, ours func(int) error) func(*testing.B) {
+	return paired(func(b *testing.B, s *side, n int) {
+		for range n {
+			if err := s.op(s.next); err != nil {
+				b.Fatal(err)
+			}
+			s.next++
+		}
+	}, base, ours)
+}
+
+// pairedParallel pairs base and ours, each block from parallelism goroutines
+// per CPU, as the parallel rows run.
+func pairedParallel(base, ours func(int) error) func(*testing.B) {
+	return paired(func(b *testing.B, s *side, n int) {
+		g := parallelism * runtime.GOMAXPROCS(0)
+		var wg sync.WaitGroup
+		var left atomic.Int64
+		left.Store(int64(n))
+		var failed atomic.Bool
+		for w := range g {
+			wg.Go(func() {
+				i := s.next + w*7919 // goroutines start apart, as in parallel
+				for left.Add(-1) >= 0 && !failed.Load() {
+					if err := s.op(i); err != nil {
+						b.Error(err)
+						failed.Store(true)
+						return
+					}
+					i++
+				}
+			})
+		}
+		wg.Wait()
+		s.next += n
+		if failed.Load() {
+			b.FailNow()
+		}
+	}, base, ours)
+}
+
+// paired runs block(b, side, calls) for each side in turn, pairRounds
+// rounds, and reports the metrics above.
+func paired(block func(*testing.B, *side, int), base, ours func(int) error) func(*testing.B) {
+	return func(b *testing.B) {
+		sides := [2]*side{{op: base}, {op: ours}}
+		per := max(b.N/pairRounds, 1)
+		b.ResetTimer()
+		for r := range pairRounds {
+			for k := range sides {
+				s := sides[(r+k)%2] // alternate which side goes first
+				cpu, wall := cpuTime(b), time.Now()
+				block(b, s, per)
+				s.cpu += cpuTime(b) - cpu
+				s.wall += time.Since(wall)
+			}
+		}
+		b.StopTimer()
+		calls := float64(per * pairRounds)
+		b.ReportMetric(float64(sides[1].cpu)/calls, "cpu-ns/op")
+		b.ReportMetric(float64(sides[0].cpu)/calls, "base-cpu-ns/op")
+		b.ReportMetric(float64(sides[1].cpu)/float64(sides[0].cpu), "cpu-ratio")
+		b.ReportMetric(float64(sides[1].wall)/float64(sides[0].wall), "wall-ratio")
+		b.ReportMetric(float64(sides[1].wall)/calls, "ns/op")
+	}
+}

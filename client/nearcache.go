@@ -251,6 +251,10 @@ func (c *nearCache) evict(cmd redis.Cmder) {
 		for _, k := range args[1:] {
 			c.drop(k)
 		}
+	case "rename", "renamenx", "copy", "smove", "lmove", "blmove", "rpoplpush", "brpoplpush":
+		for _, k := range args[1:min(len(args), 3)] {
+			c.drop(k)
+		}
 	case "mset", "msetnx":
 		for i := 1; i < len(args); i += 2 {
 			c.drop(args[i])

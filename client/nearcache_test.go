@@ -766,6 +766,7 @@ func TestNearCacheEvict(t *testing.T) {
 		{[]any{"mset", "a", "1", "b", "2"}, []string{"c", "d"}},
 		{[]any{"evalsha", "sha", 2, "b", "c", "a"}, []string{"a", "d"}},
 		{[]any{"incrby", []byte("d"), 1}, []string{"a", "b", "c"}},
+		{[]any{"rename", "a", "c"}, []string{"b", "d"}},
 		{[]any{"flushdb"}, nil},
 	} {
 		c := &nearCache{LocalCache: redis.NewLocalCache(redis.CacheConfig{MaxEntries: 100}), prefix: "0\x000:\x00"}

@@ -154,6 +154,10 @@ func TestNearCache(t *testing.T) {
 				t.Fatal(err)
 			}
 			eventually(t, "a write by another client", func() error { return expect(ctx, c, "k", []byte("v2")) })
+			if err := other.Del(ctx, "k").Err(); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "a delete by another client", func() error { return expect(ctx, c, "k", nil) })
 
 			// A miss is kept, and invalidated when the key is created.
 			if err := expect(ctx, c, "absent", nil); err != nil {
@@ -641,6 +645,9 @@ func TestNearCacheHealth(t *testing.T) {
 	}
 	if hits == 0 {
 		t.Fatal("no near hit between the failures: the test proves nothing")
+	}
+	if _, err := c.Get(ctx, "hot"); !errors.Is(err, ErrNodeDown) {
+		t.Errorf("Get of a near-cached key of a node held down: %v, want ErrNodeDown", err)
 	}
 	if calls := getStats(c, ss[0].Addr); calls.Errors.Timeout != 2 {
 		t.Errorf("get errors %+v, want the 2 timed-out calls", calls.Errors)

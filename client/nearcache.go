@@ -151,17 +151,15 @@ func (nc *NearCache) forNode(n ring.Node, opt *redis.Options) (*nearCache, error
 	if opt.DB != 0 { // NodeCredentials can set it per node
 		return nil, fmt.Errorf("%w: %w: node %s: go-redis caches only database 0, not DB %d", ErrBadOptions, ErrNearCache, n.Addr, opt.DB)
 	}
-	c := &nearCache{
-		LocalCache: redis.NewLocalCache(nc.config()),
-		prefix:     "0\x00" + strconv.Itoa(len(opt.Username)) + ":" + opt.Username + "\x00",
-	}
+	c := &nearCache{LocalCache: redis.NewLocalCache(nc.config())}
 	opt.Protocol = 3
 	opt.ClientSideCache = c
 	return c, nil
 }
 
-// attached returns an error unless rdb caches through c: a NewRedisClient
-// hook may have made its client from options of its own.
+// attached returns an error unless rdb caches through c (a NewRedisClient
+// hook may have made its client from options of its own), and sets c's
+// namespace from rdb's options.
 func (c *nearCache) attached(n ring.Node, rdb *redis.Client) error {
 	if c == nil {
 		return nil
@@ -172,6 +170,8 @@ func (c *nearCache) attached(n ring.Node, rdb *redis.Client) error {
 		return fmt.Errorf("%w: %w: node %s: the NewRedisClient hook's client does not keep the ClientSideCache, Protocol 3 and DB 0 of the options it was given",
 			ErrBadOptions, ErrNearCache, n.Addr)
 	}
+	// The user the client logs in as, which a hook may have changed.
+	c.prefix = "0\x00" + strconv.Itoa(len(opt.Username)) + ":" + opt.Username + "\x00"
 	return nil
 }
 

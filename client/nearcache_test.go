@@ -660,8 +660,23 @@ func TestNearCacheHealth(t *testing.T) {
 // after it are answered from the near cache again.
 func TestNearCacheACLUser(t *testing.T) {
 	ss := testserver.SecureRedis(t, 1, testserver.Security{ACL: []string{"cache on >near-secret ~* +@all"}})
-	c, err := New(Options{Nodes: []ring.Node{{Name: "a", Addr: ss[0].Addr}}, Username: "cache", Password: "near-secret",
-		NearCache: &NearCache{}})
+	for _, viaHook := range []bool{false, true} {
+		t.Run(fmt.Sprintf("viaHook=%v", viaHook), func(t *testing.T) { testNearCacheACLUser(t, ss[0].Addr, viaHook) })
+	}
+}
+
+// testNearCacheACLUser logs in as the ACL user through Options, or through
+// a NewRedisClient hook that sets the user in the options it is given.
+func testNearCacheACLUser(t *testing.T, addr string, viaHook bool) {
+	o := Options{Nodes: []ring.Node{{Name: "a", Addr: addr}}, Username: "cache", Password: "near-secret", NearCache: &NearCache{}}
+	if viaHook {
+		o.Username, o.Password = "", ""
+		o.NewRedisClient = func(_ ring.Node, opt *redis.Options) *redis.Client {
+			opt.Username, opt.Password = "cache", "near-secret"
+			return redis.NewClient(opt)
+		}
+	}
+	c, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -675,12 +690,12 @@ func TestNearCacheACLUser(t *testing.T) {
 		if err := expect(ctx, c, "u", want); err != nil {
 			t.Fatal(err)
 		}
-		hits := nearOf(t, c, ss[0].Addr).Hits
+		hits := nearOf(t, c, addr).Hits
 		eventually(t, "a near hit", func() error {
 			if err := expect(ctx, c, "u", want); err != nil {
 				t.Fatal(err)
 			}
-			if nearOf(t, c, ss[0].Addr).Hits == hits {
+			if nearOf(t, c, addr).Hits == hits {
 				return errors.New("no near hit")
 			}
 			return nil

@@ -80,8 +80,9 @@ const (
 )
 
 // ErrNearCache means a near cache that cannot be had: on Memcached, with a
-// Redis database other than 0, or through a NewRedisClient hook whose client
-// dropped the cache go-redis was given. It comes wrapped in ErrBadOptions.
+// Redis database other than 0 (go-redis caches database 0 only), or through
+// a NewRedisClient hook whose client does not keep the options' cache, RESP3
+// and database 0. It comes wrapped in ErrBadOptions.
 var ErrNearCache = errors.New("shardcache: near cache unavailable")
 
 // withDefaults returns a copy of nc with its defaults applied; nil stays

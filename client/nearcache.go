@@ -36,7 +36,7 @@ import (
 //     drops the key's near copies at once (evict), so that this process reads
 //     its own writes: the server's invalidation reaches the connection that
 //     read the key, and go-redis applies it only when it next reads that
-//     connection (within ClientSideCacheConfig.DrainInterval, 5ms, when idle).
+//     connection (within NearCache.DrainInterval when it is idle).
 //
 // A near copy must come only from the key's current owner, whose server
 // every client writes (see NearCache): the migration paths read old owners
@@ -65,6 +65,15 @@ type NearCache struct {
 	// be later than the TTL). Default DefaultNearCacheMaxAge; negative: no
 	// bound.
 	MaxAge time.Duration
+	// DrainInterval is how often go-redis reads the node's idle connections
+	// for invalidations (ClientSideCacheConfig.DrainInterval): while a
+	// connection is idle, which the one that read a hot key mostly is, a
+	// write by another client reaches its near copies within about that. A
+	// connection in use reads them with its next reply. Each read costs CPU
+	// even when nothing changes, per node: go-redis's default of 5ms cost
+	// this project's 2-core machine 4% of a core per node, idle. Default
+	// DefaultNearCacheDrainInterval; at least 1ms.
+	DrainInterval time.Duration
 }
 
 // Near cache defaults.
@@ -72,6 +81,11 @@ const (
 	// DefaultNearCacheEntries is NearCache.MaxEntries by default, go-redis's
 	// own default.
 	DefaultNearCacheEntries = 10000
+	// DefaultNearCacheDrainInterval is NearCache.DrainInterval by default:
+	// another client's write reaches this process's near copies within about
+	// 50ms, for 0.8% of a core per node, idle, on the 2-core development
+	// machine (bench: BenchmarkNearCacheIdle).
+	DefaultNearCacheDrainInterval = 50 * time.Millisecond
 	// DefaultNearCacheMaxAge is NearCache.MaxAge by default: a hot key is
 	// read from its node once every 10 s per process (1,000 reads a second
 	// for 10,000 hot keys), and a near copy outlives its key's TTL by at most
@@ -98,6 +112,9 @@ func (nc *NearCache) withDefaults() *NearCache {
 	if c.MaxAge == 0 {
 		c.MaxAge = DefaultNearCacheMaxAge
 	}
+	if c.DrainInterval == 0 {
+		c.DrainInterval = DefaultNearCacheDrainInterval
+	}
 	return &c
 }
 
@@ -115,13 +132,15 @@ func (nc *NearCache) check(o *Options) error {
 		return fmt.Errorf("%w: NearCache without a bound: MaxEntries %d and MaxBytes %d", ErrBadOptions, nc.MaxEntries, nc.MaxBytes)
 	case nc.MaxBytes < 0:
 		return fmt.Errorf("%w: negative NearCache.MaxBytes %d", ErrBadOptions, nc.MaxBytes)
+	case nc.DrainInterval < time.Millisecond:
+		return fmt.Errorf("%w: NearCache.DrainInterval %v under 1ms", ErrBadOptions, nc.DrainInterval)
 	}
 	return nil
 }
 
 // config is go-redis's configuration of one node's cache.
 func (nc *NearCache) config() redis.CacheConfig {
-	cfg := redis.CacheConfig{MaxEntries: max(nc.MaxEntries, 0), MaxMemoryBytes: nc.MaxBytes}
+	cfg := redis.CacheConfig{MaxEntries: max(nc.MaxEntries, 0), MaxMemoryBytes: nc.MaxBytes, DrainInterval: nc.DrainInterval}
 	if nc.MaxAge > 0 {
 		cfg.MaxStaleness = nc.MaxAge
 	}
@@ -155,6 +174,10 @@ func (nc *NearCache) forNode(n ring.Node, opt *redis.Options) (*nearCache, error
 	c := &nearCache{LocalCache: redis.NewLocalCache(nc.config())}
 	opt.Protocol = 3
 	opt.ClientSideCache = c
+	// Beside an explicit ClientSideCache go-redis reads its config only for
+	// the drain interval (and to check MaxStaleness against other options).
+	cfg := nc.config()
+	opt.ClientSideCacheConfig = &cfg
 	return c, nil
 }
 

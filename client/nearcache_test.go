@@ -452,6 +452,7 @@ func TestNearCacheOptions(t *testing.T) {
 		}}, ErrNearCache},
 		{"negative bytes", Options{NearCache: &NearCache{MaxBytes: -1}}, ErrBadOptions},
 		{"no bound", Options{NearCache: &NearCache{MaxEntries: -1}}, ErrBadOptions},
+		{"drain under 1ms", Options{NearCache: &NearCache{DrainInterval: time.Microsecond}}, ErrBadOptions},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := tc.opts

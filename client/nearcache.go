@@ -71,7 +71,7 @@ type NearCache struct {
 	// write by another client reaches its near copies within about that. A
 	// connection in use reads them with its next reply. Each read costs CPU
 	// even when nothing changes, per node: go-redis's default of 5ms cost
-	// this project's 2-core machine 4% of a core per node, idle. Default
+	// this project's 2-core machine about 2% of a core per node, idle. Default
 	// DefaultNearCacheDrainInterval; at least 1ms.
 	DrainInterval time.Duration
 }
@@ -83,8 +83,9 @@ const (
 	DefaultNearCacheEntries = 10000
 	// DefaultNearCacheDrainInterval is NearCache.DrainInterval by default:
 	// another client's write reaches this process's near copies within about
-	// 50ms, for 0.8% of a core per node, idle, on the 2-core development
-	// machine (bench: BenchmarkNearCacheIdle).
+	// 50ms, for 0.3–0.45% of a core per node, idle, on the 2-core
+	// development machine (bench: BenchmarkNearCacheIdle; 1.7–2.2% at
+	// go-redis's 5ms).
 	DefaultNearCacheDrainInterval = 50 * time.Millisecond
 	// DefaultNearCacheMaxAge is NearCache.MaxAge by default: a hot key is
 	// read from its node once every 10 s per process (1,000 reads a second

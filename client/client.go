@@ -259,9 +259,10 @@ type Options struct {
 	// included. A Get that go-redis has answered before is answered from
 	// memory until a client, any client, changes the key: its server then
 	// tells go-redis, which drops the copy (within NearCache.DrainInterval
-	// when the connection that read the key is idle). Misses are kept too. GetMulti
-	// reads the nodes, as without NearCache. A write through this client drops its
-	// keys' copies at once, so the process reads its own writes. Copies come
+	// when the connection that read the key is idle). Misses are kept too.
+	// GetMulti reads the nodes, as without NearCache. A write through this
+	// client drops its keys' copies at once, so the process reads its own
+	// writes. Copies come
 	// only from a key's current owner: during a migration the reads of old
 	// owners bypass the cache, so that a write made through the new
 	// placement alone, which the old owner never sees, cannot leave a stale

@@ -28,10 +28,13 @@ import (
 //     not a call to the node, for Stats and for the breaker alike. The price
 //     of a wrapper (go-redis gives these only to its own *LocalCache): a hit
 //     copies the value once more, go-redis's miss coalescing and refresh
-//     options are off, and an invalidation that arrives while a read of the
-//     same key refetches it drops that read's copy too (go-redis would keep a
-//     fetch issued after the invalidation): one more miss, never a stale
-//     value.
+//     options are off, and an invalidation drops the copy of a read of the
+//     same key still in flight whenever that read was sent (go-redis's own
+//     cache keeps one sent after the invalidation was seen): one more miss,
+//     never a stale value. The next read after a write through this client
+//     often pays that miss anyway: the server's invalidation of the write
+//     goes to the connection that read the key, which is often the one the
+//     next read takes.
 //   - After a write through one of the node's go-redis clients, the hook
 //     drops the key's near copies at once (evict), so that this process reads
 //     its own writes: the server's invalidation reaches the connection that

@@ -250,6 +250,25 @@ func TestNearCacheOwnWrites(t *testing.T) {
 				}
 				check(k, v("direct"))
 			}
+			// Client.Redis's reads that go-redis caches go through the near
+			// cache too, and its writes drop their copies.
+			rdb, addr := c.Redis("h"), c.Locate("h").Addr
+			for i := range 3 {
+				want := fmt.Sprint("f", i)
+				if err := rdb.HSet(ctx, "h", "f", want).Err(); err != nil {
+					t.Fatal(err)
+				}
+				hits := nearOf(t, c, addr).Hits
+				eventually(t, "HGET from the near cache", func() error {
+					if got, err := rdb.HGet(ctx, "h", "f").Result(); err != nil || got != want {
+						t.Fatalf("HGET = %q, %v; want %q", got, err, want)
+					}
+					if nearOf(t, c, addr).Hits == hits {
+						return errors.New("no near hit")
+					}
+					return nil
+				})
+			}
 		})
 	}
 }

@@ -242,9 +242,8 @@ func (c *nearCache) drop(key any) {
 // nearReads are the commands whose replies go-redis may keep (its allow-list
 // in v9.23.0, csc_commands.go), and the other reads the façade sends: none
 // of them changes a key, so evict leaves their keys' copies alone.
-var nearReads = map[string]bool{}
-
-func init() {
+var nearReads = func() map[string]bool {
+	m := map[string]bool{}
 	for _, names := range []string{
 		"get mget getbit getrange strlen substr hget hgetall hmget hkeys hvals hlen hexists hstrlen",
 		"lindex llen lpos lrange scard sismember smembers smismember sdiff sinter sintercard sunion",
@@ -256,10 +255,11 @@ func init() {
 		"pttl ttl scan dump dbsize ping info hello client select auth command memory object randomkey",
 	} {
 		for _, n := range strings.Fields(names) {
-			nearReads[n] = true
+			m[n] = true
 		}
 	}
-}
+	return m
+}()
 
 // evict drops the near copies of the keys cmd may have changed, after it ran
 // (whatever its outcome: a timed-out write may have been applied). A fetch

@@ -193,14 +193,7 @@ func TestAutoPipelineContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	ap := c.state.Load().own[ss[0].Addr].(redisNode).ap
-	ss[0].Pause()
-	waitFor(t, "the server stopped", ss[0].Paused)
-	resumed := false
-	defer func() {
-		if !resumed {
-			ss[0].Resume()
-		}
-	}()
+	resume := paused(t, ss[0])
 	lone := make(chan error, 1)
 	go func() {
 		v, err := c.Get(ctx, "k")
@@ -223,17 +216,9 @@ func TestAutoPipelineContext(t *testing.T) {
 	waitFor(t, "the Gets queued", func() bool { return ap.calls.Load() == 1+waiters })
 	cancel()
 	for range waiters {
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.Canceled) {
-				t.Fatalf("Get after cancel: %v, want context.Canceled", err)
-			}
-		case <-time.After(faultWait): // the node's timeouts are a minute
-			t.Fatal("a cancelled Get still waits for the paused node")
-		}
+		waitCancelled(t, "a Get queued for the paused node", done)
 	}
-	ss[0].Resume()
-	resumed = true
+	resume()
 	if err := <-lone; err != nil {
 		t.Fatalf("the lone Get after resume: %v", err)
 	}

@@ -235,8 +235,9 @@ type Options struct {
 	// share round trips: while one batch is on the wire, the commands that
 	// arrive meanwhile wait and go together in the next one. No timer: a
 	// call that finds no other under way to its node is sent at once, as
-	// without AutoPipeline. The multi-key calls keep their own pipelines. A
-	// queued caller whose context ends returns at once with its error, but
+	// without AutoPipeline. GetMulti's MGET to a node joins the same
+	// batches under the same rule; the other multi-key calls keep their own
+	// pipelines. A queued caller whose context ends returns at once with its error, but
 	// its command may still run; a batch is bounded by ReadTimeout and
 	// WriteTimeout. go-redis marks its auto-pipeliner EXPERIMENTAL: this
 	// module pins go-redis v9.23.0, the version it is tested with. Each

@@ -193,3 +193,30 @@ func forEachCluster(t *testing.T, n int, fn func(t *testing.T, cl *cluster)) {
 		})
 	}
 }
+
+// paused stops s (SIGSTOP) until the returned resume is called, or the
+// test ends; resume may be called more than once.
+func paused(t testing.TB, s *testserver.Server) (resume func()) {
+	t.Helper()
+	s.Pause()
+	waitFor(t, "the server stopped", s.Paused)
+	var once sync.Once
+	resume = func() { once.Do(s.Resume) }
+	t.Cleanup(resume)
+	return resume
+}
+
+// waitCancelled receives the error of a call whose context was cancelled,
+// which must come within faultWait (the node's own timeouts are longer) and
+// be context.Canceled.
+func waitCancelled(t testing.TB, what string, errc <-chan error) {
+	t.Helper()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s: %v, want context.Canceled", what, err)
+		}
+	case <-time.After(faultWait):
+		t.Fatalf("%s still waits after its context was cancelled", what)
+	}
+}

@@ -133,6 +133,8 @@ func (p *rawConns) begin(ctx context.Context, o op) (rawCall, error) {
 func (c rawCall) end(err error) error {
 	if c.stop != nil && (!c.stop() || c.ctx.Err() != nil) {
 		err = ctxErr(c.ctx, err)
+	} else if err != nil {
+		err, _ = pastDeadline(c.ctx, err)
 	}
 	if err != nil {
 		c.rawConn.Close()

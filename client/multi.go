@@ -221,7 +221,10 @@ func runEach(list []*batch, fn func(b *batch) error) {
 
 // GetMulti returns the values of the keys that are present; a key missing
 // from the map is a miss. Keys are sent one round trip per node, all nodes in
-// parallel (Redis MGET, Memcached multi-get). When a node fails, the hits of
+// parallel: a Redis MGET per node from parallel goroutines (with
+// AutoPipeline, joining the node's auto-pipeliner batch while other calls
+// to it are under way), a Memcached "gets" per node, all written before any
+// answer is read on the caller's goroutine. When a node fails, the hits of
 // the others are returned with an error that joins one *NodeError per failed
 // node. During a migration the new owners' misses are looked up on their old
 // owners in a second parallel round, and backfilled in a third.

@@ -45,13 +45,21 @@ func redisErr(ctx context.Context, err error) error {
 	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
 		return fmt.Errorf("%w: %w", ctx.Err(), err)
 	}
-	// The connection's deadline is the context's, and may fire a moment
-	// before the context's own timer does.
-	var ne net.Error
-	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) && errors.As(err, &ne) && ne.Timeout() {
-		return fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+	if err, ok := pastDeadline(ctx, err); ok {
+		return err
 	}
 	return authErr(err)
+}
+
+// pastDeadline wraps context.DeadlineExceeded around err, a network
+// timeout, once ctx's deadline has passed: the connection's deadline is
+// the context's, and may fire a moment before the context's own timer does.
+func pastDeadline(ctx context.Context, err error) (error, bool) {
+	var ne net.Error
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) && errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("%w: %w", context.DeadlineExceeded, err), true
+	}
+	return err, false
 }
 
 func (n redisNode) get(ctx context.Context, key string) ([]byte, error) {

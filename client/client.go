@@ -525,18 +525,16 @@ func (c *Client) newNode(n ring.Node) (node, error) {
 		raw := newRawConns(o, d)
 		raw.dial = conns.wrap(raw.dial)
 		if o.NewMemcacheClient != nil {
-			prepared := mc
 			mc = o.NewMemcacheClient(n, mc)
 			// The raw connections dial as the node's gomemcache client does:
 			// through a DialContext the hook set or wrapped, or as
 			// gomemcache does without one.
-			switch {
-			case mc == prepared && mc.DialContext != nil:
-				raw.dial = mc.DialContext // tracked: it is, or calls, conns.wrap(d.dial)
-			case mc.DialContext != nil:
+			// (conns.wrap again, even around the prepared one's: the hook
+			// may have replaced it.) Dials are bounded by mc's Timeout.
+			if mc.DialContext != nil {
 				raw.dial = conns.wrap(mc.DialContext)
-			default:
-				raw.dial = conns.wrap((&net.Dialer{Timeout: mc.Timeout}).DialContext)
+			} else {
+				raw.dial = conns.wrap(new(net.Dialer).DialContext)
 			}
 			raw.mc = mc
 		}

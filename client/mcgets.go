@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"time"
 )
 
 // A multi-get's round on Memcached goes over the node's raw connections, in
@@ -23,14 +25,20 @@ type mcGets struct {
 	err  error // getting a connection or sending failed
 }
 
-// getsSend sends "gets <keys...>" on a connection of the pool. Its error,
-// if any, is getsRecv's.
+// readGrace is how long a multi-get's answer may still take to arrive once
+// the caller's context has ended: the answers of the nodes read after a
+// slow one are usually there already, and are returned.
+const readGrace = 2 * time.Millisecond
+
+// getsSend sends "gets <keys...>" on a connection of the pool, bounded by
+// ctx and the pool's timeout. Its error, if any, is recv's.
 func (p *rawConns) getsSend(ctx context.Context, keys []string) mcGets {
-	c, err := p.begin(ctx, opGetMulti)
+	c, err := p.take(ctx, opGetMulti)
 	if err != nil {
 		return mcGets{keys: keys, err: err}
 	}
 	g := mcGets{call: c, keys: keys}
+	c.SetDeadline(p.deadline(ctx))
 	c.w.WriteString("gets")
 	for _, k := range keys {
 		c.w.WriteByte(' ')
@@ -38,25 +46,59 @@ func (p *rawConns) getsSend(ctx context.Context, keys []string) mcGets {
 	}
 	c.w.WriteString("\r\n")
 	if err := c.w.Flush(); err != nil {
-		g.err = c.end(err)
+		g.err = c.finish(ctxErr(ctx, err))
 	}
 	return g
 }
 
-// getsRecv reads the answer to g into out, one item per key of g in order,
-// and ends the call.
+// recv reads the answer to g into out, one item per key of g in order, and
+// ends the call. The read has the pool's whole timeout from now, not from
+// the send: the answers are read in turn, and one node's slow answer must
+// not use up the next one's time. When ctx ends, the read has readGrace
+// left; an answer read whole is a success however late.
 func (g *mcGets) recv(out []item) error {
 	if g.err != nil {
 		return authErr(g.err)
 	}
-	found, err := g.call.readGets(g.keys, out)
-	if err = g.call.end(err); err != nil {
+	ctx := g.call.ctx
+	timeout, _ := g.call.p.knobs()
+	deadline := time.Now().Add(timeout)
+	if dl, ok := ctx.Deadline(); ok {
+		if now := time.Now(); dl.Before(now) {
+			dl = now
+		}
+		deadline = minTime(deadline, dl.Add(readGrace))
+	}
+	rc := g.call.rawConn
+	rc.SetReadDeadline(deadline)
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, func() { rc.SetReadDeadline(time.Now().Add(readGrace)) })
+	}
+	found, err := rc.readGets(g.keys, out)
+	if stop != nil {
+		stop()
+	}
+	if err != nil {
+		if err, _ = pastDeadline(ctx, err); ctx.Err() != nil {
+			err = ctxErr(ctx, err)
+		}
+	}
+	if err = g.call.finish(err); err != nil {
 		return authErr(err)
 	}
 	if h := g.call.p.h; h != nil {
 		h.stats.keys(opGetMulti, found, len(g.keys)-found)
 	}
 	return nil
+}
+
+// minTime returns the earlier of a and b.
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // getMulti is one multi-get of keys on a raw connection.
@@ -76,14 +118,15 @@ const maxArena = 64 << 10
 // <bytes> <cas>" line and the value for every key present, in the order of
 // the request, then "END". It fills out[i] for keys[i] and returns the
 // number of keys found. Values are cut from buffers shared with their
-// neighbours, each slice capped at its own length: when a value does not fit
-// what is left, the next buffer has room for as many values of its size as
-// keys remain (up to maxArena), so values of one size take one allocation.
+// neighbours, each slice capped at its own length: a buffer twice the last
+// one (1 KiB first, up to maxArena), or the value's own when it is larger.
+// A value the caller keeps keeps its buffer alive.
 func (rc *rawConn) readGets(keys []string, out []item) (int, error) {
 	for i, k := range keys {
 		out[i].key = k
 	}
 	var arena []byte
+	chunk := 0 // the size of the last buffer
 	found, next := 0, 0
 	for {
 		l, err := rc.line()
@@ -97,27 +140,35 @@ func (rc *rawConn) readGets(keys []string, out []item) (int, error) {
 		if err != nil {
 			return found, err
 		}
-		// The server answers in the order asked, skipping misses.
-		for next < len(keys) && keys[next] != string(key) {
-			next++
+		// memcached answers in the order asked, skipping misses; another
+		// server or a proxy may not.
+		i := next
+		for i < len(keys) && keys[i] != string(key) {
+			i++
 		}
-		if next == len(keys) {
-			return found, fmt.Errorf("shardcache: memcached gets: unexpected key in %q", l)
+		if i == len(keys) {
+			i = slices.IndexFunc(out, func(it item) bool { return !it.found && it.key == string(key) })
+			if i < 0 {
+				return found, fmt.Errorf("shardcache: memcached gets: unexpected key in %q", l)
+			}
+		} else {
+			next = i + 1
 		}
 		if size+2 > len(arena) {
-			arena = make([]byte, max(min((size+2)*(len(keys)-next), maxArena), size+2))
+			// Twice the last buffer, up to maxArena, or the value alone.
+			chunk = min(max(2*chunk, 1<<10), maxArena)
+			arena = make([]byte, max(chunk, size+2))
 		}
 		if _, err := io.ReadFull(rc.r, arena[:size+2]); err != nil {
 			return found, err
 		}
 		if arena[size] != '\r' || arena[size+1] != '\n' {
-			return found, fmt.Errorf("shardcache: memcached gets: value of %q not followed by CR LF", key)
+			return found, fmt.Errorf("shardcache: memcached gets: value of %q not followed by CR LF", keys[i])
 		}
-		it := &out[next]
+		it := &out[i]
 		it.value, it.flags, it.cas, it.found = arena[:size:size], flags, cas, true
 		arena = arena[size+2:]
 		found++
-		next++
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,7 +60,9 @@ func TestMemcachedGets(t *testing.T) {
 		{name: "without cas", reply: "VALUE b 1 2\r\nhi\r\nEND\r\n", want: map[string]item{"b": {value: []byte("hi"), flags: 1}}},
 		{name: "server error", reply: "SERVER_ERROR out of memory\r\n", wantErr: "SERVER_ERROR"},
 		{name: "unknown key", reply: "VALUE z 0 1 1\r\nz\r\nEND\r\n", wantErr: "unexpected key"},
-		{name: "out of order", reply: "VALUE c 0 1 1\r\nc\r\nVALUE a 0 1 1\r\na\r\nEND\r\n", wantErr: "unexpected key"},
+		{name: "out of order", reply: "VALUE c 0 1 1\r\nc\r\nVALUE a 0 1 2\r\na\r\nEND\r\n",
+			want: map[string]item{"a": {value: []byte("a"), cas: 2}, "c": {value: []byte("c"), cas: 1}}},
+		{name: "a key answered twice", reply: "VALUE a 0 1 1\r\na\r\nVALUE a 0 1 1\r\na\r\nEND\r\n", wantErr: "unexpected key"},
 		{name: "no CR LF after the value", reply: "VALUE a 0 1 1\r\nabcEND\r\n", wantErr: "not followed by CR LF"},
 		{name: "bad size", reply: "VALUE a 0 x 1\r\n", wantErr: "bad line"},
 		{name: "negative size", reply: "VALUE a 0 -1 1\r\n", wantErr: "bad line"},
@@ -177,5 +181,112 @@ func TestMemcachedHookDials(t *testing.T) {
 				t.Error("GetMulti's connection was not dialed through the hook's DialContext")
 			}
 		})
+	}
+}
+
+// keysFirstOn returns n keys of which the first is owned by the node at
+// first, and the others spread over every node.
+func keysFirstOn(c *Client, first string, n int) []string {
+	keys := keysOn(c, first, "stall-first:", 1)
+	for i := 0; len(keys) < n; i++ {
+		keys = append(keys, fmt.Sprintf("stall:%d", i))
+	}
+	return keys
+}
+
+// TestMemcachedGetMultiStalledNode: GetMulti reads the nodes' answers in
+// turn, and a node that does not answer (SIGSTOP), read first, costs the
+// others nothing: their hits come back, with the stalled node's error
+// alone, whether the pool's timeout or the caller's deadline ends the wait,
+// and the healthy nodes stay up and count no failure.
+func TestMemcachedGetMultiStalledNode(t *testing.T) {
+	fc := newFaultCluster(t, "memcached", 3, Options{ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, FailureThreshold: 100})
+	c, stalled := fc.c, fc.servers[0].Addr
+	keys := keysFirstOn(c, stalled, 30)
+	items := map[string][]byte{}
+	want := 0
+	for _, k := range keys {
+		items[k] = []byte("v" + k)
+		if c.Locate(k).Addr != stalled {
+			want++
+		}
+	}
+	if err := c.SetMulti(t.Context(), items, 0); err != nil {
+		t.Fatal(err)
+	}
+	resume := paused(t, fc.servers[0])
+	defer resume()
+	for _, tc := range []struct {
+		name     string
+		deadline time.Duration // 0: the pool's timeout ends the wait
+	}{{"pool timeout", 0}, {"context deadline", 200 * time.Millisecond}} {
+		for round := range 3 {
+			ctx := t.Context()
+			if tc.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+				defer cancel()
+			}
+			got, err := c.GetMulti(ctx, keys)
+			var ne *NodeError
+			if !errors.As(err, &ne) || ne.Node.Addr != stalled || strings.Count(err.Error(), "get_multi") != 1 {
+				t.Fatalf("%s, round %d: err = %v; want the stalled node's alone", tc.name, round, err)
+			}
+			if len(got) != want {
+				t.Fatalf("%s, round %d: %d hits from the healthy nodes, want %d", tc.name, round, len(got), want)
+			}
+		}
+	}
+	for _, s := range fc.servers[1:] {
+		if h := health(t, c, s.Addr); h.Down || h.Failures != 0 {
+			t.Errorf("healthy node %s: %+v", s.Addr, h)
+		}
+	}
+}
+
+// TestMemcachedRestartedNode: connections pooled before a node went down
+// do not outlive it: once the restarted node is up again, GetMulti finds
+// every key written since, and the node is not marked down again by dead
+// connections failing one by one.
+func TestMemcachedRestartedNode(t *testing.T) {
+	fc := newFaultCluster(t, "memcached", 2, Options{})
+	c, victim := fc.c, fc.servers[0]
+	keys := keysFirstOn(c, victim.Addr, 20)
+	var wg sync.WaitGroup
+	for range 16 { // fill the pool with idle connections
+		wg.Go(func() {
+			for range 5 {
+				if _, err := c.GetMulti(t.Context(), keys); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	victim.Stop()
+	for attempt := 0; !health(t, c, victim.Addr).Down; attempt++ {
+		if attempt == 1000 {
+			t.Fatal("the stopped node is never marked down")
+		}
+		c.GetMulti(t.Context(), keys) // fails on the stopped node until it is marked down
+	}
+	victim.Restart()
+	waitHealth(t, c, victim.Addr, false)
+	items := map[string][]byte{}
+	for _, k := range keys {
+		items[k] = []byte(k)
+	}
+	if err := c.SetMulti(t.Context(), items, 0); err != nil {
+		t.Fatal(err)
+	}
+	downs := health(t, c, victim.Addr).Downs
+	for round := range 30 {
+		got, err := c.GetMulti(t.Context(), keys)
+		if err != nil || len(got) != len(keys) {
+			t.Fatalf("round %d after the restart: %d of %d keys, %v", round, len(got), len(keys), err)
+		}
+	}
+	if h := health(t, c, victim.Addr); h.Down || h.Downs != downs {
+		t.Errorf("after the restart: %+v; marked down %d more times", h, h.Downs-downs)
 	}
 }

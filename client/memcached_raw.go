@@ -105,37 +105,58 @@ type rawCall struct {
 }
 
 // begin takes a connection for a call of kind o and bounds it by ctx and by
-// the pool's timeout; end gives it back. do is begin, one function, end;
-// getsSend holds the call open between its request and its answer.
+// the pool's timeout; end gives it back. do is begin, one function, end.
 func (p *rawConns) begin(ctx context.Context, o op) (rawCall, error) {
+	c, err := p.take(ctx, o)
+	if err != nil {
+		return c, err
+	}
+	c.SetDeadline(p.deadline(ctx))
+	if ctx.Done() != nil {
+		rc := c.rawConn
+		c.stop = context.AfterFunc(ctx, func() { rc.SetDeadline(time.Unix(1, 0)) })
+	}
+	return c, nil
+}
+
+// take takes a connection for a call of kind o, without bounds: begin's
+// first half, and the multi-get's (mcgets.go), which bounds its halves
+// itself. A failure to get one is the call's outcome.
+func (p *rawConns) take(ctx context.Context, o op) (rawCall, error) {
 	start := p.h.begin()
 	rc, err := p.get(ctx)
 	if err != nil {
 		p.h.observe(ctx, o, start, err)
 		return rawCall{}, err
 	}
+	return rawCall{rawConn: rc, p: p, ctx: ctx, o: o, start: start}, nil
+}
+
+// deadline is the end of a round trip starting now: the pool's timeout, or
+// ctx's deadline if it comes first.
+func (p *rawConns) deadline(ctx context.Context) time.Time {
 	timeout, _ := p.knobs()
 	deadline := time.Now().Add(timeout)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
-	rc.SetDeadline(deadline)
-	c := rawCall{rawConn: rc, p: p, ctx: ctx, o: o, start: start}
-	if ctx.Done() != nil {
-		c.stop = context.AfterFunc(ctx, func() { rc.SetDeadline(time.Unix(1, 0)) })
-	}
-	return c, nil
+	return deadline
 }
 
-// end ends the call with err, the outcome of its I/O: it closes a
-// connection that failed and pools the others, and reports the outcome to
-// the node's health. It returns err, or the context's error once ctx is done.
+// end ends the call with err, the outcome of its I/O, as finish does: err,
+// or the context's error once ctx is done.
 func (c rawCall) end(err error) error {
 	if c.stop != nil && (!c.stop() || c.ctx.Err() != nil) {
 		err = ctxErr(c.ctx, err)
 	} else if err != nil {
 		err, _ = pastDeadline(c.ctx, err)
 	}
+	return c.finish(err)
+}
+
+// finish closes a connection that failed and pools the others, and reports
+// the call's outcome err to the node's health.
+func (c rawCall) finish(err error) error {
 	if err != nil {
 		c.rawConn.Close()
 	} else {
@@ -169,7 +190,12 @@ func (p *rawConns) get(ctx context.Context) (*rawConn, error) {
 		return rc, nil
 	}
 	p.mu.Unlock()
-	conn, err := p.dial(ctx, "tcp", p.addr)
+	// Bounded as gomemcache bounds its dials: a hook's DialContext may
+	// have no timeout of its own.
+	timeout, _ := p.knobs()
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn, err := p.dial(dctx, "tcp", p.addr)
 	if err != nil {
 		return nil, ctxErr(ctx, err)
 	}
@@ -192,12 +218,22 @@ func (p *rawConns) Close() {
 		return
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.closed = true
-	for _, rc := range p.idle {
+	p.mu.Unlock()
+	p.closeIdle()
+}
+
+// closeIdle closes the idle connections, and the pool stays usable: when
+// the node goes down, so that none outlives a restart of the server to
+// fail a call (and count against the node) once it is back.
+func (p *rawConns) closeIdle() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, rc := range idle {
 		rc.Close()
 	}
-	p.idle = nil
 }
 
 // line reads one line without its CR LF.

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"time"
 
@@ -51,7 +50,7 @@ func (b *batch) answered() int {
 type batches struct {
 	st     *state
 	list   []*batch
-	byAddr map[string]*batch // list by address, once it is long
+	byAddr map[string]int // positions in list by address, once it is long
 }
 
 func newBatches(st *state) *batches {
@@ -79,30 +78,33 @@ func (bs *batches) addKey(n ring.Node, key string, idx int) {
 const linearBatches = 8
 
 // get returns the batch of node n, made on first use.
-func (bs *batches) get(n ring.Node) *batch {
+func (bs *batches) get(n ring.Node) *batch { return bs.list[bs.index(n)] }
+
+// index returns the position in bs.list of node n's batch, made on first
+// use.
+func (bs *batches) index(n ring.Node) int {
 	if bs.byAddr != nil {
-		if b := bs.byAddr[n.Addr]; b != nil {
-			return b
+		if i, ok := bs.byAddr[n.Addr]; ok {
+			return i
 		}
 	} else {
-		for _, b := range bs.list {
+		for i, b := range bs.list {
 			if b.node.Addr == n.Addr {
-				return b
+				return i
 			}
 		}
 	}
-	b := &batch{node: n, conn: bs.st.conn(n)}
-	bs.list = append(bs.list, b)
+	bs.list = append(bs.list, &batch{node: n, conn: bs.st.conn(n)})
 	switch {
 	case bs.byAddr != nil:
-		bs.byAddr[n.Addr] = b
+		bs.byAddr[n.Addr] = len(bs.list) - 1
 	case len(bs.list) > linearBatches:
-		bs.byAddr = make(map[string]*batch, 2*len(bs.list))
-		for _, b := range bs.list {
-			bs.byAddr[b.node.Addr] = b
+		bs.byAddr = make(map[string]int, 2*len(bs.list))
+		for i, b := range bs.list {
+			bs.byAddr[b.node.Addr] = i
 		}
 	}
-	return b
+	return len(bs.list) - 1
 }
 
 // readBatches groups keys for a read round, key i going to node owner(i),
@@ -113,11 +115,10 @@ func readBatches(st *state, keys []string, owner func(i int) ring.Node) *batches
 	which := make([]int32, len(keys)) // key i's batch, by index in bs.list
 	count := make([]int, 0, len(st.own))
 	for i := range keys {
-		b := bs.get(owner(i))
-		if len(count) < len(bs.list) {
+		j := bs.index(owner(i))
+		if j == len(count) {
 			count = append(count, 0)
 		}
-		j := slices.Index(bs.list, b)
 		which[i] = int32(j)
 		count[j]++
 	}

@@ -229,7 +229,10 @@ func withHealth(n ring.Node, nd node, o *Options) node {
 		nd.h = h
 		nd.raw.h = h
 		h.ping = nd.ping
-		h.flush = func() { nd.mc.Close() } // gomemcache's Client stays usable
+		h.flush = func() { // both pools stay usable
+			nd.mc.Close()
+			nd.raw.closeIdle()
+		}
 		return nd
 	}
 	return nd

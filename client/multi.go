@@ -167,10 +167,16 @@ func (bs *batches) gets(ctx context.Context, withTTL bool) {
 				direct = append(direct, b)
 			}
 		}
-		runEach(direct, func(b *batch) (err error) {
-			b.vals, err = b.conn.(redisNode).mget(ctx, b.keys)
-			return err
-		})
+		var wg sync.WaitGroup
+		for i, b := range direct {
+			if i == len(direct)-1 { // the last one on this goroutine
+				b.mget(ctx, nil)
+				break
+			}
+			wg.Add(1)
+			go b.mget(ctx, &wg)
+		}
+		wg.Wait()
 		for _, b := range bs.list {
 			if b.queued != nil {
 				b.vals, b.err = b.queued.wait(ctx)
@@ -182,6 +188,17 @@ func (bs *batches) gets(ctx context.Context, withTTL bool) {
 		b.got, err = b.conn.getMulti(ctx, b.keys, withTTL)
 		return err
 	})
+}
+
+// mget sends b's MGET to its Redis node and keeps the answer, then tells
+// wg, if any. A goroutine starts here rather than in a closure over
+// runEach's fn: go-redis's calls are deep, and each frame fewer between
+// the goroutine's start and them is stack it does not have to grow.
+func (b *batch) mget(ctx context.Context, wg *sync.WaitGroup) {
+	b.vals, b.err = b.conn.(redisNode).mget(ctx, b.keys)
+	if wg != nil {
+		wg.Done()
+	}
 }
 
 // all reports whether ok holds for every batch's node.

@@ -19,7 +19,7 @@ import (
 // (RESP3 CLIENT TRACKING, EXPERIMENTAL in go-redis; this module pins
 // v9.23.0) on the go-redis client of every Redis node. go-redis keeps the
 // replies of the reads it may cache (of the façade's, GET: its MGETs go in
-// pipelines, see mgetCmd), and the server tells it, on the connection that read
+// pipelines, see nearMGet), and the server tells it, on the connection that read
 // a key, when any client changes the key. This file adds only what the
 // façade needs around it:
 //
@@ -305,17 +305,14 @@ func (c *nearCache) evict(cmd redis.Cmder) {
 	}
 }
 
-// mgetCmd sends an MGET of keys, in a pipeline of its own when the node has
-// a near cache: go-redis never answers a pipeline from its cache nor fills
-// it with one. Kept, an MGET's reply would be one entry per distinct key
-// list, holding every value of the list, that its next identical list alone
-// could use; and even an MGET that is not kept costs go-redis a cache key
-// and a namespaced string per key before it is sent. A failed pipeline
+// nearMGet sends an MGET of keys for a node with a near cache, in a
+// pipeline of its own: go-redis never answers a pipeline from its cache nor
+// fills it with one. Kept, an MGET's reply would be one entry per distinct
+// key list, holding every value of the list, that its next identical list
+// alone could use; and even an MGET that is not kept costs go-redis a cache
+// key and a namespaced string per key before it is sent. A failed pipeline
 // leaves its error in the command.
-func (n redisNode) mgetCmd(ctx context.Context, keys []string) *redis.SliceCmd {
-	if n.near == nil {
-		return n.rdb.MGet(ctx, keys...)
-	}
+func (n redisNode) nearMGet(ctx context.Context, keys []string) *redis.SliceCmd {
 	var cmd *redis.SliceCmd
 	_, _ = n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		cmd = p.MGet(ctx, keys...)

@@ -113,9 +113,16 @@ func (n redisNode) getMulti(ctx context.Context, keys []string, withTTL bool) ([
 func (n redisNode) mget(ctx context.Context, keys []string) ([]any, error) {
 	if n.ap != nil { // the node is busy while this runs (see mgetQueued)
 		n.ap.calls.Add(1)
-		defer n.ap.calls.Add(-1)
 	}
-	cmd := n.mgetCmd(ctx, keys) // outside the near cache (nearcache.go)
+	var cmd *redis.SliceCmd
+	if n.near == nil {
+		cmd = n.rdb.MGet(ctx, keys...)
+	} else {
+		cmd = n.nearMGet(ctx, keys) // outside the near cache (nearcache.go)
+	}
+	if n.ap != nil {
+		n.ap.calls.Add(-1)
+	}
 	if err := cmd.Err(); err != nil {
 		return nil, redisErr(ctx, err)
 	}

@@ -36,6 +36,9 @@ func withAutoPipeline(nd redisNode, newClient func() *redis.Client, password str
 	if password != "" {
 		rdb.AddHook(redactHook{password})
 	}
+	if nd.near != nil { // its writes drop near copies, as the node's own client's do
+		rdb.AddHook(evictHook{nd.near})
+	}
 	// The deferred face: its Submit hands back a future that a caller can
 	// stop waiting for when its context ends; the blocking face cannot.
 	ap, err := rdb.AsyncAutoPipeline()

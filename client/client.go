@@ -197,7 +197,8 @@ type Options struct {
 	// node, the initial ones included and those of every later Reshard, as
 	// go-redis's RingOptions.NewClient does: opt is what the client would
 	// use (the address, the timeouts and pool size above, one dial attempt
-	// and no command retries, and the node's credentials, TLS and dialer);
+	// and no command retries, the node's credentials, TLS and dialer, and
+	// with NearCache its ClientSideCache, which the client must keep);
 	// pass it to redis.NewClient, after changing it if need be, and add
 	// hooks (redisotel, logging) to the client made. Default
 	// redis.NewClient(opt).
@@ -251,6 +252,31 @@ type Options struct {
 	// failed batch fails each of its Gets with the node's error. The other
 	// calls are sent as without it. Default false.
 	AutoPipeline bool
+
+	// NearCache, when set, keeps hot keys in process memory: go-redis's
+	// client-side caching (RESP3 CLIENT TRACKING, which go-redis marks
+	// EXPERIMENTAL; this module pins go-redis v9.23.0) on the go-redis client
+	// of every Redis node, those of MigrateFrom and of every Reshard
+	// included. A Get that go-redis has answered before is answered from
+	// memory until a client, any client, changes the key: its server then
+	// tells go-redis, which drops the copy (within NearCache.DrainInterval
+	// when the connection that read the key is idle). Misses are kept too.
+	// GetMulti reads the nodes, as without NearCache. A write through this
+	// client drops its keys' copies at once, so the process reads its own
+	// writes. Copies come
+	// only from a key's current owner: during a migration the reads of old
+	// owners bypass the cache, so that a write made through the new
+	// placement alone, which the old owner never sees, cannot leave a stale
+	// copy behind. Near hits are not node calls: they are counted in
+	// NearCacheStats, not in Stats, and never touch a node's health.
+	//
+	// With AutoPipeline, Gets go through the near cache and their misses to
+	// the node one by one (go-redis's auto-pipeliner bypasses its own cache);
+	// the other calls are auto-pipelined. A NewRedisClient hook must pass on
+	// the options' ClientSideCache, Protocol and DB: New fails with
+	// ErrNearCache otherwise. Memcached and a DB other than 0 are ErrNearCache
+	// too. Default nil: no near cache.
+	NearCache *NearCache
 }
 
 // MigrateFrom describes the placement a migration moves keys from, and its
@@ -312,6 +338,7 @@ func (o *Options) init() {
 	if o.LeaseRetry == 0 {
 		o.LeaseRetry = DefaultLeaseRetry
 	}
+	o.NearCache = o.NearCache.withDefaults()
 	if o.LoadLimit != nil {
 		l := *o.LoadLimit // a copy: the caller's may change after New
 		if l.Burst == 0 {
@@ -344,7 +371,7 @@ func (o *Options) check() error {
 	if m := o.MigrateFrom; m != nil && m.Window < 0 {
 		return fmt.Errorf("MigrateFrom: %w: %v", migration.ErrBadWindow, m.Window)
 	}
-	return nil
+	return o.NearCache.check(o)
 }
 
 // DefaultLeaseRetry is how often a process waiting for another's load under
@@ -518,6 +545,10 @@ func (c *Client) newNode(n ring.Node) (node, error) {
 		return nd, nil
 	}
 	opt := o.redisOptions(n, d)
+	near, err := o.NearCache.forNode(n, opt)
+	if err != nil {
+		return nil, err
+	}
 	var rdb *redis.Client
 	if o.NewRedisClient != nil {
 		rdb = o.NewRedisClient(n, opt)
@@ -525,10 +556,14 @@ func (c *Client) newNode(n ring.Node) (node, error) {
 		quietDialErrors()
 		rdb = redis.NewClient(opt)
 	}
+	if err := near.attached(n, rdb); err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
 	if d.creds.Password != "" {
 		rdb.AddHook(redactHook{d.creds.Password})
 	}
-	nd := redisNode{rdb: rdb}
+	nd := redisNode{rdb: rdb, near: near}
 	if o.AutoPipeline {
 		return withAutoPipeline(nd, func() *redis.Client {
 			if o.NewRedisClient != nil {

@@ -189,12 +189,17 @@ func (k healthHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		start := k.h.begin()
 		err := next(ctx, cmd)
-		o := redisOp(cmd)
-		k.h.observe(ctx, o, start, err)
-		if err == nil {
-			redisKeys(k.h.stats, o, cmd)
-		}
+		k.report(ctx, cmd, start, err)
 		return err
+	}
+}
+
+// report records the outcome of cmd, which began at start.
+func (k healthHook) report(ctx context.Context, cmd redis.Cmder, start time.Time, err error) {
+	o := redisOp(cmd)
+	k.h.observe(ctx, o, start, err)
+	if err == nil {
+		redisKeys(k.h.stats, o, cmd)
 	}
 }
 
@@ -217,7 +222,7 @@ func withHealth(n ring.Node, nd node, o *Options) node {
 	switch nd := nd.(type) {
 	case redisNode:
 		nd.h = h
-		nd.rdb.AddHook(healthHook{h})
+		nd.rdb.AddHook(redisHook(h, nd.near))
 		h.ping = func(ctx context.Context) error { return nd.rdb.Ping(ctx).Err() }
 		return nd
 	case mcNode:

@@ -18,6 +18,9 @@ type redisNode struct {
 	rdb *redis.Client
 	h   *nodeHealth
 	ap  *autoPipe // Options.AutoPipeline (autopipeline.go); nil without it
+	// near is the node's near cache (nearcache.go), nil without it: Gets then
+	// go through rdb, whose go-redis cache the auto-pipeliner would bypass.
+	near *nearCache
 }
 
 // redisTTL converts a TTL for go-redis: 0 stays "no expiry", and a TTL under
@@ -60,7 +63,7 @@ func pastDeadline(ctx context.Context, err error) (error, bool) {
 }
 
 func (n redisNode) get(ctx context.Context, key string) ([]byte, error) {
-	if n.ap != nil {
+	if n.ap != nil && n.near == nil {
 		return n.ap.get(ctx, n.h, key)
 	}
 	v, err := n.rdb.Get(ctx, key).Bytes()
@@ -111,7 +114,12 @@ func (n redisNode) mget(ctx context.Context, keys []string) ([]any, error) {
 	if n.ap != nil { // the node is busy while this runs (see mgetQueued)
 		n.ap.calls.Add(1)
 	}
-	cmd := n.rdb.MGet(ctx, keys...)
+	var cmd *redis.SliceCmd
+	if n.near == nil {
+		cmd = n.rdb.MGet(ctx, keys...)
+	} else {
+		cmd = n.nearMGet(ctx, keys) // outside the near cache (nearcache.go)
+	}
 	if n.ap != nil {
 		n.ap.calls.Add(-1)
 	}

@@ -401,7 +401,7 @@ func redisPipelineOp(cmds []redis.Cmder) op {
 		return opSetMulti
 	case opAdd:
 		return opAddMulti
-	case opTouch, opExists, opSweep, opSetup:
+	case opTouch, opExists, opSweep, opSetup, opGetMulti: // an MGET pipelined alone: nearcache.go
 		return o
 	}
 	return opOther

@@ -108,6 +108,7 @@ type Collector struct {
 	requests, keys, duration, up, weight, placement *prometheus.Desc
 	active, windowEnd, moved, migrations            *prometheus.Desc
 	counters, loads                                 []counterDesc
+	near                                            nearDescs // nearcache.go
 }
 
 // counterDesc is one int64 field of a struct of counters (migration.Snapshot,
@@ -150,6 +151,7 @@ func New(src Source, constLabels prometheus.Labels) *Collector {
 	}
 	c.counters = counterDescs[migration.Snapshot](d, MigrationCounterName, ", summed over every migration of the client.")
 	c.loads = counterDescs[client.LoadStats](d, LoadCounterName, ": what GetOrLoad and GetMultiOrLoad did.")
+	c.near = newNearDescs(d)
 	return c
 }
 
@@ -162,6 +164,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, cd := range append(c.counters, c.loads...) {
 		ch <- cd.desc
 	}
+	c.near.describe(ch)
 }
 
 // Collect reads the client's Stats and sends every metric.
@@ -215,6 +218,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, cd := range c.loads {
 		counter(cd.desc, loads.Field(cd.field).Int())
 	}
+	c.near.collect(c.src, ch)
 }
 
 // histogram converts a latency histogram to Prometheus's cumulative buckets,

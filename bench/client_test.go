@@ -61,8 +61,11 @@ var benchValue = func() []byte {
 
 // directRedis is a go-redis client with the options client.New gives each
 // node (client.dial); TestDirectClientsMatchFacade checks it.
-func directRedis(addr string) *redis.Client {
-	return redis.NewClient(&redis.Options{
+func directRedis(addr string) *redis.Client { return redis.NewClient(directRedisOptions(addr)) }
+
+// directRedisOptions are directRedis's options.
+func directRedisOptions(addr string) *redis.Options {
+	return &redis.Options{
 		Addr:                  addr,
 		DialTimeout:           facadeTimeout,
 		ReadTimeout:           facadeTimeout,
@@ -71,7 +74,7 @@ func directRedis(addr string) *redis.Client {
 		ContextTimeoutEnabled: true,
 		DialerRetries:         1,
 		MaxRetries:            -1,
-	})
+	}
 }
 
 // redisRing is go-redis's own sharding client over addrs, with the same

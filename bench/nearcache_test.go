@@ -99,18 +99,10 @@ func BenchmarkNearCache(b *testing.B) {
 			// cache, each key sent to the node the façade places it on.
 			byAddr := map[string]*redis.Client{}
 			for _, a := range addrs {
-				rdb := redis.NewClient(&redis.Options{ // directRedis's options, and a cache
-					Addr:                  a,
-					DialTimeout:           facadeTimeout,
-					ReadTimeout:           facadeTimeout,
-					WriteTimeout:          facadeTimeout,
-					PoolSize:              facadePoolSize(),
-					ContextTimeoutEnabled: true,
-					DialerRetries:         1,
-					MaxRetries:            -1,
-					ClientSideCacheConfig: &redis.ClientSideCacheConfig{MaxEntries: client.DefaultNearCacheEntries,
-						MaxStaleness: client.DefaultNearCacheMaxAge, DrainInterval: client.DefaultNearCacheDrainInterval},
-				})
+				opt := directRedisOptions(a) // and a cache
+				opt.ClientSideCacheConfig = &redis.ClientSideCacheConfig{MaxEntries: client.DefaultNearCacheEntries,
+					MaxStaleness: client.DefaultNearCacheMaxAge, DrainInterval: client.DefaultNearCacheDrainInterval}
+				rdb := redis.NewClient(opt)
 				b.Cleanup(func() { rdb.Close() })
 				byAddr[a] = rdb
 			}

@@ -75,6 +75,29 @@ func batchedClient(t *testing.T, s *testserver.Server) (*Client, *mcBatcher, *wi
 	return c, c.state.Load().own[s.Addr].(mcNode).batch, w
 }
 
+// loneGet starts a Get of key through c's batcher b, which has none in
+// flight, against a paused node, and waits until it is the Get in flight;
+// its error comes on the channel once the node answers.
+func loneGet(t *testing.T, c *Client, b *mcBatcher, key string) <-chan error {
+	t.Helper()
+	lone := make(chan error, 1)
+	go func() {
+		_, err := c.Get(context.Background(), key)
+		lone <- err
+	}()
+	waitFor(t, "the lone Get in flight", func() bool {
+		select {
+		case err := <-lone:
+			t.Fatalf("lone Get returned early: %v", err)
+		default:
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.busy
+	})
+	return lone
+}
+
 func (b *mcBatcher) waiting() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -98,23 +121,8 @@ func TestMemcachedBatch(t *testing.T) {
 	if v, err := c.Get(ctx, "k0"); err != nil || string(v) != "v0" {
 		t.Fatalf("lone Get = %q, %v", v, err)
 	}
-	ss[0].Pause()
-	waitFor(t, "the server stopped", ss[0].Paused)
-	lone := make(chan error, 1)
-	go func() {
-		_, err := c.Get(ctx, "k0")
-		lone <- err
-	}()
-	waitFor(t, "the lone Get in flight", func() bool {
-		select {
-		case err := <-lone:
-			t.Fatalf("lone Get returned early: %v", err)
-		default:
-		}
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.busy
-	})
+	resume := paused(t, ss[0])
+	lone := loneGet(t, c, b, "k0")
 	keys := []string{"k1", "k2", "k3", "k4", "k5", "k1", "absent1", "absent2"}
 	type answer struct {
 		v   []byte
@@ -129,7 +137,7 @@ func TestMemcachedBatch(t *testing.T) {
 		}()
 	}
 	waitFor(t, "the Gets waiting", func() bool { return b.waiting() == len(keys) })
-	ss[0].Resume()
+	resume()
 	if err := <-lone; err != nil {
 		t.Fatal(err)
 	}
@@ -167,16 +175,7 @@ func TestMemcachedBatchCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	resume := paused(t, ss[0])
-	lone := make(chan error, 1)
-	go func() {
-		_, err := c.Get(ctx, "k")
-		lone <- err
-	}()
-	waitFor(t, "the lone Get in flight", func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.busy
-	})
+	lone := loneGet(t, c, b, "k")
 	cctx, cancel := context.WithCancel(ctx)
 	cancelled, other := make(chan error, 1), make(chan error, 1)
 	go func() {
@@ -211,18 +210,9 @@ func TestMemcachedBatchNodeError(t *testing.T) {
 	if err := c.Set(ctx, "k", []byte("v"), 0); err != nil {
 		t.Fatal(err)
 	}
-	ss[0].Pause()
+	ss[0].Pause() // not paused(): this test kills the node, which its resume would then signal
 	waitFor(t, "the server stopped", ss[0].Paused)
-	lone := make(chan error, 1)
-	go func() {
-		_, err := c.Get(ctx, "k")
-		lone <- err
-	}()
-	waitFor(t, "the lone Get in flight", func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.busy
-	})
+	lone := loneGet(t, c, b, "k")
 	const waiters = 5
 	errs := make(chan error, waiters)
 	for i := range waiters {

@@ -564,6 +564,10 @@ func (c *Client) newNode(n ring.Node) (node, error) {
 		rdb.AddHook(redactHook{d.creds.Password})
 	}
 	nd := redisNode{rdb: rdb, near: near}
+	if o.NewRedisClient == nil && !o.AutoPipeline {
+		nd.raw = newRawConns(o, d)
+		nd.raw.dial = redisLogin(d.dial, d.creds)
+	}
 	if o.AutoPipeline {
 		return withAutoPipeline(nd, func() *redis.Client {
 			if o.NewRedisClient != nil {

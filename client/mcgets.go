@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -22,6 +23,7 @@ import (
 type mcGets struct {
 	call rawCall
 	keys []string
+	resp bool  // a Redis MGET, read with readMget
 	err  error // getting a connection or sending failed
 }
 
@@ -33,18 +35,28 @@ const readGrace = 2 * time.Millisecond
 // getsSend sends "gets <keys...>" on a connection of the pool, bounded by
 // ctx and the pool's timeout. Its error, if any, is recv's.
 func (p *rawConns) getsSend(ctx context.Context, keys []string) mcGets {
+	return p.send(ctx, keys, false)
+}
+
+// send sends the multi-get of keys on a connection of the pool: Memcached's
+// "gets", or with resp Redis's MGET (redis_raw.go).
+func (p *rawConns) send(ctx context.Context, keys []string, resp bool) mcGets {
 	c, err := p.take(ctx, opGetMulti)
 	if err != nil {
 		return mcGets{keys: keys, err: err}
 	}
-	g := mcGets{call: c, keys: keys}
+	g := mcGets{call: c, keys: keys, resp: resp}
 	c.SetDeadline(p.deadline(ctx))
-	c.w.WriteString("gets")
-	for _, k := range keys {
-		c.w.WriteByte(' ')
-		c.w.WriteString(k)
+	if resp {
+		writeMget(c.w, keys)
+	} else {
+		c.w.WriteString("gets")
+		for _, k := range keys {
+			c.w.WriteByte(' ')
+			c.w.WriteString(k)
+		}
+		c.w.WriteString("\r\n")
 	}
-	c.w.WriteString("\r\n")
 	if err := c.w.Flush(); err != nil {
 		g.err = c.finish(ctxErr(ctx, err))
 	}
@@ -75,7 +87,11 @@ func (g *mcGets) recv(out []item) error {
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, func() { rc.SetReadDeadline(time.Now().Add(readGrace)) })
 	}
-	found, err := rc.readGets(g.keys, out)
+	read := rc.readGets
+	if g.resp {
+		read = rc.readMget
+	}
+	found, err := read(g.keys, out)
 	if stop != nil {
 		stop()
 	}
@@ -117,16 +133,12 @@ const maxArena = 64 << 10
 // readGets reads the answer to "gets <keys...>": a "VALUE <key> <flags>
 // <bytes> <cas>" line and the value for every key present, in the order of
 // the request, then "END". It fills out[i] for keys[i] and returns the
-// number of keys found. Values are cut from buffers shared with their
-// neighbours, each slice capped at its own length: a buffer twice the last
-// one (1 KiB first, up to maxArena), or the value's own when it is larger.
-// A value the caller keeps keeps its buffer alive.
+// number of keys found. Values are cut from an arena.
 func (rc *rawConn) readGets(keys []string, out []item) (int, error) {
 	for i, k := range keys {
 		out[i].key = k
 	}
-	var arena []byte
-	chunk := 0 // the size of the last buffer
+	var a arena
 	found, next := 0, 0
 	for {
 		l, err := rc.line()
@@ -154,23 +166,44 @@ func (rc *rawConn) readGets(keys []string, out []item) (int, error) {
 		} else {
 			next = i + 1
 		}
-		if size+2 > len(arena) {
-			// Twice the last buffer, up to maxArena, or the value alone.
-			chunk = min(max(2*chunk, 1<<10), maxArena)
-			arena = make([]byte, max(chunk, size+2))
-		}
-		if _, err := io.ReadFull(rc.r, arena[:size+2]); err != nil {
-			return found, err
-		}
-		if arena[size] != '\r' || arena[size+1] != '\n' {
-			return found, fmt.Errorf("shardcache: memcached gets: value of %q not followed by CR LF", keys[i])
+		v, err := a.read(rc.r, size)
+		if err != nil {
+			return found, fmt.Errorf("shardcache: memcached gets: value of %q: %w", keys[i], err)
 		}
 		it := &out[i]
-		it.value, it.flags, it.cas, it.found = arena[:size:size], flags, cas, true
-		arena = arena[size+2:]
+		it.value, it.flags, it.cas, it.found = v, flags, cas, true
 		found++
 	}
 }
+
+// arena is where the values of one answer are cut from: buffers shared
+// with their neighbours, each value capped at its own length. A buffer is
+// twice the last one (1 KiB first, up to maxArena), or the value's own when
+// it is larger. A value the caller keeps keeps its buffer alive.
+type arena struct {
+	buf   []byte
+	chunk int // the size of the last buffer
+}
+
+// read reads a value of size bytes and the CR LF after it from r.
+func (a *arena) read(r io.Reader, size int) ([]byte, error) {
+	if size+2 > len(a.buf) {
+		a.chunk = min(max(2*a.chunk, 1<<10), maxArena)
+		a.buf = make([]byte, max(a.chunk, size+2))
+	}
+	if _, err := io.ReadFull(r, a.buf[:size+2]); err != nil {
+		return nil, err
+	}
+	if a.buf[size] != '\r' || a.buf[size+1] != '\n' {
+		return nil, errNoCRLF
+	}
+	v := a.buf[:size:size]
+	a.buf = a.buf[size+2:]
+	return v, nil
+}
+
+// errNoCRLF is a value not followed by CR LF.
+var errNoCRLF = errors.New("not followed by CR LF")
 
 // parseValueLine parses "VALUE <key> <flags> <bytes> [<cas>]". Any other
 // line is the server's error (SERVER_ERROR, CLIENT_ERROR, ERROR) or a

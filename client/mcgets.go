@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -25,6 +26,8 @@ type mcGets struct {
 	keys []string
 	resp bool  // a Redis MGET, read with readMget
 	err  error // getting a connection or sending failed
+
+	retried bool // sent again after a pooled connection was found closed
 }
 
 // readGrace is how long a multi-get's answer may still take to arrive once
@@ -95,6 +98,18 @@ func (g *mcGets) recv(out []item) error {
 	if stop != nil {
 		stop()
 	}
+	if err != nil && found == 0 && rc.pooled && !g.retried && closedByPeer(err) && ctx.Err() == nil {
+		// The server closed the connection while it was idle, as it does
+		// when it restarts: those idle with it are closed too, and the
+		// multi-get, a read, is asked again on a new connection.
+		rc.Close()
+		p := g.call.p
+		p.closeIdle()
+		start := g.call.start
+		*g = p.send(ctx, g.keys, g.resp)
+		g.retried, g.call.start = true, start
+		return g.recv(out)
+	}
 	if err != nil {
 		if err, _ = pastDeadline(ctx, err); ctx.Err() != nil {
 			err = ctxErr(ctx, err)
@@ -107,6 +122,12 @@ func (g *mcGets) recv(out []item) error {
 		h.stats.keys(opGetMulti, found, len(g.keys)-found)
 	}
 	return nil
+}
+
+// closedByPeer reports whether err is how a read finds a connection the
+// peer closed: EOF before any byte, or a reset.
+func closedByPeer(err error) bool {
+	return err == io.EOF || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // minTime returns the earlier of a and b.

@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -61,9 +62,25 @@ func (p *rawConns) send(ctx context.Context, keys []string, resp bool) mcGets {
 		c.w.WriteString("\r\n")
 	}
 	if err := c.w.Flush(); err != nil {
-		g.err = c.finish(ctxErr(ctx, err))
+		g.err = c.finish(ctxErr(ctx, lastWords(c.rawConn, err)))
 	}
 	return g
+}
+
+// lastWords returns why a TLS server closed a connection just made, when
+// the first write on it, err, found it closed: a server that refuses the
+// client's certificate does so after the client's side of the handshake has
+// ended (TLS 1.3), with an alert the write did not read. The alert, if
+// still there to read, is the error; otherwise err.
+func lastWords(rc *rawConn, err error) error {
+	if _, ok := rc.Conn.(*tls.Conn); !ok || rc.pooled || !closedByPeer(err) {
+		return err
+	}
+	rc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, rerr := rc.r.ReadByte(); rerr != nil && tlsFailure(rerr) {
+		return rerr
+	}
+	return err
 }
 
 // recv reads the answer to g into out, one item per key of g in order, and

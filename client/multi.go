@@ -242,10 +242,14 @@ func runEach(list []*batch, fn func(b *batch) error) {
 
 // GetMulti returns the values of the keys that are present; a key missing
 // from the map is a miss. Keys are sent one round trip per node, all nodes in
-// parallel: a Redis MGET per node from parallel goroutines (with
-// AutoPipeline, joining the node's auto-pipeliner batch while other calls
-// to it are under way), a Memcached "gets" per node, all written before any
-// answer is read on the caller's goroutine. When a node fails, the hits of
+// parallel: a Memcached "gets" or a Redis MGET per node, over connections
+// of the client's own (the node's credentials, TLS and timeouts), all
+// written before any answer is read on the caller's goroutine. A Redis
+// node whose go-redis client a NewRedisClient hook made gets its MGET
+// through that client instead, from a goroutine per node, so that its hooks
+// see it; with AutoPipeline, an MGET joins the node's auto-pipeliner batch
+// while other calls to it are under way, and is sent through go-redis at
+// once otherwise. When a node fails, the hits of
 // the others are returned with an error that joins one *NodeError per failed
 // node. During a migration the new owners' misses are looked up on their old
 // owners in a second parallel round, and backfilled in a third.

@@ -20,30 +20,33 @@ type batch struct {
 	idx   []int    // idx[i] is the position of keys[i] in the caller's keys
 	err   error    // the round trip's
 
-	// A read round's answer (batches.gets): got, one item per key, or vals,
-	// a Redis MGET's answer as it is; batch.answer reads either.
+	// A read round's answer (batches.gets): got, one item per key, ans,
+	// one answer per key from raw connections, or vals, a Redis MGET's
+	// answer as go-redis gives it; batch.answer reads any.
 	got    []item
+	ans    []answer
 	vals   []any
 	pend   mcGets      // Memcached: the multi-get sent, its answer not yet read
 	queued *queuedMget // Redis: the MGET queued on the auto-pipeliner
 }
 
 // answer returns the read round's answer for b.keys[i]: b.got[i], or the
-// MGET value made into scratch, which the next call reuses.
+// answer or MGET value made into scratch, which the next call reuses.
 func (b *batch) answer(i int, scratch *item) *item {
-	if b.vals == nil {
+	switch {
+	case b.ans != nil:
+		*scratch = b.ans[i].item(b.keys[i])
+	case b.vals != nil:
+		*scratch = mgetItem(b.keys[i], b.vals[i])
+	default:
 		return &b.got[i]
 	}
-	*scratch = mgetItem(b.keys[i], b.vals[i])
 	return scratch
 }
 
 // answered is how many keys b's read round answered: all or none.
 func (b *batch) answered() int {
-	if b.vals != nil {
-		return len(b.vals)
-	}
-	return len(b.got)
+	return max(len(b.got), len(b.ans), len(b.vals))
 }
 
 // batches groups items by node.
@@ -139,7 +142,7 @@ func readBatches(st *state, keys []string, owner func(i int) ring.Node) *batches
 // node.getMulti) and stores its answer in the batch. Where every node takes
 // a request before its answer (raw connections: splitGetter),
 // the requests are all sent first and the answers read on this goroutine,
-// one allocation for all the items; otherwise the nodes are called in
+// one allocation for all the answers; otherwise the nodes are called in
 // parallel, as run does.
 func (bs *batches) gets(ctx context.Context, withTTL bool) {
 	if !withTTL && bs.all(func(n node) bool { s, ok := n.(splitGetter); return ok && s.splits() }) {
@@ -148,11 +151,11 @@ func (bs *batches) gets(ctx context.Context, withTTL bool) {
 			b.pend = b.conn.(splitGetter).getsSend(ctx, b.keys)
 			n += len(b.keys)
 		}
-		all := make([]item, n)
+		all := make([]answer, n)
 		for _, b := range bs.list {
-			b.got, all = all[:len(b.keys):len(b.keys)], all[len(b.keys):]
-			if b.err = b.pend.recv(b.got); b.err != nil {
-				b.got = nil
+			b.ans, all = all[:len(b.keys):len(b.keys)], all[len(b.keys):]
+			if b.err = b.pend.recv(b.ans); b.err != nil {
+				b.ans = nil
 			}
 		}
 		return

@@ -82,10 +82,7 @@ func writeBulk(w *bufio.Writer, s string) {
 // string per key, nil for a miss. It fills out[i] for keys[i] and returns
 // the number of keys found; values are cut from shared buffers, as
 // readGets does.
-func (rc *rawConn) readMget(keys []string, out []item) (int, error) {
-	for i, k := range keys {
-		out[i].key = k
-	}
+func (rc *rawConn) readMget(keys []string, out []answer) (int, error) {
 	l, err := rc.line()
 	if err != nil {
 		return 0, err

@@ -75,7 +75,7 @@ func TestRedisRawMget(t *testing.T) {
 			got := make(chan string, 1)
 			p := fakeRedis(t, tc.reply, got)
 			g := p.mgetSend(context.Background(), keys)
-			items := make([]item, len(keys))
+			items := make([]answer, len(keys))
 			err := g.recv(items)
 			if req := <-got; req != mgetRequest {
 				t.Errorf("request %q", req)
@@ -97,11 +97,11 @@ func TestRedisRawMget(t *testing.T) {
 			}
 			for i, it := range items {
 				w, hit := tc.want[keys[i]]
-				if it.key != keys[i] || it.found != hit || string(it.value) != w {
-					t.Errorf("item %d: %q found %v value %q; want %q found %v value %q", i, it.key, it.found, it.value, keys[i], hit, w)
+				if it.found != hit || string(it.value) != w {
+					t.Errorf("%s: found %v value %q; want found %v value %q", keys[i], it.found, it.value, hit, w)
 				}
 				if hit && (it.value == nil || cap(it.value) != len(it.value)) {
-					t.Errorf("%s: value nil or with room past its end (cap %d, len %d)", it.key, cap(it.value), len(it.value))
+					t.Errorf("%s: value nil or with room past its end (cap %d, len %d)", keys[i], cap(it.value), len(it.value))
 				}
 			}
 			if len(p.idle) != 1 {

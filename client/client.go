@@ -239,8 +239,7 @@ type Options struct {
 	// arrive meanwhile wait and go together in the next one. No timer: a
 	// call that finds no other under way to its node is sent at once, as
 	// without AutoPipeline. GetMulti's MGET to a node joins the same
-	// batches under the same rule, and goes through go-redis otherwise
-	// (without AutoPipeline, through the client's own connections: see
+	// batches under the same rule, and is sent at once otherwise (see
 	// GetMulti); the other multi-key calls keep their own pipelines. A queued caller whose context ends returns at once with its error, but
 	// its command may still run; a batch is bounded by ReadTimeout and
 	// WriteTimeout. go-redis marks its auto-pipeliner EXPERIMENTAL: this
@@ -568,7 +567,7 @@ func (c *Client) newNode(n ring.Node) (node, error) {
 		rdb.AddHook(redactHook{d.creds.Password})
 	}
 	nd := redisNode{rdb: rdb, near: near}
-	if o.NewRedisClient == nil && !o.AutoPipeline {
+	if o.NewRedisClient == nil {
 		nd.raw = newRawConns(o, d)
 		nd.raw.dial = redisLogin(d.dial, d.creds)
 	}

@@ -3,9 +3,11 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -179,5 +181,77 @@ func TestRedisGetMultiRaw(t *testing.T) {
 	}
 	if calls != int64(len(nodes)) || hits != 30 || misses != 10 {
 		t.Errorf("Stats of the raw MGETs: %d calls, %d hits, %d misses; want %d, 30, 10", calls, hits, misses, len(nodes))
+	}
+}
+
+// TestAutoPipelineGetMultiRaw: with AutoPipeline and the client's own
+// go-redis clients, a lone caller's MGETs go over the raw connections, and
+// concurrent callers' MGETs, raw or queued on the auto-pipeliner, all find
+// their values; a raw MGET counts as a call under way only while it is:
+// once the callers are done, every node is idle again, and the next lone
+// MGET goes raw.
+func TestAutoPipelineGetMultiRaw(t *testing.T) {
+	servers := testserver.Redis(t, 2)
+	nodes := []ring.Node{{Name: "a", Addr: servers[0].Addr}, {Name: "b", Addr: servers[1].Addr}}
+	c, err := New(Options{Nodes: nodes, AutoPipeline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	keys := numberedKeys("apraw", 40)
+	items := map[string][]byte{}
+	for _, k := range keys[:30] {
+		items[k] = []byte("v:" + k)
+	}
+	if err := c.SetMulti(ctx, items, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	check := func() error {
+		hits, err := c.GetMulti(ctx, keys)
+		if err != nil {
+			return err
+		}
+		if len(hits) != len(items) {
+			return fmt.Errorf("%d hits, want %d", len(hits), len(items))
+		}
+		for k, v := range items {
+			if string(hits[k]) != string(v) {
+				return fmt.Errorf("%s = %q, want %q", k, hits[k], v)
+			}
+		}
+		return nil
+	}
+	st, _ := c.load()
+	idle := func() (calls int64, pooled int) {
+		for _, n := range nodes {
+			nd := st.conn(n).(redisNode)
+			nd.raw.mu.Lock()
+			pooled += len(nd.raw.idle)
+			nd.raw.mu.Unlock()
+			calls += nd.ap.calls.Load()
+		}
+		return calls, pooled
+	}
+	if err := check(); err != nil {
+		t.Fatal(err)
+	}
+	if calls, pooled := idle(); calls != 0 || pooled != len(nodes) {
+		t.Fatalf("after a lone GetMulti: %d calls under way, %d raw connections pooled; want 0 and one per node", calls, pooled)
+	}
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for range 20 {
+				if err := check(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if calls, _ := idle(); calls != 0 {
+		t.Fatalf("after the callers: %d calls under way; want 0", calls)
 	}
 }

@@ -102,8 +102,12 @@ type Options struct {
 	// notices a cancellation (not a deadline) only when the call's current
 	// network step ends, at most ReadTimeout later.
 	DialTimeout, ReadTimeout, WriteTimeout time.Duration
-	// PoolSize is the most connections per node. Default 10 per CPU, as
-	// go-redis; for Memcached it is the number of idle connections kept.
+	// PoolSize is the most connections per node of its go-redis client.
+	// Default 10 per CPU, as go-redis. GetMulti's MGETs over the client's
+	// own connections are limited to as many under way at once (beyond, an
+	// MGET goes through the go-redis pool), and as many idle are kept. For
+	// Memcached it is the number of idle connections kept, by gomemcache's
+	// pool and by the client's own.
 	PoolSize int
 
 	// MaxKeyLength is the longest key accepted. Default 250 bytes for
@@ -570,6 +574,7 @@ func (c *Client) newNode(n ring.Node) (node, error) {
 	if o.NewRedisClient == nil {
 		nd.raw = newRawConns(o, d)
 		nd.raw.dial = redisLogin(d.dial, d.creds)
+		nd.raw.limit = o.PoolSize
 	}
 	if o.AutoPipeline {
 		return withAutoPipeline(nd, func() *redis.Client {

@@ -118,7 +118,7 @@ func (g *mcGets) recv(out []answer) error {
 		// The server closed the connection while it was idle, as it does
 		// when it restarts: those idle with it are closed too, and the
 		// multi-get, a read, is asked again on a new connection.
-		rc.Close()
+		g.call.abandon()
 		p := g.call.p
 		p.closeIdle()
 		start := g.call.start

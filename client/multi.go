@@ -164,7 +164,7 @@ func (bs *batches) gets(ctx context.Context, withTTL bool) {
 			nd := b.conn.(redisNode)
 			switch b.queued = nd.mgetQueued(ctx, b.keys); {
 			case b.queued != nil:
-			case nd.raw != nil:
+			case nd.rawFree():
 				if nd.ap != nil {
 					nd.ap.calls.Add(1)
 				}

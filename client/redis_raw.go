@@ -142,10 +142,14 @@ func (n redisNode) getsSend(ctx context.Context, keys []string) mcGets {
 	return n.raw.mgetSend(ctx, keys)
 }
 
-// splits reports whether every MGET of the node may go over its raw
-// connections: with AutoPipeline, those that find the node busy are queued
-// on its auto-pipeliner instead (batches.gets).
-func (n redisNode) splits() bool { return n.raw != nil && n.ap == nil }
+// splits reports whether the node's MGETs may go over its raw connections
+// now: with AutoPipeline, those that find the node busy are queued on its
+// auto-pipeliner instead (batches.gets).
+func (n redisNode) splits() bool { return n.ap == nil && n.rawFree() }
+
+// rawFree reports whether an MGET may go over the node's raw connections
+// now: it has them, and they have fewer than PoolSize calls under way.
+func (n redisNode) rawFree() bool { return n.raw != nil && !n.raw.saturated() }
 
 // redisLogin returns dial followed by the login go-redis runs on its own
 // connections, for the raw ones: AUTH with the node's Username and

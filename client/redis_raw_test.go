@@ -255,3 +255,41 @@ func TestAutoPipelineGetMultiRaw(t *testing.T) {
 		t.Fatalf("after the callers: %d calls under way; want 0", calls)
 	}
 }
+
+// TestRedisRawSaturated: while PoolSize multi-gets are under way on a
+// node's raw connections, the next one's MGET goes through go-redis, whose
+// pool holds PoolSize connections at most, rather than opening one more.
+func TestRedisRawSaturated(t *testing.T) {
+	servers := testserver.Redis(t, 1)
+	node := ring.Node{Name: "a", Addr: servers[0].Addr}
+	c, err := New(Options{Nodes: []ring.Node{node}, PoolSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Set(ctx, "sat:1", []byte("v"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := c.load()
+	raw := st.conn(node).(redisNode).raw
+	pooled := func() int {
+		raw.mu.Lock()
+		defer raw.mu.Unlock()
+		return len(raw.idle)
+	}
+	raw.inUse.Add(2) // as if two multi-gets were under way
+	if hits, err := c.GetMulti(ctx, []string{"sat:1", "sat:2"}); err != nil || string(hits["sat:1"]) != "v" || len(hits) != 1 {
+		t.Fatalf("GetMulti with the raw connections saturated = %q, %v", hits, err)
+	}
+	if n := pooled(); n != 0 {
+		t.Fatalf("the raw connections were used while saturated: %d pooled", n)
+	}
+	raw.inUse.Add(-2)
+	if hits, err := c.GetMulti(ctx, []string{"sat:1", "sat:2"}); err != nil || len(hits) != 1 {
+		t.Fatalf("GetMulti = %q, %v", hits, err)
+	}
+	if n, used := pooled(), raw.inUse.Load(); n != 1 || used != 0 {
+		t.Fatalf("after a GetMulti on the raw connections: %d pooled, %d under way; want 1 and 0", n, used)
+	}
+}

@@ -575,6 +575,8 @@ func (c *Client) newNode(n ring.Node) (node, error) {
 		nd.raw = newRawConns(o, d)
 		nd.raw.dial = redisLogin(d.dial, d.creds)
 		nd.raw.limit = o.PoolSize
+		// go-redis's three timeouts, rather than Memcached's one.
+		nd.raw.timeout, nd.raw.writeTimeout, nd.raw.dialTimeout = o.ReadTimeout, o.WriteTimeout, o.DialTimeout
 	}
 	if o.AutoPipeline {
 		return withAutoPipeline(nd, func() *redis.Client {

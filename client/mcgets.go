@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"syscall"
 	"time"
@@ -27,6 +28,10 @@ type mcGets struct {
 	resp bool  // a Redis MGET, read with readMget
 	err  error // getting a connection or sending failed
 
+	// deadline is when the answer is due: the pool's timeout from the
+	// send, or the context's deadline if it comes first.
+	deadline time.Time
+
 	retried bool // sent again after a pooled connection was found closed
 }
 
@@ -36,20 +41,22 @@ type mcGets struct {
 const readGrace = 2 * time.Millisecond
 
 // getsSend sends "gets <keys...>" on a connection of the pool, bounded by
-// ctx and the pool's timeout. Its error, if any, is recv's.
+// ctx and the pool's timeout, in a place reserve gave. Its error, if any,
+// is recv's.
 func (p *rawConns) getsSend(ctx context.Context, keys []string) mcGets {
 	return p.send(ctx, keys, false)
 }
 
-// send sends the multi-get of keys on a connection of the pool: Memcached's
-// "gets", or with resp Redis's MGET (redis_raw.go).
+// send sends the multi-get of keys on a connection of the pool, in a place
+// reserve gave: Memcached's "gets", or with resp Redis's MGET
+// (redis_raw.go).
 func (p *rawConns) send(ctx context.Context, keys []string, resp bool) mcGets {
 	c, err := p.take(ctx, opGetMulti)
 	if err != nil {
 		return mcGets{keys: keys, err: err}
 	}
-	g := mcGets{call: c, keys: keys, resp: resp}
-	c.SetDeadline(p.deadline(ctx))
+	g := mcGets{call: c, keys: keys, resp: resp, deadline: p.deadline(ctx)}
+	c.SetWriteDeadline(p.writeDeadline(ctx))
 	if resp {
 		writeMget(c.w, keys)
 	} else {
@@ -61,44 +68,44 @@ func (p *rawConns) send(ctx context.Context, keys []string, resp bool) mcGets {
 		c.w.WriteString("\r\n")
 	}
 	if err := c.w.Flush(); err != nil {
-		g.err = c.finish(ctxErr(ctx, lastWords(c.rawConn, err)))
+		if !c.pooled {
+			err = lastWords(c.Conn, c.r, err)
+		}
+		g.err = c.finish(ctxErr(ctx, err))
 	}
 	return g
 }
 
-// lastWords returns why a TLS server closed a connection just made, when
-// the first write on it, err, found it closed: a server that refuses the
-// client's certificate does so after the client's side of the handshake has
-// ended (TLS 1.3), with an alert the write did not read. The alert, if
-// still there to read, is the error; otherwise err.
-func lastWords(rc *rawConn, err error) error {
-	if _, ok := rc.Conn.(*tls.Conn); !ok || rc.pooled || !closedByPeer(err) {
+// lastWords returns why a TLS server closed conn, a connection just made,
+// when the first write on it, err, found it closed: a server that refuses
+// the client's certificate does so after the client's side of the
+// handshake has ended (TLS 1.3), with an alert the write did not read. The
+// alert, if still there to read from r, is the error; otherwise err.
+func lastWords(conn net.Conn, r io.ByteReader, err error) error {
+	if _, ok := conn.(*tls.Conn); !ok || !closedByPeer(err) {
 		return err
 	}
-	rc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-	if _, rerr := rc.r.ReadByte(); rerr != nil && tlsFailure(rerr) {
+	conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, rerr := r.ReadByte(); rerr != nil && tlsFailure(rerr) {
 		return rerr
 	}
 	return err
 }
 
-// recv reads the answer to g into out, one item per key of g in order, and
-// ends the call. The read has the pool's whole timeout from now, not from
-// the send: the answers are read in turn, and one node's slow answer must
-// not use up the next one's time. When ctx ends, the read has readGrace
-// left; an answer read whole is a success however late.
+// recv reads the answer to g into out, one answer per key of g in order,
+// and ends the call. The answer is due by g.deadline, as if every node's
+// were read at once; one read after that of a slow node has readGrace
+// still, for an answer already there is read whole in that time. When ctx
+// ends, the read has readGrace left; an answer read whole is a success
+// however late.
 func (g *mcGets) recv(out []answer) error {
 	if g.err != nil {
 		return authErr(g.err)
 	}
 	ctx := g.call.ctx
-	timeout, _ := g.call.p.knobs()
-	deadline := time.Now().Add(timeout)
-	if dl, ok := ctx.Deadline(); ok {
-		if now := time.Now(); dl.Before(now) {
-			dl = now
-		}
-		deadline = minTime(deadline, dl.Add(readGrace))
+	deadline := g.deadline
+	if late := time.Now().Add(readGrace); late.After(deadline) {
+		deadline = late
 	}
 	rc := g.call.rawConn
 	rc.SetReadDeadline(deadline)
@@ -111,16 +118,21 @@ func (g *mcGets) recv(out []answer) error {
 		read = rc.readMget
 	}
 	found, err := read(g.keys, out)
-	if stop != nil {
-		stop()
+	if stop != nil && !stop() {
+		// The AfterFunc has run or is running: its deadline may land on the
+		// connection after this, so it is not given to another call.
+		g.call.noReuse = true
 	}
 	if err != nil && found == 0 && rc.pooled && !g.retried && closedByPeer(err) && ctx.Err() == nil {
 		// The server closed the connection while it was idle, as it does
-		// when it restarts: those idle with it are closed too, and the
-		// multi-get, a read, is asked again on a new connection.
+		// when it restarts (the answer ended before its first value): those
+		// idle with it are closed too, and the multi-get, a read, is asked
+		// again on a new connection, in the same place among the calls
+		// under way.
 		g.call.abandon()
 		p := g.call.p
 		p.closeIdle()
+		p.inUse.Add(1)
 		start := g.call.start
 		*g = p.send(ctx, g.keys, g.resp)
 		g.retried, g.call.start = true, start
@@ -144,14 +156,6 @@ func (g *mcGets) recv(out []answer) error {
 // peer closed: EOF before any byte, or a reset.
 func closedByPeer(err error) bool {
 	return err == io.EOF || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
-}
-
-// minTime returns the earlier of a and b.
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
 }
 
 // getMulti is one multi-get of keys on a raw connection.
@@ -244,8 +248,16 @@ type arena struct {
 	chunk int // the size of the last buffer
 }
 
+// maxValue bounds the size of a value in an answer: a larger one is a
+// protocol error rather than an allocation (Redis's proto-max-bulk-len
+// default; Memcached's items are 1 MiB by default, 1 GiB at most).
+const maxValue = 512 << 20
+
 // read reads a value of size bytes and the CR LF after it from r.
 func (a *arena) read(r io.Reader, size int) ([]byte, error) {
+	if size > maxValue {
+		return nil, fmt.Errorf("a value of %d bytes, over %d", size, maxValue)
+	}
 	if size+2 > len(a.buf) {
 		a.chunk = min(max(2*a.chunk, 1<<10), maxArena)
 		a.buf = make([]byte, max(a.chunk, size+2))

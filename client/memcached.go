@@ -139,8 +139,12 @@ func (n mcNode) getsSend(ctx context.Context, keys []string) mcGets {
 	return n.raw.getsSend(ctx, keys)
 }
 
-// splits reports that every multi-get may be sent before it is read.
-func (mcNode) splits() bool { return true }
+// reserve takes a place for a multi-get on the raw connections: there is
+// no limit on Memcached, as with gomemcache.
+func (n mcNode) reserve() bool { return n.raw.reserve() }
+
+// received does nothing: see splitGetter.
+func (mcNode) received() {}
 
 func (n mcNode) set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	it := &memcache.Item{Key: key, Value: value, Expiration: mcExpiration(ttl)}

@@ -31,6 +31,11 @@ type rawConns struct {
 	addr    string
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	timeout time.Duration // bounds each round trip, as gomemcache's Timeout
+	// dialTimeout and writeTimeout, when set (Redis), bound the dial and
+	// the writes, and timeout the reads, as go-redis's DialTimeout,
+	// WriteTimeout and ReadTimeout; otherwise timeout bounds all three.
+	dialTimeout, writeTimeout time.Duration
+
 	maxIdle int
 	noMeta  atomic.Bool // the server answered a meta command with ERROR
 
@@ -38,8 +43,8 @@ type rawConns struct {
 
 	h *nodeHealth // the node's health, told the outcome of every do (probe.go)
 
-	// inUse counts the calls under way, from take to finish; limit, when
-	// set, is the most a caller should start (see saturated).
+	// inUse counts the calls under way, from acquire or reserve to finish
+	// or abandon; limit, when set, is the most reserve lets start.
 	inUse atomic.Int64
 	limit int
 
@@ -110,11 +115,16 @@ type rawCall struct {
 	o     op
 	start time.Time
 	stop  func() bool // the context's AfterFunc
+
+	// noReuse: the connection is closed when the call ends, even after a
+	// success (a deadline set by an AfterFunc may still land on it).
+	noReuse bool
 }
 
 // begin takes a connection for a call of kind o and bounds it by ctx and by
 // the pool's timeout; end gives it back. do is begin, one function, end.
 func (p *rawConns) begin(ctx context.Context, o op) (rawCall, error) {
+	p.inUse.Add(1)
 	c, err := p.take(ctx, o)
 	if err != nil {
 		return c, err
@@ -129,35 +139,56 @@ func (p *rawConns) begin(ctx context.Context, o op) (rawCall, error) {
 
 // take takes a connection for a call of kind o, without bounds: begin's
 // first half, and the multi-get's (mcgets.go), which bounds its halves
-// itself. A failure to get one is the call's outcome.
+// itself. The caller holds a place among the calls under way (begin's, or
+// reserve's); a failure to get a connection gives it back, and is the
+// call's outcome.
 func (p *rawConns) take(ctx context.Context, o op) (rawCall, error) {
 	start := p.h.begin()
 	rc, err := p.get(ctx)
 	if err != nil {
+		p.inUse.Add(-1)
 		p.h.observe(ctx, o, start, err)
 		return rawCall{}, err
 	}
-	p.inUse.Add(1)
 	return rawCall{rawConn: rc, p: p, ctx: ctx, o: o, start: start}, nil
 }
 
-// saturated reports whether the pool has limit calls under way: a Redis
-// node's multi-get then goes through go-redis, whose pool waits for one of
-// its PoolSize connections, so that a burst of callers does not open a
-// connection each.
-func (p *rawConns) saturated() bool {
-	return p.limit > 0 && p.inUse.Load() >= int64(p.limit)
+// reserve takes a place among the calls under way, for a multi-get
+// (mcgets.go), unless limit are under way already: a Redis node's
+// multi-get then goes through go-redis, whose pool waits for one of its
+// PoolSize connections, so that a burst of callers does not open a
+// connection each. The place is given back when the call ends.
+func (p *rawConns) reserve() bool {
+	if n := p.inUse.Add(1); p.limit > 0 && n > int64(p.limit) {
+		p.inUse.Add(-1)
+		return false
+	}
+	return true
 }
 
 // deadline is the end of a round trip starting now: the pool's timeout, or
 // ctx's deadline if it comes first.
 func (p *rawConns) deadline(ctx context.Context) time.Time {
 	timeout, _ := p.knobs()
-	deadline := time.Now().Add(timeout)
+	return deadlineIn(ctx, timeout)
+}
+
+// deadlineIn is the end of a step of d starting now, or ctx's deadline if
+// it comes first.
+func deadlineIn(ctx context.Context, d time.Duration) time.Time {
+	deadline := time.Now().Add(d)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
 	return deadline
+}
+
+// writeDeadline is deadline for a write: bounded by writeTimeout when set.
+func (p *rawConns) writeDeadline(ctx context.Context) time.Time {
+	if p.writeTimeout > 0 {
+		return deadlineIn(ctx, p.writeTimeout)
+	}
+	return p.deadline(ctx)
 }
 
 // end ends the call with err, the outcome of its I/O, as finish does: err,
@@ -174,12 +205,12 @@ func (c rawCall) end(err error) error {
 // finish closes a connection that failed and pools the others, and reports
 // the call's outcome err to the node's health.
 func (c rawCall) finish(err error) error {
-	c.p.inUse.Add(-1)
-	if err != nil {
+	if err != nil || c.noReuse {
 		c.rawConn.Close()
 	} else {
 		c.p.put(c.rawConn)
 	}
+	c.p.inUse.Add(-1) // once the connection is back: the next call takes it
 	c.p.h.observe(c.ctx, c.o, c.start, err)
 	return err
 }
@@ -187,8 +218,8 @@ func (c rawCall) finish(err error) error {
 // abandon closes the call's connection and ends the call with no outcome:
 // it is asked again on another (mcGets.recv).
 func (c rawCall) abandon() {
-	c.p.inUse.Add(-1)
 	c.rawConn.Close()
+	c.p.inUse.Add(-1)
 }
 
 // ctxErr returns ctx's error, wrapping err, once ctx is done.
@@ -218,6 +249,9 @@ func (p *rawConns) get(ctx context.Context) (*rawConn, error) {
 	// Bounded as gomemcache bounds its dials: a hook's DialContext may
 	// have no timeout of its own.
 	timeout, _ := p.knobs()
+	if p.dialTimeout > 0 {
+		timeout = p.dialTimeout
+	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	conn, err := p.dial(dctx, "tcp", p.addr)
@@ -326,7 +360,7 @@ func (rc *rawConn) readMeta(it *item) error {
 		return fmt.Errorf("shardcache: memcached mg: unexpected answer %q", l)
 	}
 	size, err := strconv.Atoi(string(f[1]))
-	if err != nil || size < 0 {
+	if err != nil || size < 0 || size > maxValue {
 		return fmt.Errorf("shardcache: memcached mg: bad size in %q", l)
 	}
 	it.found, it.ttlKnown = true, true

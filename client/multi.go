@@ -139,68 +139,54 @@ func readBatches(st *state, keys []string, owner func(i int) ring.Node) *batches
 }
 
 // gets runs the multi-get of every batch (withTTL: with TTLs, as
-// node.getMulti) and stores its answer in the batch. Where every node takes
-// a request before its answer (raw connections: splitGetter),
-// the requests are all sent first and the answers read on this goroutine,
-// one allocation for all the answers; otherwise the nodes are called in
-// parallel, as run does.
+// node.getMulti) and stores its answer in the batch. Without TTLs, a node
+// that takes a request before its answer (raw connections: splitGetter) is
+// sent its request first, and the answers are read on this goroutine once
+// every request is out, one allocation for all the answers; a Redis node
+// with AutoPipeline and other calls under way gets its MGET queued on the
+// auto-pipeliner; the others are called in parallel meanwhile, as run does,
+// a Redis MGET keeping its answer as go-redis gives it.
 func (bs *batches) gets(ctx context.Context, withTTL bool) {
-	if !withTTL && bs.all(func(n node) bool { s, ok := n.(splitGetter); return ok && s.splits() }) {
-		for _, b := range bs.list {
-			b.pend = b.conn.(splitGetter).getsSend(ctx, b.keys)
-		}
-		recvAll(bs.list)
+	if withTTL {
+		bs.run(func(b *batch) (err error) {
+			b.got, err = b.conn.getMulti(ctx, b.keys, true)
+			return err
+		})
 		return
 	}
-	if !withTTL && bs.all(func(n node) bool { _, ok := n.(redisNode); return ok }) {
-		// Redis MGETs with AutoPipeline, or through a hook's clients: queued
-		// on the nodes' auto-pipeliners where other calls are under way,
-		// the others sent over the client's own connections where the node
-		// has them (read on this goroutine, the node busy meanwhile), or
-		// through go-redis in parallel, their answers kept as go-redis
-		// gives them.
-		var direct, sent []*batch
-		for _, b := range bs.list {
-			nd := b.conn.(redisNode)
-			switch b.queued = nd.mgetQueued(ctx, b.keys); {
-			case b.queued != nil:
-			case nd.rawFree():
-				if nd.ap != nil {
-					nd.ap.calls.Add(1)
-				}
-				b.pend = nd.getsSend(ctx, b.keys)
-				sent = append(sent, b)
-			default:
-				direct = append(direct, b)
+	var sent, rest []*batch
+	for _, b := range bs.list {
+		if nd, ok := b.conn.(redisNode); ok {
+			if b.queued = nd.mgetQueued(ctx, b.keys); b.queued != nil {
+				continue
 			}
 		}
-		var wg sync.WaitGroup
-		for i, b := range direct {
-			if i == len(direct)-1 && len(sent) == 0 { // the last one on this goroutine
-				b.mget(ctx, nil)
-				break
-			}
-			wg.Add(1)
-			go b.mget(ctx, &wg)
+		if s, ok := b.conn.(splitGetter); ok && s.reserve() {
+			b.pend = s.getsSend(ctx, b.keys)
+			sent = append(sent, b)
+			continue
 		}
-		recvAll(sent)
-		for _, b := range sent {
-			if ap := b.conn.(redisNode).ap; ap != nil {
-				ap.calls.Add(-1)
-			}
-		}
-		wg.Wait()
-		for _, b := range bs.list {
-			if b.queued != nil {
-				b.vals, b.err = b.queued.wait(ctx)
-			}
-		}
-		return
+		rest = append(rest, b)
 	}
-	bs.run(func(b *batch) (err error) {
-		b.got, err = b.conn.getMulti(ctx, b.keys, withTTL)
-		return err
-	})
+	var wg sync.WaitGroup
+	for i, b := range rest {
+		if i == len(rest)-1 && len(sent) == 0 { // the last one on this goroutine
+			b.fetch(ctx, nil)
+			break
+		}
+		wg.Add(1)
+		go b.fetch(ctx, &wg)
+	}
+	recvAll(sent)
+	for _, b := range sent {
+		b.conn.(splitGetter).received()
+	}
+	wg.Wait()
+	for _, b := range bs.list {
+		if b.queued != nil {
+			b.vals, b.err = b.queued.wait(ctx)
+		}
+	}
 }
 
 // recvAll reads the answers of the multi-gets sent on the batches of list
@@ -219,12 +205,17 @@ func recvAll(list []*batch) {
 	}
 }
 
-// mget sends b's MGET to its Redis node and keeps the answer, then tells
-// wg, if any. A goroutine starts here rather than in a closure over
+// fetch runs b's multi-get without TTLs and keeps the answer, then tells
+// wg, if any: a Redis node's MGET, its answer as go-redis gives it, or the
+// node's getMulti. A goroutine starts here rather than in a closure over
 // runEach's fn: go-redis's calls are deep, and each frame fewer between
 // the goroutine's start and them is stack it does not have to grow.
-func (b *batch) mget(ctx context.Context, wg *sync.WaitGroup) {
-	b.vals, b.err = b.conn.(redisNode).mget(ctx, b.keys)
+func (b *batch) fetch(ctx context.Context, wg *sync.WaitGroup) {
+	if nd, ok := b.conn.(redisNode); ok {
+		b.vals, b.err = nd.mget(ctx, b.keys)
+	} else {
+		b.got, b.err = b.conn.getMulti(ctx, b.keys, false)
+	}
 	if wg != nil {
 		wg.Done()
 	}
@@ -241,11 +232,14 @@ func (bs *batches) all(ok func(node) bool) bool {
 }
 
 // splitGetter is a node that sends a multi-get before it reads the answer,
-// when splits says so: Memcached's (mcgets.go), and Redis's with raw
-// connections (redis_raw.go).
+// on raw connections: Memcached's (mcgets.go), and Redis's when the client
+// made its go-redis client (redis_raw.go). reserve takes a place among the
+// calls under way on them, or says to call the node otherwise; getsSend,
+// in that place, sends; received is told once the answer is read.
 type splitGetter interface {
+	reserve() bool
 	getsSend(ctx context.Context, keys []string) mcGets
-	splits() bool
+	received()
 }
 
 // run calls fn on every batch, in parallel, and stores its error in the

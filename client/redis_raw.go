@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // A Redis node whose go-redis client is the package's own (no
@@ -29,8 +32,9 @@ import (
 // MGET never goes through the near cache anyway (nearcache.go).
 
 // respError is an error reply of a Redis server: its text, without the
-// leading '-'. It is a redis.Error, as go-redis's own are, so that
-// redis.IsAuthError and authErr see a refusal for what it is.
+// leading '-'. It is a redis.Error, as go-redis's own are; authErr, given
+// it, sees a refusal (NOAUTH, WRONGPASS, NOPERM) by its text, as it does
+// go-redis's.
 type respError string
 
 func (e respError) Error() string { return string(e) }
@@ -142,20 +146,31 @@ func (n redisNode) getsSend(ctx context.Context, keys []string) mcGets {
 	return n.raw.mgetSend(ctx, keys)
 }
 
-// splits reports whether the node's MGETs may go over its raw connections
-// now: with AutoPipeline, those that find the node busy are queued on its
-// auto-pipeliner instead (batches.gets).
-func (n redisNode) splits() bool { return n.ap == nil && n.rawFree() }
+// reserve takes a place for an MGET on the node's raw connections, if it
+// has them and fewer than PoolSize calls are under way there; with
+// AutoPipeline the node is busy until received, so that MGETs that come
+// meanwhile share the auto-pipeliner's round trips.
+func (n redisNode) reserve() bool {
+	if n.raw == nil || !n.raw.reserve() {
+		return false
+	}
+	if n.ap != nil {
+		n.ap.calls.Add(1)
+	}
+	return true
+}
 
-// rawFree reports whether an MGET may go over the node's raw connections
-// now: it has them, and they have fewer than PoolSize calls under way.
-func (n redisNode) rawFree() bool { return n.raw != nil && !n.raw.saturated() }
+// received ends reserve's busy spell of the auto-pipeliner.
+func (n redisNode) received() {
+	if n.ap != nil {
+		n.ap.calls.Add(-1)
+	}
+}
 
 // redisLogin returns dial followed by the login go-redis runs on its own
-// connections, for the raw ones: AUTH with the node's Username and
-// Password, then SELECT of its DB, each answered +OK. A refused AUTH is
-// ErrAuth, its text without the password; dial itself is bounded by the
-// context, as the login is.
+// connections, for the raw ones: AUTH with the node's Username (Redis's
+// "default" when empty) and Password, then SELECT of its DB, each answered
+// +OK. dial itself is bounded by the context, as the login is.
 func redisLogin(dial func(ctx context.Context, network, addr string) (net.Conn, error), creds Credentials) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	if creds.Password == "" && creds.DB == 0 {
 		return dial
@@ -174,48 +189,63 @@ func redisLogin(dial func(ctx context.Context, network, addr string) (net.Conn, 
 }
 
 // loginRedis sends AUTH and SELECT on conn, as creds say, and reads their
-// answers.
+// answers. With no Username, AUTH names "default", as go-redis's HELLO does,
+// so that a server whose default user needs no password accepts the
+// client's; a server older than Redis 6, which knows no users, is asked
+// again with the password alone. A refusal is ErrAuth (or ErrNoPerm), and
+// its text has no password.
 func loginRedis(ctx context.Context, conn net.Conn, creds Credentials) error {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
 		defer conn.SetDeadline(time.Time{})
 	}
 	w := bufio.NewWriter(conn)
-	var sent []string // the commands sent, in order
-	if creds.Password != "" {
-		args := []string{"AUTH", creds.Password}
-		if creds.Username != "" {
-			args = []string{"AUTH", creds.Username, creds.Password}
-		}
-		writeCommand(w, args...)
-		sent = append(sent, "AUTH")
-	}
-	if creds.DB != 0 {
-		writeCommand(w, "SELECT", strconv.Itoa(creds.DB))
-		sent = append(sent, "SELECT")
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	// Only +OK lines are read, so nothing after them is consumed: the
-	// reader is dropped with the login.
+	// Only the +OK lines of the commands sent are read, so nothing after
+	// them is consumed: the reader is dropped with the login.
 	r := bufio.NewReaderSize(conn, 512)
-	for _, cmd := range sent {
+	first := true
+	do := func(args ...string) error {
+		writeCommand(w, args...)
+		if err := w.Flush(); err != nil {
+			if first { // the first write on the connection
+				err = lastWords(conn, r, err)
+			}
+			return authErr(err)
+		}
+		first = false
 		l, err := r.ReadSlice('\n')
 		if err != nil {
-			return err
+			return authErr(err)
 		}
 		if l = bytes.TrimRight(l, "\r\n"); string(l) == "+OK" {
-			continue
+			return nil
 		}
 		if _, err = respHeader(l, '+'); err == nil {
 			err = fmt.Errorf("shardcache: redis: unexpected reply %q", l)
 		}
-		err = fmt.Errorf("redis %s: %w", cmd, redact(err, creds.Password))
-		if cmd == "AUTH" {
-			return fmt.Errorf("%w: login refused: %w", ErrAuth, err)
+		return err
+	}
+	refused := func(cmd string, err error) error {
+		return fmt.Errorf("redis %s: %w", cmd, authErr(redact(err, creds.Password)))
+	}
+	if creds.Password != "" {
+		user := creds.Username
+		if user == "" {
+			user = "default"
 		}
-		return authErr(err)
+		err := do("AUTH", user, creds.Password)
+		var re respError
+		if creds.Username == "" && errors.As(err, &re) && !redis.IsAuthError(re) {
+			err = do("AUTH", creds.Password) // "wrong number of arguments": Redis < 6
+		}
+		if err != nil {
+			return refused("AUTH", err)
+		}
+	}
+	if creds.DB != 0 {
+		if err := do("SELECT", strconv.Itoa(creds.DB)); err != nil {
+			return refused("SELECT", err)
+		}
 	}
 	return nil
 }

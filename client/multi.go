@@ -272,9 +272,11 @@ func runEach(list []*batch, fn func(b *batch) error) {
 // through that client instead, from a goroutine per node, so that its hooks
 // see it. With AutoPipeline, an MGET joins the node's auto-pipeliner batch
 // while other calls to it are under way, and is sent at once as above
-// otherwise. When a node fails, the hits of
-// the others are returned with an error that joins one *NodeError per failed
-// node. During a migration the new owners' misses are looked up on their old
+// otherwise. Every answer is due one timeout after its request was sent,
+// however many nodes are slow. The values of one node's answer may share a
+// buffer (up to 64 KiB): a value kept keeps it alive, so copy the few kept
+// for long. When a node fails, the hits of the others are returned with an
+// error that joins one *NodeError per failed node. During a migration the new owners' misses are looked up on their old
 // owners in a second parallel round, and backfilled in a third.
 func (c *Client) GetMulti(ctx context.Context, keys []string) (map[string][]byte, error) {
 	hits, err := c.getMulti(ctx, keys)

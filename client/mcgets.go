@@ -39,16 +39,21 @@ func (p *rawConns) getsSend(ctx context.Context, keys []string) mcGets {
 	}
 	g := mcGets{call: c, keys: keys}
 	c.SetDeadline(p.deadline(ctx))
-	c.w.WriteString("gets")
-	for _, k := range keys {
-		c.w.WriteByte(' ')
-		c.w.WriteString(k)
-	}
-	c.w.WriteString("\r\n")
-	if err := c.w.Flush(); err != nil {
+	if err := c.sendGets(keys); err != nil {
 		g.err = c.finish(ctxErr(ctx, err))
 	}
 	return g
+}
+
+// sendGets writes "gets <keys...>" and flushes it.
+func (rc *rawConn) sendGets(keys []string) error {
+	rc.w.WriteString("gets")
+	for _, k := range keys {
+		rc.w.WriteByte(' ')
+		rc.w.WriteString(k)
+	}
+	rc.w.WriteString("\r\n")
+	return rc.w.Flush()
 }
 
 // recv reads the answer to g into out, one item per key of g in order, and
@@ -119,8 +124,9 @@ const maxArena = 64 << 10
 // the request, then "END". It fills out[i] for keys[i] and returns the
 // number of keys found. Values are cut from buffers shared with their
 // neighbours, each slice capped at its own length: a buffer twice the last
-// one (1 KiB first, up to maxArena), or the value's own when it is larger.
-// A value the caller keeps keeps its buffer alive.
+// one (1 KiB first, up to maxArena), or the value's own when it is larger
+// or the last the answer can hold (so a single key's value, as a Get reads
+// it, is exactly its size). A value the caller keeps keeps its buffer alive.
 func (rc *rawConn) readGets(keys []string, out []item) (int, error) {
 	for i, k := range keys {
 		out[i].key = k
@@ -154,22 +160,39 @@ func (rc *rawConn) readGets(keys []string, out []item) (int, error) {
 		} else {
 			next = i + 1
 		}
-		if size+2 > len(arena) {
-			// Twice the last buffer, up to maxArena, or the value alone.
+		switch {
+		case arena != nil && size <= len(arena):
+		case found == len(keys)-1: // the last value: its own buffer, exactly
+			arena = make([]byte, size)
+		default: // twice the last buffer, up to maxArena, or the value alone
 			chunk = min(max(2*chunk, 1<<10), maxArena)
-			arena = make([]byte, max(chunk, size+2))
+			arena = make([]byte, max(chunk, size))
 		}
-		if _, err := io.ReadFull(rc.r, arena[:size+2]); err != nil {
+		if err := rc.readValue(arena[:size], keys[i]); err != nil {
 			return found, err
-		}
-		if arena[size] != '\r' || arena[size+1] != '\n' {
-			return found, fmt.Errorf("shardcache: memcached gets: value of %q not followed by CR LF", keys[i])
 		}
 		it := &out[i]
 		it.value, it.flags, it.cas, it.found = arena[:size:size], flags, cas, true
-		arena = arena[size+2:]
+		arena = arena[size:]
 		found++
 	}
+}
+
+// readValue reads the value of key into v, len(v) bytes, and the CR LF
+// after it.
+func (rc *rawConn) readValue(v []byte, key string) error {
+	if _, err := io.ReadFull(rc.r, v); err != nil {
+		return err
+	}
+	crlf, err := rc.r.Peek(2)
+	if err != nil {
+		return err
+	}
+	if crlf[0] != '\r' || crlf[1] != '\n' {
+		return fmt.Errorf("shardcache: memcached gets: value of %q not followed by CR LF", key)
+	}
+	rc.r.Discard(2)
+	return nil
 }
 
 // parseValueLine parses "VALUE <key> <flags> <bytes> [<cas>]". Any other

@@ -102,20 +102,8 @@ func (n mcNode) get(ctx context.Context, key string) ([]byte, error) {
 	if n.batch != nil {
 		return n.batch.get(ctx, n, key)
 	}
-	if ctx.Done() == nil { // call's fast path, without allocating the closure
-		start := n.h.begin()
-		it, err := n.mc.Get(key)
-		n.h.observe(nil, opGet, start, err)
-		if err != nil {
-			return nil, mcErr(err)
-		}
-		return it.Value, nil
-	}
-	it, err := call(ctx, n.h, opGet, func() (*memcache.Item, error) { return n.mc.Get(key) })
-	if err != nil {
-		return nil, err
-	}
-	return it.Value, nil
+	it, err := n.raw.getItem(ctx, key) // mcget.go
+	return it.value, err
 }
 
 // getMulti is one multi-get, on the node's raw connections (mcgets.go).

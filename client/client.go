@@ -209,11 +209,12 @@ type Options struct {
 	// node's TLS and login, which also tracks the connections so that a
 	// node marked down closes them); set its fields, or wrap its
 	// DialContext (calling the one it has), and return it, or return a
-	// client of your own. Default mc. What gomemcache cannot send (the
-	// multi-gets of GetMulti, read in two halves over every node; copies'
-	// meta reads; sweeps) goes over connections of the client's own, which
-	// dial with the returned client's DialContext (or as gomemcache does,
-	// without one) and keep its Timeout and MaxIdleConns.
+	// client of your own. Default mc. Gets (without AutoPipeline), and what
+	// gomemcache cannot send (the multi-gets of GetMulti, read in two
+	// halves over every node; copies' meta reads; sweeps), go over
+	// connections of the client's own, with gomemcache's "gets" command,
+	// which dial with the returned client's DialContext (or as gomemcache
+	// does, without one) and keep its Timeout and MaxIdleConns.
 	NewMemcacheClient func(n ring.Node, mc *memcache.Client) *memcache.Client
 
 	// Logger receives the client's events, never one per call: a node

@@ -13,8 +13,10 @@ import (
 // the node's idle connections. gomemcache takes no context, so every call is
 // bounded by the context here (see call). raw holds the node's connections
 // for what gomemcache does not speak (meta commands, metadump; see
-// memcached_raw.go). Every call's outcome goes to h (probe.go), from call,
-// the fast paths beside it, or raw's do.
+// memcached_raw.go), and for the reads on the hot path, Get (mcget.go) and
+// the multi-gets (mcgets.go), which take the context through the
+// connection's deadline. Every call's outcome goes to h (probe.go), from
+// call, the fast paths beside it, or raw's begin and end.
 type mcNode struct {
 	mc    *memcache.Client
 	raw   *rawConns

@@ -61,7 +61,7 @@ type Backend int
 // Backends.
 const (
 	Redis     Backend = iota // Redis, through go-redis v9
-	Memcached                // Memcached, through gomemcache
+	Memcached                // Memcached, through gomemcache (Gets, multi-gets: its "gets" on connections of our own)
 )
 
 // String returns the backend's name: "redis" or "memcached".

@@ -201,7 +201,10 @@ type Options struct {
 	// with NearCache its ClientSideCache, which the client must keep);
 	// pass it to redis.NewClient, after changing it if need be, and add
 	// hooks (redisotel, logging) to the client made. Default
-	// redis.NewClient(opt).
+	// redis.NewClient(opt). With a hook every command goes through the
+	// clients it makes, so that their hooks see them all; without one,
+	// GetMulti sends its MGETs over connections of the client's own (see
+	// GetMulti).
 	NewRedisClient func(n ring.Node, opt *redis.Options) *redis.Client
 	// NewMemcacheClient does the same for Memcached nodes: mc is the client
 	// the client would use (the node's address, the Timeout and
@@ -237,8 +240,9 @@ type Options struct {
 	// arrive meanwhile wait and go together in the next one. No timer: a
 	// call that finds no other under way to its node is sent at once, as
 	// without AutoPipeline. GetMulti's MGET to a node joins the same
-	// batches under the same rule; the other multi-key calls keep their own
-	// pipelines. A queued caller whose context ends returns at once with its error, but
+	// batches under the same rule, and goes through go-redis otherwise
+	// (without AutoPipeline, through the client's own connections: see
+	// GetMulti); the other multi-key calls keep their own pipelines. A queued caller whose context ends returns at once with its error, but
 	// its command may still run; a batch is bounded by ReadTimeout and
 	// WriteTimeout. go-redis marks its auto-pipeliner EXPERIMENTAL: this
 	// module pins go-redis v9.23.0, the version it is tested with. Each
@@ -565,6 +569,10 @@ func (c *Client) newNode(n ring.Node) (node, error) {
 		rdb.AddHook(redactHook{d.creds.Password})
 	}
 	nd := redisNode{rdb: rdb, near: near}
+	if o.NewRedisClient == nil && !o.AutoPipeline {
+		nd.raw = newRawConns(o, d)
+		nd.raw.dial = redisLogin(d.dial, d.creds)
+	}
 	if o.AutoPipeline {
 		return withAutoPipeline(nd, func() *redis.Client {
 			if o.NewRedisClient != nil {

@@ -22,11 +22,24 @@ func (p *rawConns) getItem(ctx context.Context, key string) (item, error) {
 	}
 	keys := [1]string{key}
 	var out [1]item
-	if err = c.sendGets(keys[:]); err == nil {
-		var found int
-		if found, err = c.readGets(keys[:], out[:]); err == nil && found == 0 {
-			err = ErrCacheMiss
+	for retried := false; ; retried = true {
+		err = c.ask(keys[:], out[:])
+		if err == nil || retried || !c.pooled || !closedByPeer(err) || ctx.Err() != nil {
+			break
 		}
+		// The server closed the connection while it was idle, as it does
+		// when it restarts: as a multi-get does (recv), those idle with it
+		// are closed too, and the Get, a read, is asked again on a new one.
+		if c.stop != nil {
+			c.stop()
+		}
+		c.Close()
+		p.closeIdle()
+		start := c.start
+		if c, err = p.begin(ctx, opGet); err != nil {
+			return item{}, authErr(err)
+		}
+		c.start = start
 	}
 	if err = c.end(err); err != nil {
 		if err == ErrCacheMiss {
@@ -35,4 +48,18 @@ func (p *rawConns) getItem(ctx context.Context, key string) (item, error) {
 		return item{}, authErr(err)
 	}
 	return out[0], nil
+}
+
+// ask sends "gets <keys...>" and reads the answer into out; ErrCacheMiss
+// when it holds none of them.
+func (c rawCall) ask(keys []string, out []item) error {
+	writeGets(c.w, keys)
+	if err := c.w.Flush(); err != nil {
+		return lastWords(c.rawConn, err)
+	}
+	found, err := c.readGets(keys, out)
+	if err == nil && found == 0 {
+		err = ErrCacheMiss
+	}
+	return err
 }

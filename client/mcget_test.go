@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -222,5 +223,44 @@ func TestMemcachedGetStalledNode(t *testing.T) {
 				t.Fatalf("Get of an absent key once the node answers again = %v; want ErrCacheMiss", err)
 			}
 		}
+	}
+}
+
+// TestQuickRestartGet: a node restarted between two Gets, too fast for its
+// breaker to see, closed every pooled raw connection. The first Get to find
+// one closed asks again on a new connection and drops the others: no Get
+// fails, none counts against the node. (The pool is filled by misses: a
+// miss leaves its connection in the pool.)
+func TestQuickRestartGet(t *testing.T) {
+	fc := newFaultCluster(t, "memcached", 2, Options{})
+	c, victim := fc.c, fc.servers[0]
+	keys := keysOn(c, victim.Addr, "quick:", 16)
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		wg.Go(func() {
+			for range 5 {
+				if _, err := c.Get(t.Context(), k); err != ErrCacheMiss {
+					t.Errorf("Get %s = %v; want ErrCacheMiss", k, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	victim.Stop()
+	victim.Restart()
+	before := health(t, c, victim.Addr)
+	for round := range 30 {
+		if _, err := c.Get(t.Context(), keys[round%len(keys)]); err != ErrCacheMiss {
+			t.Fatalf("round %d after the restart: %v; want ErrCacheMiss", round, err)
+		}
+	}
+	if h := health(t, c, victim.Addr); h.Down || h.Downs != before.Downs || h.Failures != before.Failures {
+		t.Errorf("after the restart: %+v; %d more failures", h, h.Failures-before.Failures)
+	}
+	if err := c.Set(t.Context(), keys[0], []byte("v"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.Get(t.Context(), keys[0]); err != nil || string(v) != "v" {
+		t.Fatalf("Get after the restart = %q, %v", v, err)
 	}
 }

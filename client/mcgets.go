@@ -1,12 +1,16 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -22,7 +26,10 @@ import (
 type mcGets struct {
 	call rawCall
 	keys []string
+	resp bool  // a Redis MGET, read with readMget
 	err  error // getting a connection or sending failed
+
+	retried bool // sent again after a pooled connection was found closed
 }
 
 // readGrace is how long a multi-get's answer may still take to arrive once
@@ -33,27 +40,53 @@ const readGrace = 2 * time.Millisecond
 // getsSend sends "gets <keys...>" on a connection of the pool, bounded by
 // ctx and the pool's timeout. Its error, if any, is recv's.
 func (p *rawConns) getsSend(ctx context.Context, keys []string) mcGets {
+	return p.send(ctx, keys, false)
+}
+
+// send sends the multi-get of keys on a connection of the pool: Memcached's
+// "gets", or with resp Redis's MGET (redis_raw.go).
+func (p *rawConns) send(ctx context.Context, keys []string, resp bool) mcGets {
 	c, err := p.take(ctx, opGetMulti)
 	if err != nil {
 		return mcGets{keys: keys, err: err}
 	}
-	g := mcGets{call: c, keys: keys}
+	g := mcGets{call: c, keys: keys, resp: resp}
 	c.SetDeadline(p.deadline(ctx))
-	if err := c.sendGets(keys); err != nil {
-		g.err = c.finish(ctxErr(ctx, err))
+	if resp {
+		writeMget(c.w, keys)
+	} else {
+		writeGets(c.w, keys)
+	}
+	if err := c.w.Flush(); err != nil {
+		g.err = c.finish(ctxErr(ctx, lastWords(c.rawConn, err)))
 	}
 	return g
 }
 
-// sendGets writes "gets <keys...>" and flushes it.
-func (rc *rawConn) sendGets(keys []string) error {
-	rc.w.WriteString("gets")
+// writeGets writes "gets <keys...>".
+func writeGets(w *bufio.Writer, keys []string) {
+	w.WriteString("gets")
 	for _, k := range keys {
-		rc.w.WriteByte(' ')
-		rc.w.WriteString(k)
+		w.WriteByte(' ')
+		w.WriteString(k)
 	}
-	rc.w.WriteString("\r\n")
-	return rc.w.Flush()
+	w.WriteString("\r\n")
+}
+
+// lastWords returns why a TLS server closed a connection just made, when
+// the first write on it, err, found it closed: a server that refuses the
+// client's certificate does so after the client's side of the handshake has
+// ended (TLS 1.3), with an alert the write did not read. The alert, if
+// still there to read, is the error; otherwise err.
+func lastWords(rc *rawConn, err error) error {
+	if _, ok := rc.Conn.(*tls.Conn); !ok || rc.pooled || !closedByPeer(err) {
+		return err
+	}
+	rc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, rerr := rc.r.ReadByte(); rerr != nil && tlsFailure(rerr) {
+		return rerr
+	}
+	return err
 }
 
 // recv reads the answer to g into out, one item per key of g in order, and
@@ -80,9 +113,25 @@ func (g *mcGets) recv(out []item) error {
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, func() { rc.SetReadDeadline(time.Now().Add(readGrace)) })
 	}
-	found, err := rc.readGets(g.keys, out)
+	read := rc.readGets
+	if g.resp {
+		read = rc.readMget
+	}
+	found, err := read(g.keys, out)
 	if stop != nil {
 		stop()
+	}
+	if err != nil && found == 0 && rc.pooled && !g.retried && closedByPeer(err) && ctx.Err() == nil {
+		// The server closed the connection while it was idle, as it does
+		// when it restarts: those idle with it are closed too, and the
+		// multi-get, a read, is asked again on a new connection.
+		rc.Close()
+		p := g.call.p
+		p.closeIdle()
+		start := g.call.start
+		*g = p.send(ctx, g.keys, g.resp)
+		g.retried, g.call.start = true, start
+		return g.recv(out)
 	}
 	if err != nil {
 		if err, _ = pastDeadline(ctx, err); ctx.Err() != nil {
@@ -96,6 +145,12 @@ func (g *mcGets) recv(out []item) error {
 		h.stats.keys(opGetMulti, found, len(g.keys)-found)
 	}
 	return nil
+}
+
+// closedByPeer reports whether err is how a read finds a connection the
+// peer closed: EOF before any byte, or a reset.
+func closedByPeer(err error) bool {
+	return err == io.EOF || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // minTime returns the earlier of a and b.
@@ -122,17 +177,12 @@ const maxArena = 64 << 10
 // readGets reads the answer to "gets <keys...>": a "VALUE <key> <flags>
 // <bytes> <cas>" line and the value for every key present, in the order of
 // the request, then "END". It fills out[i] for keys[i] and returns the
-// number of keys found. Values are cut from buffers shared with their
-// neighbours, each slice capped at its own length: a buffer twice the last
-// one (1 KiB first, up to maxArena), or the value's own when it is larger
-// or the last the answer can hold (so a single key's value, as a Get reads
-// it, is exactly its size). A value the caller keeps keeps its buffer alive.
+// number of keys found. Values are cut from an arena.
 func (rc *rawConn) readGets(keys []string, out []item) (int, error) {
 	for i, k := range keys {
 		out[i].key = k
 	}
-	var arena []byte
-	chunk := 0 // the size of the last buffer
+	a := arena{left: len(keys)}
 	found, next := 0, 0
 	for {
 		l, err := rc.line()
@@ -160,40 +210,57 @@ func (rc *rawConn) readGets(keys []string, out []item) (int, error) {
 		} else {
 			next = i + 1
 		}
-		switch {
-		case arena != nil && size <= len(arena):
-		case found == len(keys)-1: // the last value: its own buffer, exactly
-			arena = make([]byte, size)
-		default: // twice the last buffer, up to maxArena, or the value alone
-			chunk = min(max(2*chunk, 1<<10), maxArena)
-			arena = make([]byte, max(chunk, size))
-		}
-		if err := rc.readValue(arena[:size], keys[i]); err != nil {
-			return found, err
+		v, err := a.read(rc.r, size)
+		if err != nil {
+			return found, fmt.Errorf("shardcache: memcached gets: value of %q: %w", keys[i], err)
 		}
 		it := &out[i]
-		it.value, it.flags, it.cas, it.found = arena[:size:size], flags, cas, true
-		arena = arena[size:]
+		it.value, it.flags, it.cas, it.found = v, flags, cas, true
 		found++
 	}
 }
 
-// readValue reads the value of key into v, len(v) bytes, and the CR LF
-// after it.
-func (rc *rawConn) readValue(v []byte, key string) error {
-	if _, err := io.ReadFull(rc.r, v); err != nil {
-		return err
+// arena is where the values of one answer are cut from: buffers shared
+// with their neighbours, each value capped at its own length. A buffer is
+// twice the last one (1 KiB first, up to maxArena), or the value's own when
+// it is larger or the last the answer can hold (so that a single key's
+// value, as a Get reads it, is one allocation of exactly its size). A value
+// the caller keeps keeps its buffer alive.
+type arena struct {
+	buf   []byte
+	chunk int // the size of the last buffer
+	left  int // how many values the answer can still hold; 0: not known
+}
+
+// read reads a value of size bytes and the CR LF after it from r.
+func (a *arena) read(r *bufio.Reader, size int) ([]byte, error) {
+	switch {
+	case a.buf != nil && size <= len(a.buf):
+	case a.left == 1:
+		a.buf = make([]byte, size)
+	default:
+		a.chunk = min(max(2*a.chunk, 1<<10), maxArena)
+		a.buf = make([]byte, max(a.chunk, size))
 	}
-	crlf, err := rc.r.Peek(2)
+	a.left--
+	if _, err := io.ReadFull(r, a.buf[:size]); err != nil {
+		return nil, err
+	}
+	crlf, err := r.Peek(2)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if crlf[0] != '\r' || crlf[1] != '\n' {
-		return fmt.Errorf("shardcache: memcached gets: value of %q not followed by CR LF", key)
+		return nil, errNoCRLF
 	}
-	rc.r.Discard(2)
-	return nil
+	r.Discard(2)
+	v := a.buf[:size:size]
+	a.buf = a.buf[size:]
+	return v, nil
 }
+
+// errNoCRLF is a value not followed by CR LF.
+var errNoCRLF = errors.New("not followed by CR LF")
 
 // parseValueLine parses "VALUE <key> <flags> <bytes> [<cas>]". Any other
 // line is the server's error (SERVER_ERROR, CLIENT_ERROR, ERROR) or a

@@ -244,16 +244,55 @@ func TestMemcachedGetMultiStalledNode(t *testing.T) {
 	}
 }
 
-// TestMemcachedRestartedNode: connections pooled before a node went down
-// do not outlive it: once the restarted node is up again, GetMulti finds
-// every key written since, and the node is not marked down again by dead
-// connections failing one by one.
-func TestMemcachedRestartedNode(t *testing.T) {
-	fc := newFaultCluster(t, "memcached", 2, Options{})
-	c, victim := fc.c, fc.servers[0]
-	keys := keysFirstOn(c, victim.Addr, 20)
+// TestRestartedNode: the raw connections of multi-gets, pooled before a
+// node went down, do not outlive it: once the restarted node is up again,
+// GetMulti finds every key written since, and the node is not marked down
+// again by dead connections failing one by one.
+func TestRestartedNode(t *testing.T) {
+	for _, kind := range []string{"memcached", "redis-server"} {
+		t.Run(kind, func(t *testing.T) {
+			fc := newFaultCluster(t, kind, 2, Options{})
+			c, victim := fc.c, fc.servers[0]
+			keys := keysFirstOn(c, victim.Addr, 20)
+			fillRawPool(t, c, keys)
+			victim.Stop()
+			for attempt := 0; !health(t, c, victim.Addr).Down; attempt++ {
+				if attempt == 1000 {
+					t.Fatal("the stopped node is never marked down")
+				}
+				c.GetMulti(t.Context(), keys) // fails on the stopped node until it is marked down
+			}
+			victim.Restart()
+			waitHealth(t, c, victim.Addr, false)
+			checkRestarted(t, c, victim.Addr, keys)
+		})
+	}
+}
+
+// TestQuickRestart: a node restarted between two calls, too fast for its
+// breaker to see, closed every pooled raw connection. The first multi-get
+// to find one closed asks again on a new connection and drops the others:
+// no call fails, none counts against the node.
+func TestQuickRestart(t *testing.T) {
+	for _, kind := range []string{"memcached", "redis-server"} {
+		t.Run(kind, func(t *testing.T) {
+			fc := newFaultCluster(t, kind, 2, Options{})
+			c, victim := fc.c, fc.servers[0]
+			keys := keysFirstOn(c, victim.Addr, 20)
+			fillRawPool(t, c, keys)
+			victim.Stop()
+			victim.Restart()
+			checkRestarted(t, c, victim.Addr, keys)
+		})
+	}
+}
+
+// fillRawPool fills the pool of raw connections with idle ones, by
+// concurrent multi-gets of keys.
+func fillRawPool(t *testing.T, c *Client, keys []string) {
+	t.Helper()
 	var wg sync.WaitGroup
-	for range 16 { // fill the pool with idle connections
+	for range 16 {
 		wg.Go(func() {
 			for range 5 {
 				if _, err := c.GetMulti(t.Context(), keys); err != nil {
@@ -263,15 +302,13 @@ func TestMemcachedRestartedNode(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	victim.Stop()
-	for attempt := 0; !health(t, c, victim.Addr).Down; attempt++ {
-		if attempt == 1000 {
-			t.Fatal("the stopped node is never marked down")
-		}
-		c.GetMulti(t.Context(), keys) // fails on the stopped node until it is marked down
-	}
-	victim.Restart()
-	waitHealth(t, c, victim.Addr, false)
+}
+
+// checkRestarted writes keys and reads them back in 30 rounds of GetMulti,
+// each of which must find them all, with no failure counted against the
+// node at addr.
+func checkRestarted(t *testing.T, c *Client, addr string, keys []string) {
+	t.Helper()
 	items := map[string][]byte{}
 	for _, k := range keys {
 		items[k] = []byte(k)
@@ -279,14 +316,14 @@ func TestMemcachedRestartedNode(t *testing.T) {
 	if err := c.SetMulti(t.Context(), items, 0); err != nil {
 		t.Fatal(err)
 	}
-	downs := health(t, c, victim.Addr).Downs
+	before := health(t, c, addr)
 	for round := range 30 {
 		got, err := c.GetMulti(t.Context(), keys)
 		if err != nil || len(got) != len(keys) {
 			t.Fatalf("round %d after the restart: %d of %d keys, %v", round, len(got), len(keys), err)
 		}
 	}
-	if h := health(t, c, victim.Addr); h.Down || h.Downs != downs {
-		t.Errorf("after the restart: %+v; marked down %d more times", h, h.Downs-downs)
+	if h := health(t, c, addr); h.Down || h.Downs != before.Downs || h.Failures != before.Failures {
+		t.Errorf("after the restart: %+v; marked down %d more times, %d more failures", h, h.Downs-before.Downs, h.Failures-before.Failures)
 	}
 }

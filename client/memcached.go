@@ -129,6 +129,9 @@ func (n mcNode) getsSend(ctx context.Context, keys []string) mcGets {
 	return n.raw.getsSend(ctx, keys)
 }
 
+// splits reports that every multi-get may be sent before it is read.
+func (mcNode) splits() bool { return true }
+
 func (n mcNode) set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	it := &memcache.Item{Key: key, Value: value, Expiration: mcExpiration(ttl)}
 	if ctx.Done() == nil { // call's fast path, without allocating the closures

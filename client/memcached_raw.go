@@ -54,6 +54,9 @@ type rawConn struct {
 	net.Conn
 	r *bufio.Reader
 	w *bufio.Writer
+	// pooled: the connection has been idle in the pool, and the server may
+	// have closed it meanwhile (a restart).
+	pooled bool
 }
 
 // newRawConns returns the raw connections of the node d dials: through d,
@@ -209,6 +212,7 @@ func (p *rawConns) put(rc *rawConn) {
 		rc.Close()
 		return
 	}
+	rc.pooled = true
 	p.idle = append(p.idle, rc)
 }
 

@@ -137,12 +137,12 @@ func readBatches(st *state, keys []string, owner func(i int) ring.Node) *batches
 
 // gets runs the multi-get of every batch (withTTL: with TTLs, as
 // node.getMulti) and stores its answer in the batch. Where every node takes
-// a request before its answer (Memcached's raw connections, mcgets.go),
+// a request before its answer (raw connections: splitGetter),
 // the requests are all sent first and the answers read on this goroutine,
 // one allocation for all the items; otherwise the nodes are called in
 // parallel, as run does.
 func (bs *batches) gets(ctx context.Context, withTTL bool) {
-	if !withTTL && bs.all(func(n node) bool { _, ok := n.(splitGetter); return ok }) {
+	if !withTTL && bs.all(func(n node) bool { s, ok := n.(splitGetter); return ok && s.splits() }) {
 		n := 0
 		for _, b := range bs.list {
 			b.pend = b.conn.(splitGetter).getsSend(ctx, b.keys)
@@ -211,9 +211,12 @@ func (bs *batches) all(ok func(node) bool) bool {
 	return len(bs.list) > 0
 }
 
-// splitGetter is a node that sends a multi-get before it reads the answer.
+// splitGetter is a node that sends a multi-get before it reads the answer,
+// when splits says so: Memcached's (mcgets.go), and Redis's with raw
+// connections (redis_raw.go).
 type splitGetter interface {
 	getsSend(ctx context.Context, keys []string) mcGets
+	splits() bool
 }
 
 // run calls fn on every batch, in parallel, and stores its error in the
@@ -239,10 +242,14 @@ func runEach(list []*batch, fn func(b *batch) error) {
 
 // GetMulti returns the values of the keys that are present; a key missing
 // from the map is a miss. Keys are sent one round trip per node, all nodes in
-// parallel: a Redis MGET per node from parallel goroutines (with
-// AutoPipeline, joining the node's auto-pipeliner batch while other calls
-// to it are under way), a Memcached "gets" per node, all written before any
-// answer is read on the caller's goroutine. When a node fails, the hits of
+// parallel: a Memcached "gets" or a Redis MGET per node, over connections
+// of the client's own (the node's credentials, TLS and timeouts), all
+// written before any answer is read on the caller's goroutine. A Redis
+// node whose go-redis client a NewRedisClient hook made gets its MGET
+// through that client instead, from a goroutine per node, so that its hooks
+// see it; with AutoPipeline, an MGET joins the node's auto-pipeliner batch
+// while other calls to it are under way, and is sent through go-redis at
+// once otherwise. When a node fails, the hits of
 // the others are returned with an error that joins one *NodeError per failed
 // node. During a migration the new owners' misses are looked up on their old
 // owners in a second parallel round, and backfilled in a third.

@@ -18,8 +18,9 @@ import (
 // The near cache (Options.NearCache) is go-redis's client-side caching
 // (RESP3 CLIENT TRACKING, EXPERIMENTAL in go-redis; this module pins
 // v9.23.0) on the go-redis client of every Redis node. go-redis keeps the
-// replies of the reads it may cache (of the façade's, GET: its MGETs go in
-// pipelines, see nearMGet), and the server tells it, on the connection that read
+// replies of the reads it may cache (of the façade's, GET: its MGETs go
+// over the client's own connections, redis_raw.go, or in pipelines, see
+// nearMGet), and the server tells it, on the connection that read
 // a key, when any client changes the key. This file adds only what the
 // façade needs around it:
 //

@@ -224,6 +224,10 @@ func withHealth(n ring.Node, nd node, o *Options) node {
 		nd.h = h
 		nd.rdb.AddHook(redisHook(h, nd.near))
 		h.ping = func(ctx context.Context) error { return nd.rdb.Ping(ctx).Err() }
+		if nd.raw != nil {
+			nd.raw.h = h
+			h.flush = nd.raw.closeIdle // go-redis's pool drops its broken connections itself
+		}
 		return nd
 	case mcNode:
 		nd.h = h

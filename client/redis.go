@@ -21,6 +21,10 @@ type redisNode struct {
 	// near is the node's near cache (nearcache.go), nil without it: Gets then
 	// go through rdb, whose go-redis cache the auto-pipeliner would bypass.
 	near *nearCache
+	// raw, when rdb is the package's own and there is no auto-pipeliner, is
+	// the node's raw connections, for the MGETs of multi-gets
+	// (redis_raw.go).
+	raw *rawConns
 }
 
 // redisTTL converts a TTL for go-redis: 0 stays "no expiry", and a TTL under
@@ -279,6 +283,7 @@ func (n redisNode) Close() error {
 		apErr = n.ap.Close()
 	}
 	err := n.rdb.Close()
+	n.raw.Close()
 	n.h.close()
 	if err != nil && !errors.Is(err, redis.ErrClosed) {
 		return err

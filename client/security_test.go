@@ -91,17 +91,26 @@ func roundTrip(t *testing.T, c *Client, prefix string) {
 	}
 }
 
-// mustFailAuth checks that a Get through c fails with ErrAuth in a
-// *NodeError, and that its text says why.
+// mustFailAuth checks that a Get and a GetMulti (on Redis, over the raw
+// connections: redis_raw.go) through c fail with ErrAuth in a *NodeError,
+// and that their text says why and quotes no secret.
 func mustFailAuth(t *testing.T, c *Client, key, why string) {
 	t.Helper()
-	_, err := c.Get(context.Background(), key)
-	logErr(t, "Get with bad credentials", err)
-	if !errors.Is(err, ErrAuth) || len(nodeErrors(err)) != 1 {
-		t.Fatalf("Get: %v, want ErrAuth in a NodeError", err)
-	}
-	if !strings.Contains(err.Error(), why) {
-		t.Fatalf("Get: %q does not say %q", err, why)
+	_, getErr := c.Get(context.Background(), key)
+	_, multiErr := c.GetMulti(context.Background(), []string{key})
+	for op, err := range map[string]error{"Get": getErr, "GetMulti": multiErr} {
+		logErr(t, op+" with bad credentials", err)
+		if !errors.Is(err, ErrAuth) || len(nodeErrors(err)) != 1 {
+			t.Fatalf("%s: %v, want ErrAuth in a NodeError", op, err)
+		}
+		if !strings.Contains(err.Error(), why) {
+			t.Fatalf("%s: %q does not say %q", op, err, why)
+		}
+		for _, secret := range []string{testPassword, testACLSecret, testMCSecret} {
+			if strings.Contains(fmt.Sprintf("%v %+v", err, err), secret) {
+				t.Fatalf("%s: %q quotes a secret", op, err)
+			}
+		}
 	}
 }
 
@@ -143,6 +152,14 @@ func TestSecureRedisPassword(t *testing.T) {
 	}
 	mustGet(t, db2, "db:k", "two")
 	mustMiss(t, secureClient(t, Options{Nodes: nodes, Password: testPassword}), "db:k")
+	// GetMulti's raw connections select it too.
+	if hits, err := db2.GetMulti(ctx, []string{"db:k"}); err != nil || string(hits["db:k"]) != "two" {
+		t.Fatalf("GetMulti in DB 2 = %q, %v; want two", hits, logErr(t, "GetMulti in DB 2", err))
+	}
+	noDB := secureClient(t, Options{Nodes: nodes, Password: testPassword})
+	if hits, err := noDB.GetMulti(ctx, []string{"db:k"}); err != nil || len(hits) != 0 {
+		t.Fatalf("GetMulti in DB 0 = %q, %v; want a miss", hits, err)
+	}
 }
 
 // TestSecureRedisACL checks an ACL user limited to cache:* keys: its keys

@@ -16,38 +16,49 @@ func (p *rawConns) getItem(ctx context.Context, key string) (item, error) {
 	if err := ctx.Err(); err != nil {
 		return item{}, err // nothing sent: no outcome of the node's
 	}
-	c, err := p.begin(ctx, opGet)
-	if err != nil {
-		return item{}, authErr(err)
-	}
 	keys := [1]string{key}
 	var out [1]item
+	c, err := p.ask(ctx, opGet, keys[:], out[:])
+	if c.rawConn != nil {
+		err = c.end(err)
+	}
+	switch err {
+	case nil:
+		return out[0], nil
+	case ErrCacheMiss:
+		return item{}, err
+	}
+	return item{}, authErr(err)
+}
+
+// ask begins a call of kind o, sends "gets <keys...>" on its connection and
+// reads the answer into out, one item per key: ErrCacheMiss when it holds
+// none of them. The caller ends the call with the outcome it reports; when
+// no connection was had, c.rawConn is nil and the failure was reported
+// already (take).
+func (p *rawConns) ask(ctx context.Context, o op, keys []string, out []item) (c rawCall, err error) {
+	if c, err = p.begin(ctx, o); err != nil {
+		return c, err
+	}
 	for retried := false; ; retried = true {
-		err = c.ask(keys[:], out[:])
+		err = c.ask(keys, out)
 		if err == nil || retried || !c.pooled || !closedByPeer(err) || ctx.Err() != nil {
-			break
+			return c, err
 		}
 		// The server closed the connection while it was idle, as it does
 		// when it restarts: as a multi-get does (recv), those idle with it
-		// are closed too, and the Get, a read, is asked again on a new one.
+		// are closed too, and the read is asked again on a new one.
 		if c.stop != nil {
 			c.stop()
 		}
 		c.Close()
 		p.closeIdle()
 		start := c.start
-		if c, err = p.begin(ctx, opGet); err != nil {
-			return item{}, authErr(err)
+		if c, err = p.begin(ctx, o); err != nil {
+			return c, err
 		}
 		c.start = start
 	}
-	if err = c.end(err); err != nil {
-		if err == ErrCacheMiss {
-			return item{}, err
-		}
-		return item{}, authErr(err)
-	}
-	return out[0], nil
 }
 
 // ask sends "gets <keys...>" and reads the answer into out; ErrCacheMiss

@@ -264,3 +264,57 @@ func TestQuickRestartGet(t *testing.T) {
 		t.Fatalf("Get after the restart = %q, %v", v, err)
 	}
 }
+
+// TestMemcachedBatchAnswers: a batch of waiting Gets (Options.AutoPipeline)
+// is one "gets" of its distinct keys; each waiter gets its own answer, a
+// key's second waiter a copy of the value, and a wrong answer fails every
+// waiter and closes the connection.
+func TestMemcachedBatchAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name, reply string
+		wantErr     string
+	}{
+		{name: "hit and miss", reply: "VALUE a 0 1 1\r\nx\r\nEND\r\n"},
+		{name: "malformed", reply: "VALUE a 0 x 1\r\n", wantErr: "bad line"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := make(chan string, 1)
+			n := mcNode{raw: fakeMemcached(t, tc.reply, got), batch: &mcBatcher{busy: true}}
+			var batch []*mcWaiter
+			for _, k := range []string{"a", "b", "a"} {
+				batch = append(batch, &mcWaiter{key: k, done: make(chan struct{})})
+			}
+			n.batch.run(n, batch)
+			if req := <-got; req != "gets a b\r\n" {
+				t.Errorf("request %q", req)
+			}
+			for _, w := range batch {
+				<-w.done
+			}
+			if tc.wantErr != "" {
+				for _, w := range batch {
+					if w.err == nil || !strings.Contains(w.err.Error(), tc.wantErr) {
+						t.Errorf("waiter %s: %q, %v; want an error with %q", w.key, w.value, w.err, tc.wantErr)
+					}
+				}
+				if len(n.raw.idle) != 0 {
+					t.Error("a connection that answered wrongly went back to the pool")
+				}
+				return
+			}
+			a1, b, a2 := batch[0], batch[1], batch[2]
+			if a1.err != nil || string(a1.value) != "x" || a2.err != nil || string(a2.value) != "x" {
+				t.Errorf("waiters of a: %q, %v and %q, %v; want x twice", a1.value, a1.err, a2.value, a2.err)
+			}
+			if &a1.value[0] == &a2.value[0] {
+				t.Error("the two waiters of a share one buffer")
+			}
+			if b.err != ErrCacheMiss {
+				t.Errorf("waiter of b: %q, %v; want ErrCacheMiss", b.value, b.err)
+			}
+			if len(n.raw.idle) != 1 {
+				t.Error("the connection did not go back to the pool")
+			}
+		})
+	}
+}

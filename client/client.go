@@ -102,8 +102,12 @@ type Options struct {
 	// notices a cancellation (not a deadline) only when the call's current
 	// network step ends, at most ReadTimeout later.
 	DialTimeout, ReadTimeout, WriteTimeout time.Duration
-	// PoolSize is the most connections per node. Default 10 per CPU, as
-	// go-redis; for Memcached it is the number of idle connections kept.
+	// PoolSize is the most connections per node of its go-redis client.
+	// Default 10 per CPU, as go-redis. GetMulti's MGETs over the client's
+	// own connections are limited to as many under way at once (beyond, an
+	// MGET goes through the go-redis pool), and as many idle are kept. For
+	// Memcached it is the number of idle connections kept, by gomemcache's
+	// pool and by the client's own.
 	PoolSize int
 
 	// MaxKeyLength is the longest key accepted. Default 250 bytes for
@@ -240,8 +244,7 @@ type Options struct {
 	// arrive meanwhile wait and go together in the next one. No timer: a
 	// call that finds no other under way to its node is sent at once, as
 	// without AutoPipeline. GetMulti's MGET to a node joins the same
-	// batches under the same rule, and goes through go-redis otherwise
-	// (without AutoPipeline, through the client's own connections: see
+	// batches under the same rule, and is sent at once otherwise (see
 	// GetMulti); the other multi-key calls keep their own pipelines. A queued caller whose context ends returns at once with its error, but
 	// its command may still run; a batch is bounded by ReadTimeout and
 	// WriteTimeout. go-redis marks its auto-pipeliner EXPERIMENTAL: this
@@ -569,9 +572,10 @@ func (c *Client) newNode(n ring.Node) (node, error) {
 		rdb.AddHook(redactHook{d.creds.Password})
 	}
 	nd := redisNode{rdb: rdb, near: near}
-	if o.NewRedisClient == nil && !o.AutoPipeline {
+	if o.NewRedisClient == nil {
 		nd.raw = newRawConns(o, d)
 		nd.raw.dial = redisLogin(d.dial, d.creds)
+		nd.raw.limit = o.PoolSize
 	}
 	if o.AutoPipeline {
 		return withAutoPipeline(nd, func() *redis.Client {

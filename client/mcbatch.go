@@ -101,7 +101,7 @@ func (b *mcBatcher) run(n mcNode, batch []*mcWaiter) {
 				keys = append(keys, w.key)
 			}
 		}
-		out := make([]item, len(keys))
+		out := make([]answer, len(keys))
 		given := make([]bool, len(keys)) // the first waiter of a key gets its value, the others a copy
 		start := n.h.begin()
 		c, err := n.raw.ask(context.Background(), opGet, keys, out)

@@ -17,14 +17,14 @@ func (p *rawConns) getItem(ctx context.Context, key string) (item, error) {
 		return item{}, err // nothing sent: no outcome of the node's
 	}
 	keys := [1]string{key}
-	var out [1]item
+	var out [1]answer
 	c, err := p.ask(ctx, opGet, keys[:], out[:])
 	if c.rawConn != nil {
 		err = c.end(err)
 	}
 	switch err {
 	case nil:
-		return out[0], nil
+		return out[0].item(key), nil
 	case ErrCacheMiss:
 		return item{}, err
 	}
@@ -36,7 +36,7 @@ func (p *rawConns) getItem(ctx context.Context, key string) (item, error) {
 // none of them. The caller ends the call with the outcome it reports; when
 // no connection was had, c.rawConn is nil and the failure was reported
 // already (take).
-func (p *rawConns) ask(ctx context.Context, o op, keys []string, out []item) (c rawCall, err error) {
+func (p *rawConns) ask(ctx context.Context, o op, keys []string, out []answer) (c rawCall, err error) {
 	if c, err = p.begin(ctx, o); err != nil {
 		return c, err
 	}
@@ -51,7 +51,7 @@ func (p *rawConns) ask(ctx context.Context, o op, keys []string, out []item) (c 
 		if c.stop != nil {
 			c.stop()
 		}
-		c.Close()
+		c.abandon()
 		p.closeIdle()
 		start := c.start
 		if c, err = p.begin(ctx, o); err != nil {
@@ -63,7 +63,7 @@ func (p *rawConns) ask(ctx context.Context, o op, keys []string, out []item) (c 
 
 // ask sends "gets <keys...>" and reads the answer into out; ErrCacheMiss
 // when it holds none of them.
-func (c rawCall) ask(keys []string, out []item) error {
+func (c rawCall) ask(keys []string, out []answer) error {
 	writeGets(c.w, keys)
 	if err := c.w.Flush(); err != nil {
 		return lastWords(c.rawConn, err)

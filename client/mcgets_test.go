@@ -283,6 +283,17 @@ func TestQuickRestart(t *testing.T) {
 			victim.Stop()
 			victim.Restart()
 			checkRestarted(t, c, victim.Addr, keys)
+			st, _ := c.load()
+			var raw *rawConns
+			switch nd := st.conn(fc.nodes[0]).(type) {
+			case mcNode:
+				raw = nd.raw
+			case redisNode:
+				raw = nd.raw
+			}
+			if n := raw.inUse.Load(); n != 0 {
+				t.Errorf("%d calls still under way on the raw connections", n)
+			}
 		})
 	}
 }

@@ -38,6 +38,11 @@ type rawConns struct {
 
 	h *nodeHealth // the node's health, told the outcome of every do (probe.go)
 
+	// inUse counts the calls under way, from take to finish; limit, when
+	// set, is the most a caller should start (see saturated).
+	inUse atomic.Int64
+	limit int
+
 	// mc, beside a NewMemcacheClient, is the node's gomemcache client,
 	// whose Timeout and MaxIdleConns the raw connections follow (see
 	// knobs): compat/gomemcache sets them after New, as gomemcache's users
@@ -132,7 +137,16 @@ func (p *rawConns) take(ctx context.Context, o op) (rawCall, error) {
 		p.h.observe(ctx, o, start, err)
 		return rawCall{}, err
 	}
+	p.inUse.Add(1)
 	return rawCall{rawConn: rc, p: p, ctx: ctx, o: o, start: start}, nil
+}
+
+// saturated reports whether the pool has limit calls under way: a Redis
+// node's multi-get then goes through go-redis, whose pool waits for one of
+// its PoolSize connections, so that a burst of callers does not open a
+// connection each.
+func (p *rawConns) saturated() bool {
+	return p.limit > 0 && p.inUse.Load() >= int64(p.limit)
 }
 
 // deadline is the end of a round trip starting now: the pool's timeout, or
@@ -160,6 +174,7 @@ func (c rawCall) end(err error) error {
 // finish closes a connection that failed and pools the others (a miss is
 // an answer), and reports the call's outcome err to the node's health.
 func (c rawCall) finish(err error) error {
+	c.p.inUse.Add(-1)
 	if err != nil && err != ErrCacheMiss {
 		c.rawConn.Close()
 	} else {
@@ -167,6 +182,13 @@ func (c rawCall) finish(err error) error {
 	}
 	c.p.h.observe(c.ctx, c.o, c.start, err)
 	return err
+}
+
+// abandon closes the call's connection and ends the call with no outcome:
+// it is asked again on another (mcGets.recv).
+func (c rawCall) abandon() {
+	c.p.inUse.Add(-1)
+	c.rawConn.Close()
 }
 
 // ctxErr returns ctx's error, wrapping err, once ctx is done.

@@ -20,30 +20,33 @@ type batch struct {
 	idx   []int    // idx[i] is the position of keys[i] in the caller's keys
 	err   error    // the round trip's
 
-	// A read round's answer (batches.gets): got, one item per key, or vals,
-	// a Redis MGET's answer as it is; batch.answer reads either.
+	// A read round's answer (batches.gets): got, one item per key, ans,
+	// one answer per key from raw connections, or vals, a Redis MGET's
+	// answer as go-redis gives it; batch.answer reads any.
 	got    []item
+	ans    []answer
 	vals   []any
 	pend   mcGets      // Memcached: the multi-get sent, its answer not yet read
 	queued *queuedMget // Redis: the MGET queued on the auto-pipeliner
 }
 
 // answer returns the read round's answer for b.keys[i]: b.got[i], or the
-// MGET value made into scratch, which the next call reuses.
+// answer or MGET value made into scratch, which the next call reuses.
 func (b *batch) answer(i int, scratch *item) *item {
-	if b.vals == nil {
+	switch {
+	case b.ans != nil:
+		*scratch = b.ans[i].item(b.keys[i])
+	case b.vals != nil:
+		*scratch = mgetItem(b.keys[i], b.vals[i])
+	default:
 		return &b.got[i]
 	}
-	*scratch = mgetItem(b.keys[i], b.vals[i])
 	return scratch
 }
 
 // answered is how many keys b's read round answered: all or none.
 func (b *batch) answered() int {
-	if b.vals != nil {
-		return len(b.vals)
-	}
-	return len(b.got)
+	return max(len(b.got), len(b.ans), len(b.vals))
 }
 
 // batches groups items by node.
@@ -139,42 +142,52 @@ func readBatches(st *state, keys []string, owner func(i int) ring.Node) *batches
 // node.getMulti) and stores its answer in the batch. Where every node takes
 // a request before its answer (raw connections: splitGetter),
 // the requests are all sent first and the answers read on this goroutine,
-// one allocation for all the items; otherwise the nodes are called in
+// one allocation for all the answers; otherwise the nodes are called in
 // parallel, as run does.
 func (bs *batches) gets(ctx context.Context, withTTL bool) {
 	if !withTTL && bs.all(func(n node) bool { s, ok := n.(splitGetter); return ok && s.splits() }) {
-		n := 0
 		for _, b := range bs.list {
 			b.pend = b.conn.(splitGetter).getsSend(ctx, b.keys)
-			n += len(b.keys)
 		}
-		all := make([]item, n)
-		for _, b := range bs.list {
-			b.got, all = all[:len(b.keys):len(b.keys)], all[len(b.keys):]
-			if b.err = b.pend.recv(b.got); b.err != nil {
-				b.got = nil
-			}
-		}
+		recvAll(bs.list)
 		return
 	}
 	if !withTTL && bs.all(func(n node) bool { _, ok := n.(redisNode); return ok }) {
-		// Redis MGETs, their answers kept as go-redis gives them: queued on
-		// the nodes' auto-pipeliners where other calls are under way, the
-		// others sent in parallel.
-		var direct []*batch
+		// Redis MGETs with AutoPipeline, or through a hook's clients: queued
+		// on the nodes' auto-pipeliners where other calls are under way,
+		// the others sent over the client's own connections where the node
+		// has them (read on this goroutine, the node busy meanwhile), or
+		// through go-redis in parallel, their answers kept as go-redis
+		// gives them.
+		var direct, sent []*batch
 		for _, b := range bs.list {
-			if b.queued = b.conn.(redisNode).mgetQueued(ctx, b.keys); b.queued == nil {
+			nd := b.conn.(redisNode)
+			switch b.queued = nd.mgetQueued(ctx, b.keys); {
+			case b.queued != nil:
+			case nd.rawFree():
+				if nd.ap != nil {
+					nd.ap.calls.Add(1)
+				}
+				b.pend = nd.getsSend(ctx, b.keys)
+				sent = append(sent, b)
+			default:
 				direct = append(direct, b)
 			}
 		}
 		var wg sync.WaitGroup
 		for i, b := range direct {
-			if i == len(direct)-1 { // the last one on this goroutine
+			if i == len(direct)-1 && len(sent) == 0 { // the last one on this goroutine
 				b.mget(ctx, nil)
 				break
 			}
 			wg.Add(1)
 			go b.mget(ctx, &wg)
+		}
+		recvAll(sent)
+		for _, b := range sent {
+			if ap := b.conn.(redisNode).ap; ap != nil {
+				ap.calls.Add(-1)
+			}
 		}
 		wg.Wait()
 		for _, b := range bs.list {
@@ -188,6 +201,22 @@ func (bs *batches) gets(ctx context.Context, withTTL bool) {
 		b.got, err = b.conn.getMulti(ctx, b.keys, withTTL)
 		return err
 	})
+}
+
+// recvAll reads the answers of the multi-gets sent on the batches of list
+// (batch.pend), in turn, into one allocation for all of them.
+func recvAll(list []*batch) {
+	n := 0
+	for _, b := range list {
+		n += len(b.keys)
+	}
+	all := make([]answer, n)
+	for _, b := range list {
+		b.ans, all = all[:len(b.keys):len(b.keys)], all[len(b.keys):]
+		if b.err = b.pend.recv(b.ans); b.err != nil {
+			b.ans = nil
+		}
+	}
 }
 
 // mget sends b's MGET to its Redis node and keeps the answer, then tells
@@ -247,9 +276,9 @@ func runEach(list []*batch, fn func(b *batch) error) {
 // written before any answer is read on the caller's goroutine. A Redis
 // node whose go-redis client a NewRedisClient hook made gets its MGET
 // through that client instead, from a goroutine per node, so that its hooks
-// see it; with AutoPipeline, an MGET joins the node's auto-pipeliner batch
-// while other calls to it are under way, and is sent through go-redis at
-// once otherwise. When a node fails, the hits of
+// see it. With AutoPipeline, an MGET joins the node's auto-pipeliner batch
+// while other calls to it are under way, and is sent at once as above
+// otherwise. When a node fails, the hits of
 // the others are returned with an error that joins one *NodeError per failed
 // node. During a migration the new owners' misses are looked up on their old
 // owners in a second parallel round, and backfilled in a third.

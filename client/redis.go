@@ -21,9 +21,8 @@ type redisNode struct {
 	// near is the node's near cache (nearcache.go), nil without it: Gets then
 	// go through rdb, whose go-redis cache the auto-pipeliner would bypass.
 	near *nearCache
-	// raw, when rdb is the package's own and there is no auto-pipeliner, is
-	// the node's raw connections, for the MGETs of multi-gets
-	// (redis_raw.go).
+	// raw, when rdb is the package's own (no NewRedisClient), is the
+	// node's raw connections, for the MGETs of multi-gets (redis_raw.go).
 	raw *rawConns
 }
 

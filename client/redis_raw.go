@@ -11,8 +11,8 @@ import (
 )
 
 // A Redis node whose go-redis client is the package's own (no
-// NewRedisClient hook, no AutoPipeline) sends the first round of a
-// multi-get, its MGETs, over raw connections of the client's own, in the
+// NewRedisClient hook) sends the first round of a multi-get, its MGETs,
+// over raw connections of the client's own, in the
 // two halves Memcached's multi-gets use (mcgets.go): every node's MGET is
 // written first, then each answer is read in turn on the caller's
 // goroutine. go-redis has no way to write a command before reading the
@@ -20,8 +20,10 @@ import (
 // answer is a []any of strings made for the caller to convert again.
 //
 // A hook's client keeps every command on go-redis, so that the hooks it
-// installed (tracing, metrics) see them all; with AutoPipeline the MGETs
-// share the auto-pipeliner's round trips instead (autopipeline.go).
+// installed (tracing, metrics) see them all. With AutoPipeline an MGET that
+// finds other calls to its node under way shares the auto-pipeliner's next
+// round trip instead (autopipeline.go); one sent over a raw connection
+// counts as a call under way meanwhile.
 //
 // The raw connections speak RESP2 and carry no client-side caching: an
 // MGET never goes through the near cache anyway (nearcache.go).
@@ -82,10 +84,7 @@ func writeBulk(w *bufio.Writer, s string) {
 // string per key, nil for a miss. It fills out[i] for keys[i] and returns
 // the number of keys found; values are cut from shared buffers, as
 // readGets does.
-func (rc *rawConn) readMget(keys []string, out []item) (int, error) {
-	for i, k := range keys {
-		out[i].key = k
-	}
+func (rc *rawConn) readMget(keys []string, out []answer) (int, error) {
 	l, err := rc.line()
 	if err != nil {
 		return 0, err
@@ -143,8 +142,14 @@ func (n redisNode) getsSend(ctx context.Context, keys []string) mcGets {
 	return n.raw.mgetSend(ctx, keys)
 }
 
-// splits reports whether the node has raw connections to send MGETs on.
-func (n redisNode) splits() bool { return n.raw != nil }
+// splits reports whether the node's MGETs may go over its raw connections
+// now: with AutoPipeline, those that find the node busy are queued on its
+// auto-pipeliner instead (batches.gets).
+func (n redisNode) splits() bool { return n.ap == nil && n.rawFree() }
+
+// rawFree reports whether an MGET may go over the node's raw connections
+// now: it has them, and they have fewer than PoolSize calls under way.
+func (n redisNode) rawFree() bool { return n.raw != nil && !n.raw.saturated() }
 
 // redisLogin returns dial followed by the login go-redis runs on its own
 // connections, for the raw ones: AUTH with the node's Username and

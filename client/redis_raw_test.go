@@ -3,9 +3,11 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,7 +77,7 @@ func TestRedisRawMget(t *testing.T) {
 			got := make(chan string, 1)
 			p := fakeRedis(t, tc.reply, got)
 			g := p.mgetSend(context.Background(), keys)
-			items := make([]item, len(keys))
+			items := make([]answer, len(keys))
 			err := g.recv(items)
 			if req := <-got; req != mgetRequest {
 				t.Errorf("request %q", req)
@@ -97,11 +99,11 @@ func TestRedisRawMget(t *testing.T) {
 			}
 			for i, it := range items {
 				w, hit := tc.want[keys[i]]
-				if it.key != keys[i] || it.found != hit || string(it.value) != w {
-					t.Errorf("item %d: %q found %v value %q; want %q found %v value %q", i, it.key, it.found, it.value, keys[i], hit, w)
+				if it.found != hit || string(it.value) != w {
+					t.Errorf("%s: found %v value %q; want found %v value %q", keys[i], it.found, it.value, hit, w)
 				}
 				if hit && (it.value == nil || cap(it.value) != len(it.value)) {
-					t.Errorf("%s: value nil or with room past its end (cap %d, len %d)", it.key, cap(it.value), len(it.value))
+					t.Errorf("%s: value nil or with room past its end (cap %d, len %d)", keys[i], cap(it.value), len(it.value))
 				}
 			}
 			if len(p.idle) != 1 {
@@ -179,5 +181,115 @@ func TestRedisGetMultiRaw(t *testing.T) {
 	}
 	if calls != int64(len(nodes)) || hits != 30 || misses != 10 {
 		t.Errorf("Stats of the raw MGETs: %d calls, %d hits, %d misses; want %d, 30, 10", calls, hits, misses, len(nodes))
+	}
+}
+
+// TestAutoPipelineGetMultiRaw: with AutoPipeline and the client's own
+// go-redis clients, a lone caller's MGETs go over the raw connections, and
+// concurrent callers' MGETs, raw or queued on the auto-pipeliner, all find
+// their values; a raw MGET counts as a call under way only while it is:
+// once the callers are done, every node is idle again, and the next lone
+// MGET goes raw.
+func TestAutoPipelineGetMultiRaw(t *testing.T) {
+	servers := testserver.Redis(t, 2)
+	nodes := []ring.Node{{Name: "a", Addr: servers[0].Addr}, {Name: "b", Addr: servers[1].Addr}}
+	c, err := New(Options{Nodes: nodes, AutoPipeline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	keys := numberedKeys("apraw", 40)
+	items := map[string][]byte{}
+	for _, k := range keys[:30] {
+		items[k] = []byte("v:" + k)
+	}
+	if err := c.SetMulti(ctx, items, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	check := func() error {
+		hits, err := c.GetMulti(ctx, keys)
+		if err != nil {
+			return err
+		}
+		if len(hits) != len(items) {
+			return fmt.Errorf("%d hits, want %d", len(hits), len(items))
+		}
+		for k, v := range items {
+			if string(hits[k]) != string(v) {
+				return fmt.Errorf("%s = %q, want %q", k, hits[k], v)
+			}
+		}
+		return nil
+	}
+	st, _ := c.load()
+	idle := func() (calls int64, pooled int) {
+		for _, n := range nodes {
+			nd := st.conn(n).(redisNode)
+			nd.raw.mu.Lock()
+			pooled += len(nd.raw.idle)
+			nd.raw.mu.Unlock()
+			calls += nd.ap.calls.Load()
+		}
+		return calls, pooled
+	}
+	if err := check(); err != nil {
+		t.Fatal(err)
+	}
+	if calls, pooled := idle(); calls != 0 || pooled != len(nodes) {
+		t.Fatalf("after a lone GetMulti: %d calls under way, %d raw connections pooled; want 0 and one per node", calls, pooled)
+	}
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for range 20 {
+				if err := check(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if calls, _ := idle(); calls != 0 {
+		t.Fatalf("after the callers: %d calls under way; want 0", calls)
+	}
+}
+
+// TestRedisRawSaturated: while PoolSize multi-gets are under way on a
+// node's raw connections, the next one's MGET goes through go-redis, whose
+// pool holds PoolSize connections at most, rather than opening one more.
+func TestRedisRawSaturated(t *testing.T) {
+	servers := testserver.Redis(t, 1)
+	node := ring.Node{Name: "a", Addr: servers[0].Addr}
+	c, err := New(Options{Nodes: []ring.Node{node}, PoolSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Set(ctx, "sat:1", []byte("v"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := c.load()
+	raw := st.conn(node).(redisNode).raw
+	pooled := func() int {
+		raw.mu.Lock()
+		defer raw.mu.Unlock()
+		return len(raw.idle)
+	}
+	raw.inUse.Add(2) // as if two multi-gets were under way
+	if hits, err := c.GetMulti(ctx, []string{"sat:1", "sat:2"}); err != nil || string(hits["sat:1"]) != "v" || len(hits) != 1 {
+		t.Fatalf("GetMulti with the raw connections saturated = %q, %v", hits, err)
+	}
+	if n := pooled(); n != 0 {
+		t.Fatalf("the raw connections were used while saturated: %d pooled", n)
+	}
+	raw.inUse.Add(-2)
+	if hits, err := c.GetMulti(ctx, []string{"sat:1", "sat:2"}); err != nil || len(hits) != 1 {
+		t.Fatalf("GetMulti = %q, %v", hits, err)
+	}
+	if n, used := pooled(), raw.inUse.Load(); n != 1 || used != 0 {
+		t.Fatalf("after a GetMulti on the raw connections: %d pooled, %d under way; want 1 and 0", n, used)
 	}
 }

@@ -298,21 +298,7 @@ func TestAutoPipelineGetMulti(t *testing.T) {
 	if len(nodes) != 2 {
 		t.Fatalf("the keys reach %d of 2 nodes", len(nodes))
 	}
-	check := func() error {
-		got, err := c.GetMulti(ctx, keys)
-		if err != nil {
-			return err
-		}
-		if len(got) != len(items) {
-			return fmt.Errorf("%d hits, want %d", len(got), len(items))
-		}
-		for k, v := range items {
-			if string(got[k]) != string(v) {
-				return fmt.Errorf("%s = %q, want %q", k, got[k], v)
-			}
-		}
-		return nil
-	}
+	check := func() error { return getAll(ctx, c, keys, items) }
 	// Alone first: one call at a time, every MGET sent at once.
 	for range rounds {
 		if err := check(); err != nil {
@@ -358,4 +344,21 @@ func TestAutoPipelineGetMulti(t *testing.T) {
 	if want := (OpStats{OK: 2 * int64(calls), Hits: int64(calls * len(items)), Misses: int64(calls * (perCall - len(items)))}); s.OK != want.OK || s.Hits != want.Hits || s.Misses != want.Misses {
 		t.Errorf("Stats get_multi: ok %d hits %d misses %d; want ok %d hits %d misses %d", s.OK, s.Hits, s.Misses, want.OK, want.Hits, want.Misses)
 	}
+}
+
+// getAll checks that GetMulti of keys through c finds exactly items.
+func getAll(ctx context.Context, c *Client, keys []string, items map[string][]byte) error {
+	got, err := c.GetMulti(ctx, keys)
+	if err != nil {
+		return err
+	}
+	if len(got) != len(items) {
+		return fmt.Errorf("%d hits, want %d", len(got), len(items))
+	}
+	for k, v := range items {
+		if string(got[k]) != string(v) {
+			return fmt.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -21,14 +22,30 @@ import (
 // fakeMemcached answers one request on a raw connection with reply, and
 // sends the request line it read to got.
 func fakeMemcached(t *testing.T, reply string, got chan<- string) *rawConns {
+	return fakeRaw(t, "fake:11211", 0, reply, got)
+}
+
+// fakeRaw is a pool of raw connections to a fake server at addr, which
+// reads one request, a line or (with size) its first size bytes, sends it
+// to got, and answers it with reply.
+func fakeRaw(t *testing.T, addr string, size int, reply string, got chan<- string) *rawConns {
 	t.Helper()
-	p := &rawConns{addr: "fake:11211", timeout: 5 * time.Second, maxIdle: 1}
+	p := &rawConns{addr: addr, timeout: 5 * time.Second, maxIdle: 1}
 	p.dial = func(context.Context, string, string) (net.Conn, error) {
 		client, server := net.Pipe()
 		go func() {
 			defer server.Close()
-			l, err := bufio.NewReader(server).ReadString('\n')
-			got <- l
+			r := bufio.NewReader(server)
+			var req string
+			var err error
+			if size == 0 {
+				req, err = r.ReadString('\n')
+			} else {
+				b := make([]byte, size)
+				_, err = io.ReadFull(r, b)
+				req = string(b)
+			}
+			got <- req
 			if err == nil {
 				server.Write([]byte(reply))
 			}
@@ -245,56 +262,45 @@ func TestMemcachedGetMultiStalledNode(t *testing.T) {
 }
 
 // TestRestartedNode: the raw connections of multi-gets, pooled before a
-// node went down, do not outlive it: once the restarted node is up again,
-// GetMulti finds every key written since, and the node is not marked down
-// again by dead connections failing one by one.
+// node restarted, do not outlive it. Restarted slowly, once marked down: a
+// node marked down closes them. Restarted quickly, between two calls, too
+// fast for its breaker to see: the first multi-get to find one closed asks
+// again on a new connection and drops the others. Either way GetMulti then
+// finds every key written since, no call fails, none counts against the
+// node, and no call is left under way on the raw connections.
 func TestRestartedNode(t *testing.T) {
 	for _, kind := range []string{"memcached", "redis-server"} {
-		t.Run(kind, func(t *testing.T) {
-			fc := newFaultCluster(t, kind, 2, Options{})
-			c, victim := fc.c, fc.servers[0]
-			keys := keysFirstOn(c, victim.Addr, 20)
-			fillRawPool(t, c, keys)
-			victim.Stop()
-			for attempt := 0; !health(t, c, victim.Addr).Down; attempt++ {
-				if attempt == 1000 {
-					t.Fatal("the stopped node is never marked down")
+		for _, quick := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/quick=%t", kind, quick), func(t *testing.T) {
+				fc := newFaultCluster(t, kind, 2, Options{})
+				c, victim := fc.c, fc.servers[0]
+				keys := keysFirstOn(c, victim.Addr, 20)
+				fillRawPool(t, c, keys)
+				victim.Stop()
+				for attempt := 0; !quick && !health(t, c, victim.Addr).Down; attempt++ {
+					if attempt == 1000 {
+						t.Fatal("the stopped node is never marked down")
+					}
+					c.GetMulti(t.Context(), keys) // fails on the stopped node until it is marked down
 				}
-				c.GetMulti(t.Context(), keys) // fails on the stopped node until it is marked down
-			}
-			victim.Restart()
-			waitHealth(t, c, victim.Addr, false)
-			checkRestarted(t, c, victim.Addr, keys)
-		})
-	}
-}
-
-// TestQuickRestart: a node restarted between two calls, too fast for its
-// breaker to see, closed every pooled raw connection. The first multi-get
-// to find one closed asks again on a new connection and drops the others:
-// no call fails, none counts against the node.
-func TestQuickRestart(t *testing.T) {
-	for _, kind := range []string{"memcached", "redis-server"} {
-		t.Run(kind, func(t *testing.T) {
-			fc := newFaultCluster(t, kind, 2, Options{})
-			c, victim := fc.c, fc.servers[0]
-			keys := keysFirstOn(c, victim.Addr, 20)
-			fillRawPool(t, c, keys)
-			victim.Stop()
-			victim.Restart()
-			checkRestarted(t, c, victim.Addr, keys)
-			st, _ := c.load()
-			var raw *rawConns
-			switch nd := st.conn(fc.nodes[0]).(type) {
-			case mcNode:
-				raw = nd.raw
-			case redisNode:
-				raw = nd.raw
-			}
-			if n := raw.inUse.Load(); n != 0 {
-				t.Errorf("%d calls still under way on the raw connections", n)
-			}
-		})
+				victim.Restart()
+				if !quick {
+					waitHealth(t, c, victim.Addr, false)
+				}
+				checkRestarted(t, c, victim.Addr, keys)
+				st, _ := c.load()
+				var raw *rawConns
+				switch nd := st.conn(fc.nodes[0]).(type) {
+				case mcNode:
+					raw = nd.raw
+				case redisNode:
+					raw = nd.raw
+				}
+				if n := raw.inUse.Load(); n != 0 {
+					t.Errorf("%d calls still under way on the raw connections", n)
+				}
+			})
+		}
 	}
 }
 

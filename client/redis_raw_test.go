@@ -3,9 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,22 +21,7 @@ const mgetRequest = "*5\r\n$4\r\nMGET\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\n
 // fakeRedis answers one request of len(mgetRequest) bytes on a raw
 // connection with reply, and sends the request it read to got.
 func fakeRedis(t *testing.T, reply string, got chan<- string) *rawConns {
-	t.Helper()
-	p := &rawConns{addr: "fake:6379", timeout: 5 * time.Second, maxIdle: 1}
-	p.dial = func(context.Context, string, string) (net.Conn, error) {
-		client, server := net.Pipe()
-		go func() {
-			defer server.Close()
-			req := make([]byte, len(mgetRequest))
-			_, err := io.ReadFull(server, req)
-			got <- string(req)
-			if err == nil {
-				server.Write([]byte(reply))
-			}
-		}()
-		return client, nil
-	}
-	return p
+	return fakeRaw(t, "fake:6379", len(mgetRequest), reply, got)
 }
 
 // TestRedisRawMget reads MGET answers from a fake server: hits, misses
@@ -207,21 +189,7 @@ func TestAutoPipelineGetMultiRaw(t *testing.T) {
 	if err := c.SetMulti(ctx, items, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	check := func() error {
-		hits, err := c.GetMulti(ctx, keys)
-		if err != nil {
-			return err
-		}
-		if len(hits) != len(items) {
-			return fmt.Errorf("%d hits, want %d", len(hits), len(items))
-		}
-		for k, v := range items {
-			if string(hits[k]) != string(v) {
-				return fmt.Errorf("%s = %q, want %q", k, hits[k], v)
-			}
-		}
-		return nil
-	}
+	check := func() error { return getAll(ctx, c, keys, items) }
 	st, _ := c.load()
 	idle := func() (calls int64, pooled int) {
 		for _, n := range nodes {

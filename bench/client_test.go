@@ -462,9 +462,10 @@ func BenchmarkMemcached(b *testing.B) {
 		return direct.Set(&memcache.Item{Key: keys[i&mask], Value: benchValue, Expiration: 3600})
 	}
 	facadeSet := func(i int) error { return sc.Set(ctx, keys[i&mask], benchValue, time.Hour) }
-	// gomemcache takes no context; the façade honours one by running the
-	// call on another goroutine when the context can be cancelled, as a
-	// request's context can.
+	// gomemcache takes no context; the façade honours one that can be
+	// cancelled, as a request's context can: a Get through its connection's
+	// deadline, on the caller's goroutine; a Set by running gomemcache's call
+	// on another goroutine.
 	reqCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	facadeGetCtx := func(i int) error { return checkValue(sc.Get(reqCtx, keys[i&mask])) }
@@ -495,6 +496,8 @@ func BenchmarkMemcached(b *testing.B) {
 		b.Run("Get/"+mode.name+"/gomemcache", mode.run(directGet))
 		b.Run("Get/"+mode.name+"/shardcache", mode.run(facadeGet))
 		b.Run("Get/"+mode.name+"/shardcache-cancelctx", mode.run(facadeGetCtx))
+		b.Run("Get/"+mode.name+"/paired-shardcache-vs-gomemcache", mode.pair(directGet, facadeGet))
+		b.Run("Get/"+mode.name+"/paired-shardcache-cancelctx-vs-gomemcache", mode.pair(directGet, facadeGetCtx))
 		b.Run("Set/"+mode.name+"/gomemcache", mode.run(directSet))
 		b.Run("Set/"+mode.name+"/shardcache", mode.run(facadeSet))
 		b.Run("Set/"+mode.name+"/shardcache-cancelctx", mode.run(facadeSetCtx))

@@ -61,7 +61,7 @@ type Backend int
 // Backends.
 const (
 	Redis     Backend = iota // Redis, through go-redis v9
-	Memcached                // Memcached, through gomemcache
+	Memcached                // Memcached, through gomemcache (Gets, multi-gets: its "gets" on connections of our own)
 )
 
 // String returns the backend's name: "redis" or "memcached".
@@ -216,11 +216,12 @@ type Options struct {
 	// node's TLS and login, which also tracks the connections so that a
 	// node marked down closes them); set its fields, or wrap its
 	// DialContext (calling the one it has), and return it, or return a
-	// client of your own. Default mc. What gomemcache cannot send (the
-	// multi-gets of GetMulti, read in two halves over every node; copies'
-	// meta reads; sweeps) goes over connections of the client's own, which
-	// dial with the returned client's DialContext (or as gomemcache does,
-	// without one) and keep its Timeout and MaxIdleConns.
+	// client of your own. Default mc. Gets (without AutoPipeline), and what
+	// gomemcache cannot send (the multi-gets of GetMulti, read in two
+	// halves over every node; copies' meta reads; sweeps), go over
+	// connections of the client's own, with gomemcache's "gets" command,
+	// which dial with the returned client's DialContext (or as gomemcache
+	// does, without one) and keep its Timeout and MaxIdleConns.
 	NewMemcacheClient func(n ring.Node, mc *memcache.Client) *memcache.Client
 
 	// Logger receives the client's events, never one per call: a node

@@ -8,24 +8,13 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 )
 
-// Memcached's item operations: gomemcache's own, one command each.
+// Memcached's item operations: gomemcache's own, one command each, but for
+// getItem.
 
+// getItem is a Get on the node's raw connections (mcget.go), as gomemcache's
+// Get would send it.
 func (n mcNode) getItem(ctx context.Context, key string) (item, error) {
-	var it *memcache.Item
-	var err error
-	if ctx.Done() == nil { // call's fast path, without allocating the closure
-		start := n.h.begin()
-		it, err = n.mc.Get(key)
-		n.h.observe(nil, opGet, start, err)
-		if err != nil {
-			return item{}, mcErr(err)
-		}
-		return mcItem(it), nil
-	}
-	if it, err = call(ctx, n.h, opGet, func() (*memcache.Item, error) { return n.mc.Get(key) }); err != nil {
-		return item{}, err
-	}
-	return mcItem(it), nil
+	return n.raw.getItem(ctx, key)
 }
 
 func mcItem(it *memcache.Item) item {

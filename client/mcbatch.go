@@ -4,15 +4,14 @@ import (
 	"context"
 	"slices"
 	"sync"
-
-	"github.com/bradfitz/gomemcache/memcache"
 )
 
-// Natural batching of Memcached Gets (Options.AutoPipeline): gomemcache has
-// no pipelining, so while a Get or a batch to a node is in flight, the Gets
-// that arrive for that node wait, and go together in the next multi-get when
-// it ends. There is no timer: a Get that finds none in flight is sent at
-// once, alone, as without batching.
+// Natural batching of Memcached Gets (Options.AutoPipeline): while a Get or
+// a batch to a node is in flight, the Gets that arrive for that node wait,
+// and go together in the next multi-get when it ends. There is no timer: a
+// Get that finds none in flight is sent at once, alone, as without
+// batching. Both go over the node's raw connections (mcget.go), the batch
+// as one "gets" of its keys.
 
 // maxMCBatch is the most keys one batch's multi-get asks for; the waiters
 // beyond it go in the next one.
@@ -25,13 +24,13 @@ type mcBatcher struct {
 	pending []*mcWaiter // the Gets waiting for the next batch, in arrival order
 }
 
-// mcWaiter is one Get waiting for a batch: done is closed when it, err
-// (the raw gomemcache error) are set.
+// mcWaiter is one Get waiting for a batch: done is closed when value and
+// err are set.
 type mcWaiter struct {
-	key  string
-	it   *memcache.Item
-	err  error
-	done chan struct{}
+	key   string
+	value []byte
+	err   error
+	done  chan struct{}
 }
 
 // get is mcNode.get through the batcher.
@@ -50,43 +49,18 @@ func (b *mcBatcher) get(ctx context.Context, n mcNode, key string) ([]byte, erro
 	b.mu.Unlock()
 	select {
 	case <-w.done:
-		if w.err != nil {
-			return nil, mcErr(w.err)
-		}
-		return w.it.Value, nil
+		return w.value, w.err
 	case <-ctx.Done():
 		return nil, ctx.Err() // the batch still runs; nobody reads this answer
 	}
 }
 
 // alone sends one Get, which found none in flight, as mcNode.get does
-// without batching; when its round trip ends, the Gets that arrived
-// meanwhile go.
+// without batching; when it ends, the Gets that arrived meanwhile go.
 func (b *mcBatcher) alone(ctx context.Context, n mcNode, key string) ([]byte, error) {
-	if ctx.Done() == nil { // call's fast path, without allocating the closures
-		start := n.h.begin()
-		it, err := n.mc.Get(key)
-		b.next(n)
-		n.h.observe(nil, opGet, start, err)
-		if err != nil {
-			return nil, mcErr(err)
-		}
-		return it.Value, nil
-	}
-	// Once: call may return on ctx before it runs the Get, or while the Get
-	// goes on in the background; either way the next batch starts once.
-	var once sync.Once
-	over := func() { once.Do(func() { b.next(n) }) }
-	it, err := call(ctx, n.h, opGet, func() (*memcache.Item, error) {
-		it, err := n.mc.Get(key)
-		over()
-		return it, err
-	})
-	if err != nil {
-		over()
-		return nil, err
-	}
-	return it.Value, nil
+	it, err := n.raw.getItem(ctx, key)
+	b.next(n)
+	return it.value, err
 }
 
 // next is called when the call in flight to the node has ended: it starts
@@ -113,36 +87,54 @@ func (b *mcBatcher) take() []*mcWaiter {
 }
 
 // run sends batches, one multi-get each, until no Get waits. Each waiter's
-// Get is reported to the node's health as one Get: the node's error, if the
-// multi-get failed, counts once per waiter, as the same Gets sent one by one
-// would count.
+// Get is reported to the node's health as one Get: the round as its first
+// waiter's, through the call's end, the others' beside it. The node's
+// error, if the multi-get failed, counts once per waiter, as the same Gets
+// sent one by one would count.
 func (b *mcBatcher) run(n mcNode, batch []*mcWaiter) {
 	for batch != nil {
 		keys := make([]string, 0, len(batch))
-		seen := make(map[string]bool, len(batch))
+		first := make(map[string]int, len(batch)) // a key's index in keys
 		for _, w := range batch {
-			if !seen[w.key] {
-				seen[w.key] = true
+			if _, ok := first[w.key]; !ok {
+				first[w.key] = len(keys)
 				keys = append(keys, w.key)
 			}
 		}
+		out := make([]answer, len(keys))
+		given := make([]bool, len(keys)) // the first waiter of a key gets its value, the others a copy
 		start := n.h.begin()
-		found, err := n.mc.GetMulti(keys)
+		c, err := n.raw.ask(context.Background(), opGet, keys, out)
+		if err == ErrCacheMiss { // none found: each waiter's miss, below
+			err = nil
+		}
 		for _, w := range batch {
-			switch it, ok := found[w.key]; {
+			switch i := first[w.key]; {
 			case err != nil:
 				w.err = err
-			case !ok:
-				w.err = memcache.ErrCacheMiss
-			case seen[w.key]:
-				w.it = it
-				seen[w.key] = false // the first waiter of a key gets the item, the others a copy
+			case !out[i].found:
+				w.err = ErrCacheMiss
+			case !given[i]:
+				w.value, given[i] = out[i].value, true
 			default:
-				c := *it
-				c.Value = slices.Clone(it.Value)
-				w.it = &c
+				w.value = slices.Clone(out[i].value)
 			}
-			n.h.observe(nil, opGet, start, w.err)
+		}
+		if c.rawConn != nil {
+			if e := c.end(batch[0].err); err != nil {
+				err = e // the round failed: its error as end gives it
+			}
+		}
+		if err != nil {
+			err = authErr(err)
+			for _, w := range batch {
+				w.err = err
+			}
+		}
+		for i, w := range batch {
+			if i > 0 {
+				n.h.observe(nil, opGet, start, w.err)
+			}
 			close(w.done)
 		}
 		batch = b.take()

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -60,12 +61,7 @@ func (p *rawConns) send(ctx context.Context, keys []string, resp bool) mcGets {
 	if resp {
 		writeMget(c.w, keys)
 	} else {
-		c.w.WriteString("gets")
-		for _, k := range keys {
-			c.w.WriteByte(' ')
-			c.w.WriteString(k)
-		}
-		c.w.WriteString("\r\n")
+		writeGets(c.w, keys)
 	}
 	if err := c.w.Flush(); err != nil {
 		if !c.pooled {
@@ -74,6 +70,16 @@ func (p *rawConns) send(ctx context.Context, keys []string, resp bool) mcGets {
 		g.err = c.finish(ctxErr(ctx, err))
 	}
 	return g
+}
+
+// writeGets writes "gets <keys...>".
+func writeGets(w *bufio.Writer, keys []string) {
+	w.WriteString("gets")
+	for _, k := range keys {
+		w.WriteByte(' ')
+		w.WriteString(k)
+	}
+	w.WriteString("\r\n")
 }
 
 // lastWords returns why a TLS server closed conn, a connection just made,
@@ -195,7 +201,7 @@ const maxArena = 64 << 10
 // the request, then "END". It fills out[i] for keys[i] and returns the
 // number of keys found. Values are cut from an arena.
 func (rc *rawConn) readGets(keys []string, out []answer) (int, error) {
-	var a arena
+	a := arena{left: len(keys)}
 	found, next := 0, 0
 	for {
 		l, err := rc.line()
@@ -242,10 +248,13 @@ func (rc *rawConn) readGets(keys []string, out []answer) (int, error) {
 // arena is where the values of one answer are cut from: buffers shared
 // with their neighbours, each value capped at its own length. A buffer is
 // twice the last one (1 KiB first, up to maxArena), or the value's own when
-// it is larger. A value the caller keeps keeps its buffer alive.
+// it is larger or the last the answer can hold (so that a single key's
+// value, as a Get reads it, is one allocation of exactly its size). A value
+// the caller keeps keeps its buffer alive.
 type arena struct {
 	buf   []byte
 	chunk int // the size of the last buffer
+	left  int // how many values the answer can still hold; 0: not known
 }
 
 // maxValue bounds the size of a value in an answer: a larger one is a
@@ -254,22 +263,31 @@ type arena struct {
 const maxValue = 512 << 20
 
 // read reads a value of size bytes and the CR LF after it from r.
-func (a *arena) read(r io.Reader, size int) ([]byte, error) {
-	if size > maxValue {
+func (a *arena) read(r *bufio.Reader, size int) ([]byte, error) {
+	switch {
+	case size > maxValue:
 		return nil, fmt.Errorf("a value of %d bytes, over %d", size, maxValue)
-	}
-	if size+2 > len(a.buf) {
+	case a.buf != nil && size <= len(a.buf):
+	case a.left == 1:
+		a.buf = make([]byte, size)
+	default:
 		a.chunk = min(max(2*a.chunk, 1<<10), maxArena)
-		a.buf = make([]byte, max(a.chunk, size+2))
+		a.buf = make([]byte, max(a.chunk, size))
 	}
-	if _, err := io.ReadFull(r, a.buf[:size+2]); err != nil {
+	a.left--
+	if _, err := io.ReadFull(r, a.buf[:size]); err != nil {
 		return nil, err
 	}
-	if a.buf[size] != '\r' || a.buf[size+1] != '\n' {
+	crlf, err := r.Peek(2)
+	if err != nil {
+		return nil, err
+	}
+	if crlf[0] != '\r' || crlf[1] != '\n' {
 		return nil, errNoCRLF
 	}
+	r.Discard(2)
 	v := a.buf[:size:size]
-	a.buf = a.buf[size+2:]
+	a.buf = a.buf[size:]
 	return v, nil
 }
 

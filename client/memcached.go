@@ -13,8 +13,10 @@ import (
 // the node's idle connections. gomemcache takes no context, so every call is
 // bounded by the context here (see call). raw holds the node's connections
 // for what gomemcache does not speak (meta commands, metadump; see
-// memcached_raw.go). Every call's outcome goes to h (probe.go), from call,
-// the fast paths beside it, or raw's do.
+// memcached_raw.go), and for the reads on the hot path, Get (mcget.go) and
+// the multi-gets (mcgets.go), which take the context through the
+// connection's deadline. Every call's outcome goes to h (probe.go), from
+// call, the fast paths beside it, or raw's begin and end.
 type mcNode struct {
 	mc    *memcache.Client
 	raw   *rawConns
@@ -102,20 +104,8 @@ func (n mcNode) get(ctx context.Context, key string) ([]byte, error) {
 	if n.batch != nil {
 		return n.batch.get(ctx, n, key)
 	}
-	if ctx.Done() == nil { // call's fast path, without allocating the closure
-		start := n.h.begin()
-		it, err := n.mc.Get(key)
-		n.h.observe(nil, opGet, start, err)
-		if err != nil {
-			return nil, mcErr(err)
-		}
-		return it.Value, nil
-	}
-	it, err := call(ctx, n.h, opGet, func() (*memcache.Item, error) { return n.mc.Get(key) })
-	if err != nil {
-		return nil, err
-	}
-	return it.Value, nil
+	it, err := n.raw.getItem(ctx, key) // mcget.go
+	return it.value, err
 }
 
 // getMulti is one multi-get, on the node's raw connections (mcgets.go).

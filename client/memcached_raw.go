@@ -202,10 +202,10 @@ func (c rawCall) end(err error) error {
 	return c.finish(err)
 }
 
-// finish closes a connection that failed and pools the others, and reports
-// the call's outcome err to the node's health.
+// finish closes a connection that failed and pools the others (a miss is
+// an answer), and reports the call's outcome err to the node's health.
 func (c rawCall) finish(err error) error {
-	if err != nil || c.noReuse {
+	if (err != nil && err != ErrCacheMiss) || c.noReuse {
 		c.rawConn.Close()
 	} else {
 		c.p.put(c.rawConn)

@@ -100,7 +100,7 @@ func (rc *rawConn) readMget(keys []string, out []answer) (int, error) {
 	if n != len(keys) {
 		return 0, fmt.Errorf("shardcache: MGET of %d keys answered %d values", len(keys), n)
 	}
-	var a arena
+	a := arena{left: len(keys)}
 	found := 0
 	for i := range keys {
 		if l, err = rc.line(); err != nil {

@@ -43,6 +43,8 @@ func mcExpiration(ttl time.Duration) int32 {
 	}
 }
 
+// mcErr maps gomemcache's errors to the package's: its miss and "not
+// stored", and a refused login or a value too large.
 func mcErr(err error) error {
 	switch {
 	case err == nil:
@@ -51,8 +53,6 @@ func mcErr(err error) error {
 		return ErrCacheMiss
 	case errors.Is(err, memcache.ErrNotStored):
 		return ErrNotStored
-	case err == nil:
-		return nil
 	}
 	return authErr(mcTooLarge(err))
 }

@@ -41,8 +41,9 @@ func (p *rawConns) ask(ctx context.Context, o op, keys []string, out []answer) (
 		return c, err
 	}
 	for retried := false; ; retried = true {
-		err = c.ask(keys, out)
-		if err == nil || retried || !c.pooled || !closedByPeer(err) || ctx.Err() != nil {
+		var found int
+		found, err = c.ask(keys, out)
+		if err == nil || found > 0 || retried || !c.pooled || !closedByPeer(err) || ctx.Err() != nil {
 			return c, err
 		}
 		// The server closed the connection while it was idle, as it does
@@ -53,6 +54,7 @@ func (p *rawConns) ask(ctx context.Context, o op, keys []string, out []answer) (
 		}
 		c.abandon()
 		p.closeIdle()
+		clear(out) // what the closed connection left, to be read again
 		start := c.start
 		if c, err = p.begin(ctx, o); err != nil {
 			return c, err
@@ -62,18 +64,19 @@ func (p *rawConns) ask(ctx context.Context, o op, keys []string, out []answer) (
 }
 
 // ask sends "gets <keys...>" and reads the answer into out; ErrCacheMiss
-// when it holds none of them.
-func (c rawCall) ask(keys []string, out []answer) error {
+// when it holds none of them. found is the number of values read, even on
+// an error.
+func (c rawCall) ask(keys []string, out []answer) (found int, err error) {
 	writeGets(c.w, keys)
 	if err := c.w.Flush(); err != nil {
 		if !c.pooled {
 			err = lastWords(c.Conn, c.r, err)
 		}
-		return err
+		return 0, err
 	}
-	found, err := c.readGets(keys, out)
+	found, err = c.readGets(keys, out)
 	if err == nil && found == 0 {
 		err = ErrCacheMiss
 	}
-	return err
+	return found, err
 }

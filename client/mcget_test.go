@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -316,5 +317,52 @@ func TestMemcachedBatchAnswers(t *testing.T) {
 				t.Error("the connection did not go back to the pool")
 			}
 		})
+	}
+}
+
+// TestMemcachedAskPartialAnswer: a pooled connection that ends with EOF
+// after part of an answer fails the call (a server that died mid-answer);
+// it is not asked again, which would mix the dead connection's values with
+// the next one's answer (a batcher's waiters would get them as hits).
+func TestMemcachedAskPartialAnswer(t *testing.T) {
+	var conns atomic.Int32
+	p := &rawConns{addr: "fake", timeout: 2 * time.Second, maxIdle: 1}
+	p.dial = func(context.Context, string, string) (net.Conn, error) {
+		n := conns.Add(1)
+		client, server := net.Pipe()
+		go func() {
+			defer server.Close()
+			r := bufio.NewReader(server)
+			for req := 0; ; req++ {
+				if _, err := r.ReadString('\n'); err != nil {
+					return
+				}
+				switch {
+				case n == 1 && req == 0: // a first call, to pool the connection
+					server.Write([]byte("END\r\n"))
+				case n == 1: // a's value, then the server dies before END
+					server.Write([]byte("VALUE a 0 3 1\r\nold\r\n"))
+					return
+				default: // the restarted server: empty
+					server.Write([]byte("END\r\n"))
+				}
+			}
+		}()
+		return client, nil
+	}
+	ctx := context.Background()
+	var out1 [1]answer
+	c, err := p.ask(ctx, opGet, []string{"x"}, out1[:])
+	c.end(err)
+	if err != ErrCacheMiss || !c.pooled && conns.Load() != 1 {
+		t.Fatalf("first ask: %v", err)
+	}
+	out := make([]answer, 2)
+	c, err = p.ask(ctx, opGet, []string{"a", "b"}, out)
+	if c.rawConn != nil {
+		c.end(err)
+	}
+	if err == nil || err == ErrCacheMiss || conns.Load() != 1 {
+		t.Errorf("ask after part of an answer: %v on %d connections; want the connection's EOF, and no second connection", err, conns.Load())
 	}
 }

@@ -56,7 +56,7 @@ func (p *rawConns) send(ctx context.Context, keys []string, resp bool) mcGets {
 	if err != nil {
 		return mcGets{keys: keys, err: err}
 	}
-	g := mcGets{call: c, keys: keys, resp: resp, deadline: p.deadline(ctx)}
+	g := mcGets{call: c, keys: keys, resp: resp}
 	c.SetWriteDeadline(p.writeDeadline(ctx))
 	if resp {
 		writeMget(c.w, keys)
@@ -68,7 +68,9 @@ func (p *rawConns) send(ctx context.Context, keys []string, resp bool) mcGets {
 			err = lastWords(c.Conn, c.r, err)
 		}
 		g.err = c.finish(ctxErr(ctx, err))
+		return g
 	}
+	g.deadline = p.deadline(ctx) // the read's timeout starts once the request is out, as go-redis's
 	return g
 }
 

@@ -41,6 +41,18 @@ type mcGets struct {
 // slow one are usually there already, and are returned.
 const readGrace = 2 * time.Millisecond
 
+// lateGrace is how long an answer read after it was due may go without
+// bringing bytes (mcGets.recv).
+const lateGrace = 20 * time.Millisecond
+
+// maxTime returns the later of a and b.
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // getsSend sends "gets <keys...>" on a connection of the pool, bounded by
 // ctx and the pool's timeout, in a place reserve gave. Its error, if any,
 // is recv's.
@@ -102,24 +114,36 @@ func lastWords(conn net.Conn, r io.ByteReader, err error) error {
 
 // recv reads the answer to g into out, one answer per key of g in order,
 // and ends the call. The answer is due by g.deadline, as if every node's
-// were read at once; one read after that of a slow node has readGrace
-// still, for an answer already there is read whole in that time. When ctx
-// ends, the read has readGrace left; an answer read whole is a success
+// were read at once. Read after that, because the client read slower nodes
+// first, it has lateGrace for its first bytes, and lateGrace more after
+// each read that brings some (the server, held back by flow control while
+// the client read the others, is sending), up to one more timeout. When
+// ctx ends, the read has readGrace left; an answer read whole is a success
 // however late.
 func (g *mcGets) recv(out []answer) error {
 	if g.err != nil {
 		return authErr(g.err)
 	}
 	ctx := g.call.ctx
-	deadline := g.deadline
-	if late := time.Now().Add(readGrace); late.After(deadline) {
-		deadline = late
-	}
 	rc := g.call.rawConn
+	deadline := g.deadline
+	if now := time.Now(); now.Add(readGrace).After(deadline) {
+		timeout, _ := g.call.p.knobs()
+		rc.lateEnd = now.Add(timeout)
+		if dl, ok := ctx.Deadline(); ok {
+			rc.lateEnd = minTime(rc.lateEnd, maxTime(dl, now).Add(readGrace))
+		}
+		deadline = minTime(now.Add(lateGrace), rc.lateEnd)
+		rc.late.Store(true)
+		defer rc.late.Store(false)
+	}
 	rc.SetReadDeadline(deadline)
 	var stop func() bool
 	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, func() { rc.SetReadDeadline(time.Now().Add(readGrace)) })
+		stop = context.AfterFunc(ctx, func() {
+			rc.late.Store(false)
+			rc.SetReadDeadline(time.Now().Add(readGrace))
+		})
 	}
 	read := rc.readGets
 	if g.resp {

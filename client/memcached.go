@@ -136,6 +136,9 @@ func (n mcNode) reserve() bool { return n.raw.reserve() }
 // received does nothing: see splitGetter.
 func (mcNode) received() {}
 
+// warm reports whether a raw connection is idle.
+func (n mcNode) warm() bool { return n.raw.warm() }
+
 func (n mcNode) set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	it := &memcache.Item{Key: key, Value: value, Expiration: mcExpiration(ttl)}
 	if ctx.Done() == nil { // call's fast path, without allocating the closures

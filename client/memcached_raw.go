@@ -67,6 +67,31 @@ type rawConn struct {
 	// pooled: the connection has been idle in the pool, and the server may
 	// have closed it meanwhile (a restart).
 	pooled bool
+	// late, while an answer is read after it was due (mcGets.recv), makes
+	// each read that brings bytes push the read deadline lateGrace on, up
+	// to lateEnd: the answer came late because the client read others
+	// first, and its server, held by flow control meanwhile, is sending.
+	late    atomic.Bool
+	lateEnd time.Time
+}
+
+// lateReader reads rc's connection, pushing its deadline on while rc.late.
+type lateReader struct{ rc *rawConn }
+
+func (l lateReader) Read(b []byte) (int, error) {
+	n, err := l.rc.Conn.Read(b)
+	if n > 0 && l.rc.late.Load() {
+		l.rc.Conn.SetReadDeadline(minTime(time.Now().Add(lateGrace), l.rc.lateEnd))
+	}
+	return n, err
+}
+
+// minTime returns the earlier of a and b.
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // newRawConns returns the raw connections of the node d dials: through d,
@@ -258,7 +283,9 @@ func (p *rawConns) get(ctx context.Context) (*rawConn, error) {
 	if err != nil {
 		return nil, ctxErr(ctx, err)
 	}
-	return &rawConn{Conn: conn, r: bufio.NewReader(conn), w: bufio.NewWriter(conn)}, nil
+	rc := &rawConn{Conn: conn, w: bufio.NewWriter(conn)}
+	rc.r = bufio.NewReader(lateReader{rc})
+	return rc, nil
 }
 
 func (p *rawConns) put(rc *rawConn) {
@@ -270,6 +297,14 @@ func (p *rawConns) put(rc *rawConn) {
 	}
 	rc.pooled = true
 	p.idle = append(p.idle, rc)
+}
+
+// warm reports whether the pool has an idle connection: a call that finds
+// none dials first.
+func (p *rawConns) warm() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle) > 0
 }
 
 // Close closes the idle connections; those in use close when returned.

@@ -154,7 +154,7 @@ func (bs *batches) gets(ctx context.Context, withTTL bool) {
 		})
 		return
 	}
-	var sent, rest []*batch
+	var sent, cold, rest []*batch
 	for _, b := range bs.list {
 		if nd, ok := b.conn.(redisNode); ok {
 			if b.queued = nd.mgetQueued(ctx, b.keys); b.queued != nil {
@@ -162,11 +162,21 @@ func (bs *batches) gets(ctx context.Context, withTTL bool) {
 			}
 		}
 		if s, ok := b.conn.(splitGetter); ok && s.reserve() {
-			b.pend = s.getsSend(ctx, b.keys)
+			if s.warm() {
+				b.pend = s.getsSend(ctx, b.keys)
+			} else {
+				cold = append(cold, b)
+			}
 			sent = append(sent, b)
 			continue
 		}
 		rest = append(rest, b)
+	}
+	// Where a connection must be dialed (TLS, a login), the nodes' dials
+	// run at once, not one after another.
+	var dials sync.WaitGroup
+	for _, b := range cold {
+		dials.Go(func() { b.pend = b.conn.(splitGetter).getsSend(ctx, b.keys) })
 	}
 	var wg sync.WaitGroup
 	for i, b := range rest {
@@ -177,6 +187,7 @@ func (bs *batches) gets(ctx context.Context, withTTL bool) {
 		wg.Add(1)
 		go b.fetch(ctx, &wg)
 	}
+	dials.Wait()
 	recvAll(sent)
 	for _, b := range sent {
 		b.conn.(splitGetter).received()
@@ -234,10 +245,12 @@ func (bs *batches) all(ok func(node) bool) bool {
 // splitGetter is a node that sends a multi-get before it reads the answer,
 // on raw connections: Memcached's (mcgets.go), and Redis's when the client
 // made its go-redis client (redis_raw.go). reserve takes a place among the
-// calls under way on them, or says to call the node otherwise; getsSend,
-// in that place, sends; received is told once the answer is read.
+// calls under way on them, or says to call the node otherwise; warm says
+// whether a connection is idle there (else getsSend dials); getsSend, in
+// that place, sends; received is told once the answer is read.
 type splitGetter interface {
 	reserve() bool
+	warm() bool
 	getsSend(ctx context.Context, keys []string) mcGets
 	received()
 }

@@ -160,6 +160,9 @@ func (n redisNode) reserve() bool {
 	return true
 }
 
+// warm reports whether a raw connection is idle.
+func (n redisNode) warm() bool { return n.raw.warm() }
+
 // received ends reserve's busy spell of the auto-pipeliner.
 func (n redisNode) received() {
 	if n.ap != nil {

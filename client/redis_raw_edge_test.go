@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shardcache/shardcache/internal/testserver"
@@ -254,5 +256,78 @@ func TestRawBinaryValues(t *testing.T) {
 		if string(hits[k]) != string(v) {
 			t.Errorf("%q: %d bytes back, want %d, or different", k, len(hits[k]), len(v))
 		}
+	}
+}
+
+// TestRawDialsAtOnce: a GetMulti that must dial its nodes dials them at
+// once: four nodes whose dials hang cost about one DialTimeout, not four.
+// (As in TestRawSilentNodes, the bound tells the two apart.)
+func TestRawDialsAtOnce(t *testing.T) {
+	var nodes []ring.Node
+	for i := range 4 { // addresses never dialed: the hook's DialContext hangs
+		nodes = append(nodes, ring.Node{Name: fmt.Sprintf("n%d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 1+i)})
+	}
+	hang := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		<-ctx.Done() // a SYN never answered
+		return nil, &net.OpError{Op: "dial", Net: network, Err: ctx.Err()}
+	}
+	c, err := New(Options{Backend: Memcached, Nodes: nodes, FailureThreshold: -1,
+		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
+		NewMemcacheClient: func(n ring.Node, mc *memcache.Client) *memcache.Client {
+			mc.DialContext = hang
+			return mc
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	_, err = c.GetMulti(t.Context(), numberedKeys("hang", 100))
+	took := time.Since(start)
+	if ne := nodeErrors(err); len(ne) != len(nodes) {
+		t.Fatalf("GetMulti: %v; want a NodeError for each of the %d nodes", err, len(nodes))
+	}
+	if took > 3*time.Second {
+		t.Errorf("GetMulti over 4 nodes whose dials hang took %v: the dials ran in turn", took)
+	}
+}
+
+// TestRawLargeAnswerBehindStall: a node whose answer does not fit the
+// sockets' buffers, read after a stalled node's, is not failed nor blamed:
+// its server, held back by flow control while the client waited, sends the
+// rest once the client reads, and each read that brings bytes gives the
+// answer more time.
+func TestRawLargeAnswerBehindStall(t *testing.T) {
+	for _, kind := range []string{"memcached", "redis-server"} {
+		t.Run(kind, func(t *testing.T) {
+			fc := newFaultCluster(t, kind, 2, Options{FailureThreshold: 100, MaxValueSize: 1 << 20})
+			c := fc.c
+			stalled, healthy := fc.servers[0].Addr, fc.servers[1].Addr
+			keys := keysOn(c, stalled, "stall-first:", 1) // read first
+			big := keysOn(c, healthy, "big:", 48)
+			keys = append(keys, big...)
+			items := map[string][]byte{}
+			v := bytes.Repeat([]byte("x"), 512<<10) // 24 MiB from the healthy node
+			for _, k := range big {
+				items[k] = v
+			}
+			if err := c.SetMulti(t.Context(), items, 0); err != nil {
+				t.Fatal(err)
+			}
+			resume := paused(t, fc.servers[0])
+			defer resume()
+			got, err := c.GetMulti(t.Context(), keys)
+			for _, ne := range nodeErrors(err) {
+				if ne.Node.Addr == healthy {
+					t.Errorf("the healthy node failed: %v", ne)
+				}
+			}
+			if len(got) != len(big) {
+				t.Errorf("%d hits; want the healthy node's %d", len(got), len(big))
+			}
+			if h := health(t, c, healthy); h.Failures != 0 {
+				t.Errorf("healthy node %s counted %d failures: %+v", healthy, h.Failures, h)
+			}
+		})
 	}
 }

@@ -286,7 +286,8 @@ func runEach(list []*batch, fn func(b *batch) error) {
 // see it. With AutoPipeline, an MGET joins the node's auto-pipeliner batch
 // while other calls to it are under way, and is sent at once as above
 // otherwise. Every answer is due one timeout after its request was sent,
-// however many nodes are slow. The values of one node's answer may share a
+// however many nodes are slow; one read late because a slower node's was
+// read first has more time for as long as it brings bytes. The values of one node's answer may share a
 // buffer (up to 64 KiB): a value kept keeps it alive, so copy the few kept
 // for long. When a node fails, the hits of the others are returned with an
 // error that joins one *NodeError per failed node. During a migration the new owners' misses are looked up on their old

@@ -68,6 +68,23 @@ func (p *rawConns) send(ctx context.Context, keys []string, resp bool) mcGets {
 	if err != nil {
 		return mcGets{keys: keys, err: err}
 	}
+	return c.sendGets(keys, resp)
+}
+
+// sendIdle is send on an idle connection; false, the place kept, when the
+// pool has none (or is closed): send then dials.
+func (p *rawConns) sendIdle(ctx context.Context, keys []string, resp bool) (mcGets, bool) {
+	rc, _ := p.getIdle()
+	if rc == nil {
+		return mcGets{}, false
+	}
+	c := rawCall{rawConn: rc, p: p, ctx: ctx, o: opGetMulti, start: p.h.begin()}
+	return c.sendGets(keys, resp), true
+}
+
+// sendGets writes the multi-get of keys on c's connection.
+func (c rawCall) sendGets(keys []string, resp bool) mcGets {
+	ctx, p := c.ctx, c.p
 	g := mcGets{call: c, keys: keys, resp: resp}
 	c.SetWriteDeadline(p.writeDeadline(ctx))
 	if resp {

@@ -136,8 +136,10 @@ func (n mcNode) reserve() bool { return n.raw.reserve() }
 // received does nothing: see splitGetter.
 func (mcNode) received() {}
 
-// warm reports whether a raw connection is idle.
-func (n mcNode) warm() bool { return n.raw.warm() }
+// sendIdle sends the multi-get of keys on an idle raw connection, if any.
+func (n mcNode) sendIdle(ctx context.Context, keys []string) (mcGets, bool) {
+	return n.raw.sendIdle(ctx, keys, false)
+}
 
 func (n mcNode) set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	it := &memcache.Item{Key: key, Value: value, Expiration: mcExpiration(ttl)}

@@ -259,18 +259,9 @@ func ctxErr(ctx context.Context, err error) error {
 }
 
 func (p *rawConns) get(ctx context.Context) (*rawConn, error) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil, ErrClosed
+	if rc, err := p.getIdle(); rc != nil || err != nil {
+		return rc, err
 	}
-	if n := len(p.idle); n > 0 {
-		rc := p.idle[n-1]
-		p.idle = p.idle[:n-1]
-		p.mu.Unlock()
-		return rc, nil
-	}
-	p.mu.Unlock()
 	// Bounded as gomemcache bounds its dials: a hook's DialContext may
 	// have no timeout of its own.
 	timeout, _ := p.knobs()
@@ -299,12 +290,20 @@ func (p *rawConns) put(rc *rawConn) {
 	p.idle = append(p.idle, rc)
 }
 
-// warm reports whether the pool has an idle connection: a call that finds
-// none dials first.
-func (p *rawConns) warm() bool {
+// getIdle returns an idle connection of the pool; nil when there is none.
+func (p *rawConns) getIdle() (*rawConn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.idle) > 0
+	if p.closed {
+		return nil, ErrClosed
+	}
+	n := len(p.idle)
+	if n == 0 {
+		return nil, nil
+	}
+	rc := p.idle[n-1]
+	p.idle = p.idle[:n-1]
+	return rc, nil
 }
 
 // Close closes the idle connections; those in use close when returned.

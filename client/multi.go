@@ -162,9 +162,8 @@ func (bs *batches) gets(ctx context.Context, withTTL bool) {
 			}
 		}
 		if s, ok := b.conn.(splitGetter); ok && s.reserve() {
-			if s.warm() {
-				b.pend = s.getsSend(ctx, b.keys)
-			} else {
+			var idle bool
+			if b.pend, idle = s.sendIdle(ctx, b.keys); !idle {
 				cold = append(cold, b)
 			}
 			sent = append(sent, b)
@@ -245,12 +244,13 @@ func (bs *batches) all(ok func(node) bool) bool {
 // splitGetter is a node that sends a multi-get before it reads the answer,
 // on raw connections: Memcached's (mcgets.go), and Redis's when the client
 // made its go-redis client (redis_raw.go). reserve takes a place among the
-// calls under way on them, or says to call the node otherwise; warm says
-// whether a connection is idle there (else getsSend dials); getsSend, in
-// that place, sends; received is told once the answer is read.
+// calls under way on them, or says to call the node otherwise; in that
+// place, sendIdle sends on an idle connection, or says there is none, and
+// getsSend sends, dialing if need be; received is told once the answer is
+// read.
 type splitGetter interface {
 	reserve() bool
-	warm() bool
+	sendIdle(ctx context.Context, keys []string) (mcGets, bool)
 	getsSend(ctx context.Context, keys []string) mcGets
 	received()
 }

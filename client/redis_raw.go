@@ -160,8 +160,11 @@ func (n redisNode) reserve() bool {
 	return true
 }
 
-// warm reports whether a raw connection is idle.
-func (n redisNode) warm() bool { return n.raw.warm() }
+// sendIdle sends the node's MGET of keys on an idle raw connection, if
+// any.
+func (n redisNode) sendIdle(ctx context.Context, keys []string) (mcGets, bool) {
+	return n.raw.sendIdle(ctx, keys, true)
+}
 
 // received ends reserve's busy spell of the auto-pipeliner.
 func (n redisNode) received() {

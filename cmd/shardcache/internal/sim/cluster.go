@@ -88,10 +88,17 @@ func embeddedCluster(cfg *Config) (*cluster, error) {
 		clock: clk, close: clk.close,
 		redis: func(n ring.Node, opt *redis.Options) *redis.Client {
 			opt.Dialer = pipeDialer(servers[n.Addr]) // the client's options, dialed through a pipe
+			// In-process servers over pipes: the client's 500ms would time
+			// only how busy the machine is (a sweep's DUMPs under -race
+			// beside other tests), not a server.
+			opt.ReadTimeout, opt.WriteTimeout = embeddedTimeout, embeddedTimeout
 			return redis.NewClient(opt)
 		},
 	}, nil
 }
+
+// embeddedTimeout bounds each command to the embedded servers.
+const embeddedTimeout = 30 * time.Second
 
 // simClock is a simulated clock over embedded servers.
 type simClock struct {

@@ -26,7 +26,7 @@ type batch struct {
 	got    []item
 	ans    []answer
 	vals   []any
-	pend   mcGets      // Memcached: the multi-get sent, its answer not yet read
+	pend   mcGets      // raw connections: the multi-get sent, its answer not yet read
 	queued *queuedMget // Redis: the MGET queued on the auto-pipeliner
 }
 
@@ -231,16 +231,6 @@ func (b *batch) fetch(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// all reports whether ok holds for every batch's node.
-func (bs *batches) all(ok func(node) bool) bool {
-	for _, b := range bs.list {
-		if !ok(b.conn) {
-			return false
-		}
-	}
-	return len(bs.list) > 0
-}
-
 // splitGetter is a node that sends a multi-get before it reads the answer,
 // on raw connections: Memcached's (mcgets.go), and Redis's when the client
 // made its go-redis client (redis_raw.go). reserve takes a place among the
@@ -287,11 +277,12 @@ func runEach(list []*batch, fn func(b *batch) error) {
 // while other calls to it are under way, and is sent at once as above
 // otherwise. Every answer is due one timeout after its request was sent,
 // however many nodes are slow; one read late because a slower node's was
-// read first has more time for as long as it brings bytes. The values of one node's answer may share a
-// buffer (up to 64 KiB): a value kept keeps it alive, so copy the few kept
-// for long. When a node fails, the hits of the others are returned with an
-// error that joins one *NodeError per failed node. During a migration the new owners' misses are looked up on their old
-// owners in a second parallel round, and backfilled in a third.
+// read first has more time for as long as it brings bytes. The values of
+// one node's answer may share a buffer (up to 64 KiB): a value kept keeps
+// it alive, so copy the few kept for long. When a node fails, the hits of
+// the others are returned with an error that joins one *NodeError per
+// failed node. During a migration the new owners' misses are looked up on
+// their old owners in a second parallel round, and backfilled in a third.
 func (c *Client) GetMulti(ctx context.Context, keys []string) (map[string][]byte, error) {
 	hits, err := c.getMulti(ctx, keys)
 	for k, v := range hits {

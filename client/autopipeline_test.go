@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shardcache/shardcache/internal/node/redisnode"
 	"github.com/shardcache/shardcache/internal/testserver"
 	"github.com/shardcache/shardcache/ring"
 )
@@ -192,7 +193,7 @@ func TestAutoPipelineContext(t *testing.T) {
 	if err := c.Set(ctx, "k", []byte("v"), 0); err != nil {
 		t.Fatal(err)
 	}
-	ap := c.state.Load().own[ss[0].Addr].(redisNode).ap
+	ap := c.state.Load().own[ss[0].Addr].Node.(*redisnode.Node)
 	resume := paused(t, ss[0])
 	lone := make(chan error, 1)
 	go func() {
@@ -202,7 +203,7 @@ func TestAutoPipelineContext(t *testing.T) {
 		}
 		lone <- err
 	}()
-	waitFor(t, "the first Get under way", func() bool { return ap.calls.Load() == 1 })
+	waitFor(t, "the first Get under way", func() bool { return ap.CallsUnderWay() == 1 })
 
 	const waiters = 4
 	cctx, cancel := context.WithCancel(ctx)
@@ -213,7 +214,7 @@ func TestAutoPipelineContext(t *testing.T) {
 			done <- err
 		}()
 	}
-	waitFor(t, "the Gets queued", func() bool { return ap.calls.Load() == 1+waiters })
+	waitFor(t, "the Gets queued", func() bool { return ap.CallsUnderWay() == 1+waiters })
 	cancel()
 	for range waiters {
 		waitCancelled(t, "a Get queued for the paused node", done)

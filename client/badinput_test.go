@@ -177,8 +177,8 @@ func TestBadInput(t *testing.T) {
 		if err := c.Reshard(cl.nodes(), 0); !errors.Is(err, ErrClosed) {
 			t.Errorf("Reshard after Close = %v; want ErrClosed", err)
 		}
-		if c.Health() != nil || c.Nodes() != nil || c.Redis("k") != nil || c.Memcache("k") != nil {
-			t.Error("Health, Nodes, Redis or Memcache after Close is not nil")
+		if c.Health() != nil || c.Nodes() != nil || c.Redis("k") != nil {
+			t.Error("Health, Nodes or Redis after Close is not nil")
 		}
 		if err := c.Close(); err != nil {
 			t.Errorf("second Close = %v", err)

@@ -39,17 +39,16 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
 
+	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/internal/pool"
 	"github.com/shardcache/shardcache/migration"
 	"github.com/shardcache/shardcache/ring"
@@ -210,20 +209,6 @@ type Options struct {
 	// GetMulti sends its MGETs over connections of the client's own (see
 	// GetMulti).
 	NewRedisClient func(n ring.Node, opt *redis.Options) *redis.Client
-	// NewMemcacheClient does the same for Memcached nodes: mc is the client
-	// the client would use (the node's address, the Timeout and
-	// MaxIdleConns from the options above, and a DialContext with the
-	// node's TLS and login, which also tracks the connections so that a
-	// node marked down closes them); set its fields, or wrap its
-	// DialContext (calling the one it has), and return it, or return a
-	// client of your own. Default mc. Gets (without AutoPipeline), and what
-	// gomemcache cannot send (the multi-gets of GetMulti, read in two
-	// halves over every node; copies' meta reads; sweeps), go over
-	// connections of the client's own, with gomemcache's "gets" command,
-	// which dial with the returned client's DialContext (or as gomemcache
-	// does, without one) and keep its Timeout and MaxIdleConns.
-	NewMemcacheClient func(n ring.Node, mc *memcache.Client) *memcache.Client
-
 	// Logger receives the client's events, never one per call: a node
 	// marked down (Warn) or up again (Info), a migration started and its
 	// window over, or a Reshard without a window (Info), the asynchronous
@@ -389,7 +374,7 @@ const DefaultLeaseRetry = 10 * time.Millisecond
 // Client is a sharded cache client. It is safe for concurrent use.
 type Client struct {
 	opts  Options
-	pools *pool.Pools[node]
+	pools *pool.Pools[*member]
 
 	// state is what every operation reads, swapped whole on Reshard and at
 	// the end of a migration window so the hot path takes no lock. nil once
@@ -427,11 +412,11 @@ type Client struct {
 // state is an immutable routing table.
 type state struct {
 	placement ring.Locator
-	own       map[string]node // the placement's nodes, by address
+	own       map[string]*member // the placement's nodes, by address
 	// During a migration: the migration, and the clients of both
 	// placements' nodes by address. Otherwise mig is nil and conns is own.
 	mig   *migration.Migration
-	conns map[string]node
+	conns map[string]*member
 }
 
 // New connects a client. It dials nothing: connections are made on first use.
@@ -461,7 +446,7 @@ func New(opts Options) (*Client, error) {
 	if m := opts.MigrateFrom; m != nil && opts.Now().Before(m.Start.Add(m.Window)) {
 		old, err := c.placement(m.Placement, m.Nodes)
 		if err == nil {
-			var oldConns map[string]node
+			var oldConns map[string]*member
 			if oldConns, err = c.pools.Acquire(old.Nodes()); err == nil {
 				st, err = c.migrate(old, oldConns, placement, own, m.Start, m.Window)
 			}
@@ -500,118 +485,6 @@ func (c *Client) placement(p ring.Locator, nodes []ring.Node) (ring.Locator, err
 		return nil, fmt.Errorf("shardcache: nodes: %w", err)
 	}
 	return r, nil
-}
-
-// dial makes the client of one node; no connection is opened yet. Its
-// health (probe.go) comes with it.
-func (c *Client) dial(n ring.Node) (node, error) {
-	nd, err := c.newNode(n)
-	if err != nil {
-		return nil, err
-	}
-	return withHealth(n, nd, &c.opts), nil
-}
-
-// newNode makes the backend's client of node n, through the hooks
-// NewRedisClient and NewMemcacheClient when they are set: they get the
-// client's settings, the node's dialer (TLS, login) and credentials
-// included.
-func (c *Client) newNode(n ring.Node) (node, error) {
-	o := &c.opts
-	d, err := o.newNodeDialer(n)
-	if err != nil {
-		return nil, err
-	}
-	if o.Backend == Memcached {
-		// The raw connections (memcached_raw.go) are the client's own, made
-		// through d, even beside a NewMemcacheClient.
-		mc := memcache.NewFromSelector(newMCServer(n.Addr))
-		mc.Timeout = max(o.ReadTimeout, o.WriteTimeout, o.DialTimeout)
-		mc.MaxIdleConns = o.PoolSize
-		conns := new(mcConns)
-		mc.DialContext = conns.wrap(d.dial)
-		raw := newRawConns(o, d)
-		raw.dial = conns.wrap(raw.dial)
-		if o.NewMemcacheClient != nil {
-			mc = o.NewMemcacheClient(n, mc)
-			// The raw connections dial as the node's gomemcache client does:
-			// through a DialContext the hook set or wrapped, or as
-			// gomemcache does without one.
-			// (conns.wrap again, even around the prepared one's: the hook
-			// may have replaced it.) Dials are bounded by mc's Timeout.
-			if mc.DialContext != nil {
-				raw.dial = conns.wrap(mc.DialContext)
-			} else {
-				raw.dial = conns.wrap(new(net.Dialer).DialContext)
-			}
-			raw.mc = mc
-		}
-		nd := mcNode{mc: mc, raw: raw, conns: conns}
-		if o.AutoPipeline {
-			nd.batch = &mcBatcher{}
-		}
-		return nd, nil
-	}
-	opt := o.redisOptions(n, d)
-	near, err := o.NearCache.forNode(n, opt)
-	if err != nil {
-		return nil, err
-	}
-	var rdb *redis.Client
-	if o.NewRedisClient != nil {
-		rdb = o.NewRedisClient(n, opt)
-	} else {
-		quietDialErrors()
-		rdb = redis.NewClient(opt)
-	}
-	if err := near.attached(n, rdb); err != nil {
-		_ = rdb.Close()
-		return nil, err
-	}
-	if d.creds.Password != "" {
-		rdb.AddHook(redactHook{d.creds.Password})
-	}
-	nd := redisNode{rdb: rdb, near: near}
-	if o.NewRedisClient == nil {
-		nd.raw = newRawConns(o, d)
-		nd.raw.dial = redisLogin(d.dial, d.creds)
-		nd.raw.limit = o.PoolSize
-		// go-redis's three timeouts, rather than Memcached's one.
-		nd.raw.timeout, nd.raw.writeTimeout, nd.raw.dialTimeout = o.ReadTimeout, o.WriteTimeout, o.DialTimeout
-	}
-	if o.AutoPipeline {
-		return withAutoPipeline(nd, func() *redis.Client {
-			if o.NewRedisClient != nil {
-				return o.NewRedisClient(n, o.redisOptions(n, d))
-			}
-			return redis.NewClient(o.redisOptions(n, d))
-		}, d.creds.Password)
-	}
-	return nd, nil
-}
-
-// redisOptions returns the go-redis options of node n, dialed by d.
-func (o *Options) redisOptions(n ring.Node, d *nodeDialer) *redis.Options {
-	return &redis.Options{
-		Addr:                  n.Addr,
-		Dialer:                d.dial, // TCP and TLS; go-redis logs in with the fields below
-		TLSConfig:             d.tls,  // not dialed with (Dialer is): tells go-redis TLS is on
-		Username:              d.creds.Username,
-		Password:              d.creds.Password,
-		DB:                    d.creds.DB,
-		DialTimeout:           o.DialTimeout,
-		ReadTimeout:           o.ReadTimeout,
-		WriteTimeout:          o.WriteTimeout,
-		PoolSize:              o.PoolSize,
-		ContextTimeoutEnabled: true,
-		// One attempt per dial: go-redis's default of 5, 100ms apart, on top
-		// of its command retries, made a refused node cost 1.7s per call.
-		DialerRetries: 1,
-		// No command retries: a retried INCRBY after a read timeout would
-		// count twice, and for a cache a fast miss beats a slow retry (a host
-		// that drops packets cost 4 × DialTimeout per call with go-redis's 3).
-		MaxRetries: -1,
-	}
 }
 
 // Close closes every node's pool and stops the backfill worker. Operations
@@ -654,29 +527,23 @@ func (c *Client) Nodes() []ring.Node {
 }
 
 // Redis returns the go-redis client of the node that owns key, for commands
-// the façade does not wrap; nil for Memcached or after Close.
+// the façade does not wrap; nil for Memcached or after Close. From then on
+// every command the client sends that node goes through this go-redis
+// client, GetMulti's MGETs included, so that a hook added to it (AddHook)
+// sees them all.
 func (c *Client) Redis(key string) *redis.Client {
-	if n, ok := c.nodeOf(key).(redisNode); ok {
-		return n.rdb
-	}
-	return nil
-}
-
-// Memcache returns the gomemcache client of the node that owns key; nil for
-// Redis or after Close.
-func (c *Client) Memcache(key string) *memcache.Client {
-	if n, ok := c.nodeOf(key).(mcNode); ok {
-		return n.mc
-	}
-	return nil
-}
-
-func (c *Client) nodeOf(key string) node {
 	st := c.state.Load()
 	if st == nil {
 		return nil
 	}
-	return st.conns[st.placement.Locate(key).Addr]
+	m := st.conns[st.placement.Locate(key).Addr]
+	if m == nil {
+		return nil
+	}
+	if r, ok := m.Node.(interface{ Redis() *redis.Client }); ok {
+		return r.Redis()
+	}
+	return nil
 }
 
 // Reshard moves the client to a ring of nodes (built with Options.Vnodes).
@@ -736,12 +603,12 @@ func (c *Client) ReshardTo(p ring.Locator, window time.Duration) error {
 
 // migrate returns the state of a migration from old to p, with the clients
 // of both placements' nodes, and arms the timer that ends it.
-func (c *Client) migrate(old ring.Locator, oldConns map[string]node, p ring.Locator, own map[string]node, start time.Time, window time.Duration) (*state, error) {
+func (c *Client) migrate(old ring.Locator, oldConns map[string]*member, p ring.Locator, own map[string]*member, start time.Time, window time.Duration) (*state, error) {
 	m, err := migration.New(old, p, start, window)
 	if err != nil {
 		return nil, err
 	}
-	conns := make(map[string]node, len(oldConns)+len(own))
+	conns := make(map[string]*member, len(oldConns)+len(own))
 	for addr, n := range oldConns {
 		conns[addr] = n
 	}
@@ -821,17 +688,17 @@ func (c *Client) load() (*state, time.Time) {
 }
 
 // conn returns the client of node n in st. A placement that locates a key on
-// a node it does not list gets a client whose every call fails with
+// a node it does not list gets one whose every call fails with
 // ErrUnknownNode, so callers handle it as any other node failure; a node
 // held down (probe.go), one whose every call fails at once with ErrNodeDown.
-func (st *state) conn(n ring.Node) node {
-	if c, ok := st.conns[n.Addr]; ok {
-		if h := healthOf(c); h != nil && h.isDown() {
-			return downNode{h}
+func (st *state) conn(n ring.Node) node.Node {
+	if m, ok := st.conns[n.Addr]; ok {
+		if m.h.isDown() {
+			return m.down
 		}
-		return c
+		return m.Node
 	}
-	return unknownNode{}
+	return unlisted
 }
 
 func checkTTL(ttl time.Duration) error {

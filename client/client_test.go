@@ -395,9 +395,6 @@ func TestNodeClients(t *testing.T) {
 			}
 			switch cl.backend {
 			case Redis:
-				if c.Memcache(k) != nil {
-					t.Fatal("Memcache() on a Redis client is not nil")
-				}
 				rdb := c.Redis(k)
 				if rdb == nil {
 					t.Fatal("Redis() = nil")
@@ -416,10 +413,7 @@ func TestNodeClients(t *testing.T) {
 				if c.Redis(k) != nil {
 					t.Fatal("Redis() on a Memcached client is not nil")
 				}
-				mc := c.Memcache(k)
-				if mc == nil {
-					t.Fatal("Memcache() = nil")
-				}
+				mc := memcache.New(n.Addr) // gomemcache reads what the façade wrote
 				it, err := mc.Get(k)
 				if err != nil || string(it.Value) != "via façade" {
 					t.Fatalf("Memcache(%q).Get = %v, %v", k, it, err)
@@ -785,8 +779,8 @@ func TestClose(t *testing.T) {
 		if ns := c.Nodes(); ns != nil {
 			t.Errorf("Nodes after Close = %v", ns)
 		}
-		if c.Redis("k") != nil || c.Memcache("k") != nil {
-			t.Error("Redis or Memcache after Close is not nil")
+		if c.Redis("k") != nil {
+			t.Error("Redis after Close is not nil")
 		}
 		// The node clients handed out before are closed with the façade.
 		if rdb != nil {
@@ -801,12 +795,16 @@ func TestClose(t *testing.T) {
 	})
 }
 
-// TestClientHooks checks that NewRedisClient and NewMemcacheClient make the
-// client of every node, including nodes a Reshard adds, that they receive the
-// options the client would use (its timeouts, one dial attempt, no command
-// retries), and that the façade uses what they return.
+// TestClientHooks checks that NewRedisClient makes the go-redis client of
+// every node, including nodes a Reshard adds, that it receives the options
+// the client would use (its timeouts, one dial attempt, no command
+// retries, pipelines on the main pool), and that the façade uses what it
+// returns.
 func TestClientHooks(t *testing.T) {
 	forEachCluster(t, 3, func(t *testing.T, cl *cluster) {
+		if cl.backend != Redis {
+			t.Skip("NewRedisClient is Redis's")
+		}
 		var mu sync.Mutex
 		var dialed []string
 		made := map[string]any{} // by address
@@ -818,33 +816,15 @@ func TestClientHooks(t *testing.T) {
 		}
 		opts := Options{Nodes: cl.nodes(0, 1), DialTimeout: 700 * time.Millisecond, ReadTimeout: 800 * time.Millisecond,
 			WriteTimeout: 900 * time.Millisecond, PoolSize: 7}
-		if cl.backend == Redis {
-			opts.NewRedisClient = func(n ring.Node, opt *redis.Options) *redis.Client {
-				if opt.Addr != n.Addr || opt.DialTimeout != opts.DialTimeout || opt.ReadTimeout != opts.ReadTimeout ||
-					opt.WriteTimeout != opts.WriteTimeout || opt.PoolSize != 7 || opt.MaxRetries != -1 || opt.DialerRetries != 1 ||
-					!opt.ContextTimeoutEnabled {
-					t.Errorf("NewRedisClient(%s) got options %+v; want the client's", n.Name, opt)
-				}
-				rdb := redis.NewClient(opt)
-				record(n, rdb)
-				return rdb
+		opts.NewRedisClient = func(n ring.Node, opt *redis.Options) *redis.Client {
+			if opt.Addr != n.Addr || opt.DialTimeout != opts.DialTimeout || opt.ReadTimeout != opts.ReadTimeout ||
+				opt.WriteTimeout != opts.WriteTimeout || opt.PoolSize != 7 || opt.MaxRetries != -1 || opt.DialerRetries != 1 ||
+				!opt.ContextTimeoutEnabled || opt.PipelinePoolSize >= 0 {
+				t.Errorf("NewRedisClient(%s) got options %+v; want the client's", n.Name, opt)
 			}
-			opts.NewMemcacheClient = func(ring.Node, *memcache.Client) *memcache.Client {
-				t.Error("NewMemcacheClient called for a Redis client")
-				return nil
-			}
-		} else {
-			opts.NewMemcacheClient = func(n ring.Node, mc *memcache.Client) *memcache.Client {
-				if mc.Timeout != 900*time.Millisecond || mc.MaxIdleConns != 7 {
-					t.Errorf("NewMemcacheClient(%s) got Timeout %v, MaxIdleConns %d; want the client's 900ms and 7", n.Name, mc.Timeout, mc.MaxIdleConns)
-				}
-				record(n, mc)
-				return mc
-			}
-			opts.NewRedisClient = func(ring.Node, *redis.Options) *redis.Client {
-				t.Error("NewRedisClient called for a Memcached client")
-				return nil
-			}
+			rdb := redis.NewClient(opt)
+			record(n, rdb)
+			return rdb
 		}
 		c := cl.client(t, opts)
 		calls := func() []string {
@@ -865,10 +845,7 @@ func TestClientHooks(t *testing.T) {
 		ctx := t.Context()
 		for _, n := range c.Nodes() {
 			k := keysOn(c, n.Addr, "hooked:", 1)[0]
-			var got any = c.Memcache(k)
-			if cl.backend == Redis {
-				got = c.Redis(k)
-			}
+			var got any = c.Redis(k)
 			mu.Lock()
 			want := made[n.Addr]
 			mu.Unlock()

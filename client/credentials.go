@@ -1,16 +1,11 @@
 package client
 
 import (
-	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
-	"net"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/ring"
 )
 
@@ -25,10 +20,10 @@ var (
 	// failed on what the certificates say (a server certificate that does
 	// not verify, a client certificate refused, a server that does not speak
 	// TLS). The wrapped cause says which.
-	ErrAuth = errors.New("shardcache: authentication failed")
+	ErrAuth = node.ErrAuth
 	// ErrNoPerm means a Redis ACL user may not run that command or touch that
 	// key (Redis's NOPERM).
-	ErrNoPerm = errors.New("shardcache: no permission")
+	ErrNoPerm = node.ErrNoPerm
 )
 
 // Credentials are how the client logs in to one node and protects its
@@ -106,109 +101,4 @@ func (o *Options) credentials(n ring.Node) (Credentials, error) {
 		return c, fmt.Errorf("%w: node %s: Memcached password with a line break", ErrBadOptions, n.Addr)
 	}
 	return c, nil
-}
-
-// authErr marks err with ErrAuth or ErrNoPerm when it is a refusal of the
-// client's credentials or a TLS failure; other errors come back as they are.
-// It is called on failures only.
-func authErr(err error) error {
-	switch {
-	case errors.Is(err, ErrAuth) || errors.Is(err, ErrNoPerm):
-		return err
-	case strings.Contains(err.Error(), "CLIENT_ERROR unauthenticated"):
-		// Memcached -Y, to a client that did not log in.
-		return fmt.Errorf("%w: Memcached requires authentication: %w", ErrAuth, err)
-	case redis.IsAuthError(err):
-		return fmt.Errorf("%w: %w", ErrAuth, err)
-	case redis.IsPermissionError(err):
-		return fmt.Errorf("%w: %w", ErrNoPerm, err)
-	case errors.As(err, new(*redactedError)):
-		// Only the login (HELLO, AUTH) carries the password: a reply that
-		// quotes it refused the login.
-		return fmt.Errorf("%w: login refused: %w", ErrAuth, err)
-	case tlsFailure(err):
-		return fmt.Errorf("%w: %w", ErrAuth, err)
-	}
-	return err
-}
-
-// tlsFailure reports whether err is a TLS failure that no retry can fix:
-// certificate verification, an alert from the peer (such as a refused
-// client certificate), or a peer that does not speak TLS. A timeout or a
-// reset during the handshake is a connection failure instead.
-func tlsFailure(err error) bool {
-	var (
-		verify   *tls.CertificateVerificationError
-		unknown  x509.UnknownAuthorityError
-		hostname x509.HostnameError
-		invalid  x509.CertificateInvalidError
-		header   tls.RecordHeaderError
-		op       *net.OpError
-	)
-	if errors.As(err, &op) && op.Op == "remote error" { // crypto/tls's wrapping of a peer's alert
-		return true
-	}
-	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
-		errors.As(err, &invalid) || errors.As(err, &header)
-}
-
-// redactedError is an error whose text had a secret in it, with the secret
-// replaced. errors.Is sees through it to the original; nothing else does
-// (no Unwrap, no As), so that no error reachable from it prints the secret.
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string        { return e.msg }
-func (e *redactedError) Is(target error) bool { return errors.Is(e.err, target) }
-
-// redact returns err with every occurrence of secret in its text replaced,
-// or err itself when its text has none.
-func redact(err error, secret string) error {
-	if err == nil || secret == "" {
-		return err
-	}
-	msg := err.Error()
-	if !strings.Contains(msg, secret) {
-		return err
-	}
-	return &redactedError{msg: strings.ReplaceAll(msg, secret, redacted), err: err}
-}
-
-// redactHook is a go-redis hook that takes a node's password out of the
-// errors of its commands. Redis never echoes a password, but a server or
-// proxy that does not know HELLO or AUTH answers "unknown command ..., with
-// args beginning with:" and the arguments, the password among them; go-redis
-// returns that reply as the error of the command that made the connection.
-type redactHook struct{ secret string }
-
-func (redactHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h redactHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		if err != nil && err != redis.Nil {
-			if r := redact(err, h.secret); r != err {
-				cmd.SetErr(r)
-				return r
-			}
-		}
-		return err
-	}
-}
-
-func (h redactHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		if err == nil {
-			return nil
-		}
-		for _, cmd := range cmds {
-			if e := cmd.Err(); e != nil && e != redis.Nil {
-				cmd.SetErr(redact(e, h.secret))
-			}
-		}
-		return redact(err, h.secret)
-	}
 }

@@ -1,10 +1,12 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/ring"
 )
 
@@ -14,9 +16,9 @@ var (
 	// ErrCacheMiss means the key is not in the cache. Get returns it bare
 	// (a miss is routine and must not cost an allocation), whatever the
 	// backend: redis.Nil and memcache.ErrCacheMiss both map to it.
-	ErrCacheMiss = errors.New("shardcache: cache miss")
+	ErrCacheMiss = node.ErrCacheMiss
 	// ErrNotStored means Add found the key already present.
-	ErrNotStored = errors.New("shardcache: item not stored")
+	ErrNotStored = node.ErrNotStored
 	// ErrMalformedKey means a key was rejected before any I/O: empty, too
 	// long, or (Memcached) holding spaces or control characters.
 	ErrMalformedKey = errors.New("shardcache: malformed key")
@@ -26,7 +28,10 @@ var (
 	// backend or both Nodes and Placement.
 	ErrBadOptions = errors.New("shardcache: bad options")
 	// ErrClosed means the client was closed.
-	ErrClosed = errors.New("shardcache: client closed")
+	ErrClosed = node.ErrClosed
+	// ErrNilContext means a call was given a nil context, which it refuses
+	// rather than panic on.
+	ErrNilContext = errors.New("shardcache: nil context")
 	// ErrMigrationActive means Reshard was called while a migration's window
 	// is still open.
 	ErrMigrationActive = errors.New("shardcache: a migration is already active")
@@ -97,6 +102,26 @@ func keyError(key, why string) error {
 		key = key[:61] + "..."
 	}
 	return fmt.Errorf("%w: %q: %s", ErrMalformedKey, key, why)
+}
+
+// ctxErr returns ctx's error, wrapping err, once ctx is done; err
+// otherwise.
+func ctxErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		if err == nil {
+			return cerr
+		}
+		return fmt.Errorf("%w: %w", cerr, err)
+	}
+	return err
+}
+
+// checkCtx refuses a nil context.
+func checkCtx(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	return nil
 }
 
 // checkKey validates key for the backend before any I/O.

@@ -40,12 +40,12 @@ func (c *Client) openBatch(st *state, b *batch, n int, read bool) bool {
 // countOpen counts n reads answered as misses, or n writes dropped, on the
 // node at addr.
 func (c *Client) countOpen(st *state, addr string, n int, read bool) {
-	h := healthOf(st.conns[addr])
+	m := st.conns[addr]
 	switch {
-	case h == nil:
+	case m == nil:
 	case read:
-		h.missed.Add(int64(n))
+		m.h.missed.Add(int64(n))
 	default:
-		h.dropped.Add(int64(n))
+		m.h.dropped.Add(int64(n))
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/internal/pool"
 	"github.com/shardcache/shardcache/ring"
 )
@@ -52,7 +53,9 @@ type memNode struct {
 	m  map[string][]byte
 }
 
-func (n *memNode) get(_ context.Context, k string) ([]byte, error) {
+var _ node.Node = (*memNode)(nil)
+
+func (n *memNode) Get(_ context.Context, k string) ([]byte, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if v, ok := n.m[k]; ok {
@@ -61,64 +64,81 @@ func (n *memNode) get(_ context.Context, k string) ([]byte, error) {
 	return nil, ErrCacheMiss
 }
 
-func (n *memNode) getMulti(_ context.Context, keys []string, _ bool) ([]item, error) {
+func (n *memNode) GetMulti(_ context.Context, keys []string, _ bool) ([]item, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	items := make([]item, len(keys))
 	for i, k := range keys {
-		items[i].key = k
-		items[i].value, items[i].found = n.m[k]
+		items[i].Key = k
+		items[i].Value, items[i].Found = n.m[k]
 	}
 	return items, nil
 }
 
-func (n *memNode) set(_ context.Context, k string, v []byte, _ time.Duration) error {
+// memPending is a multi-get of a memNode, answered when received.
+type memPending struct {
+	n    *memNode
+	keys []string
+}
+
+func (p memPending) Recv(out []node.Answer) error {
+	items, _ := p.n.GetMulti(context.Background(), p.keys, false)
+	for i, it := range items {
+		out[i] = node.Answer{Value: it.Value, Found: it.Found}
+	}
+	return nil
+}
+
+func (n *memNode) Send(_ context.Context, keys []string) node.Pending { return memPending{n, keys} }
+
+func (n *memNode) Set(_ context.Context, k string, v []byte, _ time.Duration) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.m[k] = bytes.Clone(v)
 	return nil
 }
 
-func (n *memNode) setMulti(ctx context.Context, items []item) error {
+func (n *memNode) SetMulti(ctx context.Context, items []item) error {
 	for _, it := range items {
-		n.set(ctx, it.key, it.value, it.ttl)
+		n.Set(ctx, it.Key, it.Value, it.TTL)
 	}
 	return nil
 }
 
-func (n *memNode) add(ctx context.Context, k string, v []byte, ttl time.Duration) error {
-	if _, err := n.get(ctx, k); err == nil {
+func (n *memNode) Add(ctx context.Context, k string, v []byte, ttl time.Duration) error {
+	if _, err := n.Get(ctx, k); err == nil {
 		return ErrNotStored
 	}
-	return n.set(ctx, k, v, ttl)
+	return n.Set(ctx, k, v, ttl)
 }
 
-func (n *memNode) addMulti(ctx context.Context, items []item) ([]bool, error) {
+func (n *memNode) AddMulti(ctx context.Context, items []item) ([]bool, error) {
 	stored := make([]bool, len(items))
 	for i, it := range items {
-		stored[i] = n.add(ctx, it.key, it.value, it.ttl) == nil
+		stored[i] = n.Add(ctx, it.Key, it.Value, it.TTL) == nil
 	}
 	return stored, nil
 }
 
-func (n *memNode) delete(_ context.Context, k string) error {
+func (n *memNode) Delete(_ context.Context, k string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.m, k)
 	return nil
 }
 
-func (n *memNode) deleteMulti(ctx context.Context, keys []string) error {
+func (n *memNode) DeleteMulti(ctx context.Context, keys []string) error {
 	for _, k := range keys {
-		n.delete(ctx, k)
+		n.Delete(ctx, k)
 	}
 	return nil
 }
 
-func (n *memNode) incr(context.Context, string, int64) (int64, error) {
+func (n *memNode) Incr(context.Context, string, int64) (int64, error) {
 	return 0, errors.New("not supported")
 }
-func (n *memNode) touch(context.Context, string, time.Duration) error { return nil }
+func (n *memNode) Touch(context.Context, string, time.Duration) error { return nil }
+func (n *memNode) Ping(context.Context) error                         { return nil }
 func (n *memNode) Close() error                                       { return nil }
 
 // FuzzMultiSplit checks the multi-key split: SetMulti puts each key on the
@@ -143,7 +163,10 @@ func FuzzMultiSplit(f *testing.F) {
 		o := Options{Backend: Memcached}
 		o.init()
 		c := &Client{opts: o}
-		c.pools = pool.New(func(n ring.Node) (node, error) { return mems[n.Addr], nil })
+		c.pools = pool.New(func(n ring.Node) (*member, error) {
+			h := newNodeHealth(n, &o)
+			return &member{Node: mems[n.Addr], h: h, down: newFailing(ErrNodeDown, h)}, nil
+		})
 		own, err := c.pools.Acquire(r.Nodes())
 		if err != nil {
 			t.Fatal(err)

@@ -3,14 +3,10 @@ package client
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"sync/atomic"
-	"syscall"
 	"time"
 
-	"github.com/bradfitz/gomemcache/memcache"
-	"github.com/redis/go-redis/v9"
+	"github.com/shardcache/shardcache/internal/node"
 )
 
 // The health policy of a node: what counts as the node failing, when it is
@@ -99,9 +95,8 @@ const (
 // an i/o timeout, a reset, a connection closed mid-reply. A miss, NOT_STORED,
 // an error reply (a wrong type, a bad password, a value too large) mean it
 // answered; the caller's own context ending says nothing, nor does a failure
-// the client made itself (a closed client, a node held down). gomemcache
-// takes no context: a Memcached call the caller gave up on still ends with
-// the node's own answer or timeout, and that counts.
+// the client made itself (a closed client, a node held down, a pool whose
+// connections were all busy).
 func classify(ctx context.Context, err error) outcome {
 	if err == nil || err == ErrCacheMiss || err == ErrNotStored {
 		return answered
@@ -116,29 +111,11 @@ func classify(ctx context.Context, err error) outcome {
 			return unknown
 		}
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, ErrNodeDown) || errors.Is(err, ErrClosed) || errors.Is(err, ErrUnknownNode) ||
-		errors.Is(err, redis.ErrClosed) || errors.Is(err, net.ErrClosed) {
-		return unknown
-	}
-	if errors.Is(err, ErrAuth) || errors.Is(err, ErrNoPerm) {
-		return answered // it answered, and refused the credentials or the TLS handshake
-	}
-	var cte *memcache.ConnectTimeoutError
-	var ne net.Error
-	var op *net.OpError
 	switch {
-	case errors.As(err, &cte),
-		errors.As(err, &ne) && ne.Timeout(),
-		errors.As(err, &op) && op.Op == "dial",
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE),
-		errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return unreachable
-	}
-	var dns *net.DNSError
-	if errors.As(err, &dns) {
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, ErrNodeDown) || errors.Is(err, ErrUnknownNode) || node.Local(err):
+		return unknown
+	case node.Unreachable(err):
 		return unreachable
 	}
 	return answered

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/ring"
 )
 
@@ -101,7 +101,6 @@ func TestClassify(t *testing.T) {
 		{"miss", live, ErrCacheMiss, answered},
 		{"not stored", live, ErrNotStored, answered},
 		{"redis nil", live, redis.Nil, answered},
-		{"memcache miss", nil, memcache.ErrCacheMiss, answered},
 		{"error reply", live, errors.New("WRONGTYPE Operation against a key holding the wrong kind of value"), answered},
 		{"auth reply", live, errors.New("NOAUTH Authentication required."), answered},
 		{"memcache server error", nil, fmt.Errorf("memcache: unexpected response line from %q: %q", "set", "SERVER_ERROR object too large for cache"), answered},
@@ -112,7 +111,6 @@ func TestClassify(t *testing.T) {
 		{"EOF mid-reply", live, io.ErrUnexpectedEOF, unreachable},
 		{"EOF", nil, io.EOF, unreachable},
 		{"broken pipe", nil, syscall.EPIPE, unreachable},
-		{"memcache connect timeout", nil, &memcache.ConnectTimeoutError{Addr: &net.TCPAddr{}}, unreachable},
 		{"no such host", live, &net.DNSError{Err: "no such host", Name: "cache-x", IsNotFound: true}, unreachable},
 		{"login refused", live, fmt.Errorf("%w: %w", ErrAuth, errors.New("WRONGPASS invalid username-password pair")), answered},
 		{"TLS refused", live, fmt.Errorf("%w: TLS handshake: %w", ErrAuth, &net.OpError{Op: "remote error", Err: errors.New("tls: certificate required")}), answered},
@@ -122,7 +120,7 @@ func TestClassify(t *testing.T) {
 		{"context error", nil, context.DeadlineExceeded, unknown},
 		{"node down", live, ErrNodeDown, unknown},
 		{"client closed", live, ErrClosed, unknown},
-		{"go-redis closed", live, redis.ErrClosed, unknown},
+		{"go-redis closed", live, fmt.Errorf("%w: %w", node.ErrClosed, redis.ErrClosed), unknown},
 		{"unknown node", live, ErrUnknownNode, unknown},
 	} {
 		if got := classify(tc.ctx, tc.err); got != tc.want {
@@ -145,13 +143,13 @@ func TestNodeHealthProbe(t *testing.T) {
 		return <-reply
 	}
 	refused := &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}
-	h.observe(context.Background(), opGet, time.Time{}, refused)
-	h.observe(context.Background(), opGet, time.Time{}, ErrCacheMiss) // an answer: the run starts again
-	h.observe(context.Background(), opGet, time.Time{}, refused)
+	h.Done(context.Background(), node.OpGet, time.Time{}, refused)
+	h.Done(context.Background(), node.OpGet, time.Time{}, ErrCacheMiss) // an answer: the run starts again
+	h.Done(context.Background(), node.OpGet, time.Time{}, refused)
 	if h.isDown() {
 		t.Fatal("down after failures that were not in a row")
 	}
-	h.observe(context.Background(), opGet, time.Time{}, refused)
+	h.Done(context.Background(), node.OpGet, time.Time{}, refused)
 	if !h.isDown() || h.downs.Load() != 1 || h.failures.Load() != 3 {
 		t.Fatalf("after 2 failures in a row: down %v, downs %d, failures %d", h.isDown(), h.downs.Load(), h.failures.Load())
 	}
@@ -166,8 +164,8 @@ func TestNodeHealthProbe(t *testing.T) {
 	}
 
 	// Down again: a probe that never succeeds ends with close.
-	h.observe(nil, opGet, time.Time{}, refused)
-	h.observe(nil, opGet, time.Time{}, refused)
+	h.Done(nil, node.OpGet, time.Time{}, refused)
+	h.Done(nil, node.OpGet, time.Time{}, refused)
 	(<-pings) <- refused
 	done := make(chan struct{})
 	go func() { h.close(); close(done) }()

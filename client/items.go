@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/ring"
 )
 
@@ -15,10 +16,10 @@ import (
 var (
 	// ErrCASConflict means a StoreCAS found the key changed since the read
 	// that returned its CasID.
-	ErrCASConflict = errors.New("shardcache: compare-and-swap conflict")
+	ErrCASConflict = node.ErrCASConflict
 	// ErrUnsupported means the backend cannot do what was asked, such as
 	// item flags or compare-and-swap on Redis.
-	ErrUnsupported = errors.New("shardcache: not supported by this backend")
+	ErrUnsupported = node.ErrUnsupported
 )
 
 // Item is a value with Memcached's item metadata, for the item operations
@@ -53,57 +54,12 @@ const (
 	StoreCAS
 )
 
-var storeOpNames = [...]string{"set", "add", "replace", "append", "prepend", "cas"}
-
 // String returns the operation's Memcached command name.
-func (op StoreOp) String() string {
-	if op >= 0 && int(op) < len(storeOpNames) {
-		return storeOpNames[op]
-	}
-	return fmt.Sprintf("StoreOp(%d)", int(op))
-}
+func (op StoreOp) String() string { return node.StoreOp(op).String() }
 
-// itemNode is the capability of a node that the item operations need, beside
-// node. redisNode and mcNode implement it (Redis answers ErrUnsupported
-// where it has no equivalent); unknownNode fails every call.
-type itemNode interface {
-	// getItem reads key with its flags and CAS id.
-	getItem(ctx context.Context, key string) (item, error)
-	// store runs op with it's key, value, flags, ttl and (StoreCAS) cas.
-	store(ctx context.Context, op StoreOp, it item) error
-	// getAndTouch reads key and sets its TTL in one command.
-	getAndTouch(ctx context.Context, key string, ttl time.Duration) (item, error)
-	// incrDecr adds (or with decr subtracts) delta to an existing counter:
-	// ErrCacheMiss if the key is absent.
-	incrDecr(ctx context.Context, key string, delta uint64, decr bool) (uint64, error)
-	// deleteFound deletes key and reports whether it was present.
-	deleteFound(ctx context.Context, key string) (bool, error)
-	flush(ctx context.Context) error
-	ping(ctx context.Context) error
-}
-
-// items returns n's item capability.
-func items(n node) itemNode {
-	if in, ok := n.(itemNode); ok {
-		return in
-	}
-	return unknownNode{}
-}
-
-func (unknownNode) getItem(context.Context, string) (item, error)     { return item{}, ErrUnknownNode }
-func (unknownNode) store(context.Context, StoreOp, item) error        { return ErrUnknownNode }
-func (unknownNode) deleteFound(context.Context, string) (bool, error) { return false, ErrUnknownNode }
-func (unknownNode) flush(context.Context) error                       { return ErrUnknownNode }
-func (unknownNode) ping(context.Context) error                        { return ErrUnknownNode }
-func (unknownNode) getAndTouch(context.Context, string, time.Duration) (item, error) {
-	return item{}, ErrUnknownNode
-}
-func (unknownNode) incrDecr(context.Context, string, uint64, bool) (uint64, error) {
-	return 0, ErrUnknownNode
-}
-
-func (it *item) export() Item {
-	return Item{Key: it.key, Value: it.value, Flags: it.flags, CasID: it.cas}
+// export returns it as an Item.
+func export(it *item) Item {
+	return Item{Key: it.Key, Value: it.Value, Flags: it.Flags, CasID: it.CAS}
 }
 
 // failItem is fail for the item operations, whose ErrCASConflict is an
@@ -120,11 +76,11 @@ func failItem(op string, n ring.Node, key string, err error) error {
 // and backfills the new one, as Get does; the item returned then carries
 // the new owner's CAS id, so a StoreCAS after it succeeds.
 func (c *Client) GetItem(ctx context.Context, key string) (Item, error) {
-	r, err := c.begin(key)
+	r, err := c.begin(ctx, key)
 	if err != nil {
 		return Item{}, err
 	}
-	it, err := items(r.st.conn(r.New)).getItem(ctx, key)
+	it, err := items(r.st.conn(r.New)).GetItem(ctx, key)
 	if cs := r.counters(); cs != nil {
 		switch {
 		case err == nil:
@@ -136,21 +92,21 @@ func (c *Client) GetItem(ctx context.Context, key string) (Item, error) {
 	if err != nil {
 		return Item{}, fail("get", r.New, key, err)
 	}
-	return it.export(), nil
+	return export(&it), nil
 }
 
 // fallbackGetItem brings key over from its old owner and reads it back from
 // the new one, for its CAS id there; the old owner's item when no copy was
 // made.
 func (c *Client) fallbackGetItem(ctx context.Context, r route, key string) (Item, error) {
-	old, err := c.fallbackItem(ctx, r, key)
+	old, err := c.fallback(ctx, r, key)
 	if err != nil {
 		return Item{}, err
 	}
-	if it, err := items(r.st.conn(r.New)).getItem(ctx, key); err == nil {
-		return it.export(), nil
+	if it, err := items(r.st.conn(r.New)).GetItem(ctx, key); err == nil {
+		return export(&it), nil
 	}
-	return old.export(), nil
+	return export(&old), nil
 }
 
 // GetItems is GetMulti returning items, flags and CAS ids included. During a
@@ -170,15 +126,15 @@ func (c *Client) GetItems(ctx context.Context, keys []string) (map[string]*Item,
 // type saves one. During a migration a key may be reported twice; the later
 // report is current.
 func (c *Client) GetItemsFunc(ctx context.Context, keys []string, hit func(Item)) error {
-	st, now, err := c.beginMulti(keys)
+	st, now, err := c.beginMulti(ctx, keys)
 	if err != nil {
 		return err
 	}
 	var copied []string
-	err = c.collect(ctx, st, now, keys, func(it *item) {
-		hit(it.export())
-		if it.src.Addr != "" {
-			copied = append(copied, it.key)
+	err = c.collect(ctx, st, now, keys, func(it *item, fromOld bool) {
+		hit(export(it))
+		if fromOld {
+			copied = append(copied, it.Key)
 		}
 	})
 	if len(copied) > 0 {
@@ -191,8 +147,8 @@ func (c *Client) GetItemsFunc(ctx context.Context, keys []string, hit func(Item)
 		var scratch item
 		for _, b := range again.list {
 			for i := range b.answered() {
-				if it := b.answer(i, &scratch); it.found {
-					hit(it.export())
+				if it := b.answer(i, &scratch); it.Found {
+					hit(export(it))
 				}
 			}
 		}
@@ -214,30 +170,33 @@ func (c *Client) Store(ctx context.Context, op StoreOp, it Item) error {
 	if op < StoreSet || op > StoreCAS {
 		return fmt.Errorf("%w: store operation %v", ErrBadOptions, op)
 	}
-	r, err := c.beginTTL(it.Key, it.TTL)
+	r, err := c.beginTTL(ctx, it.Key, it.TTL)
 	if err != nil {
 		return err
 	}
-	in := item{key: it.Key, value: it.Value, flags: it.Flags, ttl: it.TTL, cas: it.CasID}
+	if err := c.checkValue(it.Key, it.Value); err != nil {
+		return err
+	}
+	in := item{Key: it.Key, Value: it.Value, Flags: it.Flags, TTL: it.TTL, CAS: it.CasID}
 	name := op.String()
-	store := func(op StoreOp) func(node) error {
-		return func(n node) error { return items(n).store(ctx, op, in) }
+	store := func(op StoreOp) func(node.Node) error {
+		return func(n node.Node) error { return items(n).Store(ctx, node.StoreOp(op), in) }
 	}
 	if !r.Dual {
-		return failItem(name, r.New, in.key, items(r.st.conn(r.New)).store(ctx, op, in))
+		return failItem(name, r.New, in.Key, store(op)(r.st.conn(r.New)))
 	}
 	switch op {
 	case StoreSet:
-		return c.write(name, r, in.key, store(StoreSet))
+		return c.write(name, r, in.Key, store(StoreSet))
 	case StoreAdd:
-		if _, err := c.get(ctx, r, in.key); err != ErrCacheMiss {
+		if _, err := c.get(ctx, r, in.Key); err != ErrCacheMiss {
 			if err == nil {
 				err = ErrNotStored // present, if only on the old owner
 			}
 			return err
 		}
 		if err := store(StoreAdd)(r.st.conn(r.New)); err != nil {
-			return fail(name, r.New, in.key, err)
+			return fail(name, r.New, in.Key, err)
 		}
 		c.copyToOld(r, store(StoreSet))
 		return nil
@@ -246,12 +205,12 @@ func (c *Client) Store(ctx context.Context, op StoreOp, it Item) error {
 		if err == ErrCacheMiss {
 			// Only the old owner may have it, with the CasID the caller holds.
 			if err = store(StoreCAS)(r.st.conn(r.Old)); err != nil {
-				return failItem(name, r.Old, in.key, err)
+				return failItem(name, r.Old, in.Key, err)
 			}
-			return fail(name, r.New, in.key, store(StoreSet)(r.st.conn(r.New)))
+			return fail(name, r.New, in.Key, store(StoreSet)(r.st.conn(r.New)))
 		}
 		if err != nil {
-			return failItem(name, r.New, in.key, err)
+			return failItem(name, r.New, in.Key, err)
 		}
 		c.copyToOld(r, store(StoreSet))
 		return nil
@@ -259,18 +218,18 @@ func (c *Client) Store(ctx context.Context, op StoreOp, it Item) error {
 	// StoreReplace, StoreAppend, StorePrepend: the key must be present.
 	err = store(op)(r.st.conn(r.New))
 	if err == ErrNotStored {
-		if err := c.bringOver(ctx, r, in.key); err != nil {
+		if err := c.bringOver(ctx, r, in.Key); err != nil {
 			return err
 		}
 		err = store(op)(r.st.conn(r.New))
 	}
 	if err != nil {
-		return fail(name, r.New, in.key, err)
+		return fail(name, r.New, in.Key, err)
 	}
 	if op == StoreReplace {
 		c.copyToOld(r, store(StoreSet))
 	} else {
-		c.copyToOld(r, func(n node) error { return n.delete(ctx, in.key) })
+		c.copyToOld(r, func(n node.Node) error { return n.Delete(ctx, in.Key) })
 	}
 	return nil
 }
@@ -280,24 +239,24 @@ func (c *Client) Store(ctx context.Context, op StoreOp, it Item) error {
 // has no CAS id. During a migration a key only the old owner holds is
 // brought over first, and the old owner's copy is touched too.
 func (c *Client) GetAndTouch(ctx context.Context, key string, ttl time.Duration) (Item, error) {
-	r, err := c.beginTTL(key, ttl)
+	r, err := c.beginTTL(ctx, key, ttl)
 	if err != nil {
 		return Item{}, err
 	}
-	it, err := items(r.st.conn(r.New)).getAndTouch(ctx, key, ttl)
+	it, err := items(r.st.conn(r.New)).GetAndTouch(ctx, key, ttl)
 	if err == ErrCacheMiss && r.Dual {
 		if err := c.bringOver(ctx, r, key); err != nil {
 			return Item{}, err
 		}
-		it, err = items(r.st.conn(r.New)).getAndTouch(ctx, key, ttl)
+		it, err = items(r.st.conn(r.New)).GetAndTouch(ctx, key, ttl)
 	}
 	if err != nil {
 		return Item{}, fail("gat", r.New, key, err)
 	}
 	if r.Dual {
-		c.copyToOld(r, func(n node) error { return n.touch(ctx, key, ttl) })
+		c.copyToOld(r, func(n node.Node) error { return n.Touch(ctx, key, ttl) })
 	}
-	return it.export(), nil
+	return export(&it), nil
 }
 
 // Increment adds delta to the unsigned counter stored under key and returns
@@ -315,7 +274,7 @@ func (c *Client) Decrement(ctx context.Context, key string, delta uint64) (uint6
 }
 
 func (c *Client) incrDecr(ctx context.Context, key string, delta uint64, decr bool) (uint64, error) {
-	r, err := c.begin(key)
+	r, err := c.begin(ctx, key)
 	if err != nil {
 		return 0, err
 	}
@@ -324,7 +283,7 @@ func (c *Client) incrDecr(ctx context.Context, key string, delta uint64, decr bo
 			return 0, err
 		}
 	}
-	v, err := items(r.st.conn(r.New)).incrDecr(ctx, key, delta, decr)
+	v, err := items(r.st.conn(r.New)).IncrDecr(ctx, key, delta, decr)
 	if err != nil {
 		op := "incr"
 		if decr {
@@ -333,14 +292,14 @@ func (c *Client) incrDecr(ctx context.Context, key string, delta uint64, decr bo
 		return 0, fail(op, r.New, key, err)
 	}
 	if r.Dual {
-		c.copyToOld(r, func(n node) error { return n.delete(ctx, key) })
+		c.copyToOld(r, func(n node.Node) error { return n.Delete(ctx, key) })
 	}
 	return v, nil
 }
 
 // DeleteFound is Delete that also reports whether any owner held key.
 func (c *Client) DeleteFound(ctx context.Context, key string) (found bool, err error) {
-	r, err := c.begin(key)
+	r, err := c.begin(ctx, key)
 	if err != nil {
 		return false, err
 	}
@@ -350,12 +309,12 @@ func (c *Client) DeleteFound(ctx context.Context, key string) (found bool, err e
 		}
 	}
 	if !r.Dual {
-		found, err = items(r.st.conn(r.New)).deleteFound(ctx, key)
+		found, err = items(r.st.conn(r.New)).DeleteFound(ctx, key)
 		return found, fail("delete", r.New, key, err)
 	}
 	// The old owner first: see backfill.go for why the order matters.
-	oldFound, oldErr := items(r.st.conn(r.Old)).deleteFound(ctx, key)
-	newFound, newErr := items(r.st.conn(r.New)).deleteFound(ctx, key)
+	oldFound, oldErr := items(r.st.conn(r.Old)).DeleteFound(ctx, key)
+	newFound, newErr := items(r.st.conn(r.New)).DeleteFound(ctx, key)
 	r.counters().DualDeletes.Add(1)
 	if newErr != nil {
 		return false, fail("delete", r.New, key, newErr)
@@ -366,17 +325,23 @@ func (c *Client) DeleteFound(ctx context.Context, key string) (found bool, err e
 // Flush deletes every key on every node, those of a migration's old
 // placement included (Memcached flush_all, Redis FLUSHDB).
 func (c *Client) Flush(ctx context.Context) error {
-	return c.eachNode("flush", func(n itemNode) error { return n.flush(ctx) })
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	return c.eachNode("flush", func(n node.Node) error { return items(n).Flush(ctx) })
 }
 
 // Ping checks that every node answers, those of a migration's old placement
 // included. The error joins one *NodeError per node that did not.
 func (c *Client) Ping(ctx context.Context) error {
-	return c.eachNode("ping", func(n itemNode) error { return n.ping(ctx) })
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	return c.eachNode("ping", func(n node.Node) error { return n.Ping(ctx) })
 }
 
 // eachNode runs fn on every node of the current state, in parallel.
-func (c *Client) eachNode(op string, fn func(itemNode) error) error {
+func (c *Client) eachNode(op string, fn func(node.Node) error) error {
 	st, _ := c.load()
 	if st == nil {
 		return ErrClosed
@@ -396,7 +361,7 @@ func (c *Client) eachNode(op string, fn func(itemNode) error) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := fn(items(st.conn(n))); err != nil {
+			if err := fn(st.conn(n)); err != nil {
 				errs[i] = &NodeError{Op: op, Node: n, Err: err}
 			}
 		}()

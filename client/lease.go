@@ -3,14 +3,10 @@ package client
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/bradfitz/gomemcache/memcache"
-	"github.com/redis/go-redis/v9"
 	"github.com/twmb/murmur3"
 
 	"github.com/shardcache/shardcache/migration"
@@ -53,17 +49,6 @@ import (
 // process without leases does not clear them. Processes that disagree on the
 // placement (half-way through a rollout) take their leases on different
 // nodes and may load once each.
-
-// leaser is what a node needs for leases, besides add (which takes them);
-// redisNode and mcNode implement it.
-type leaser interface {
-	// storeLeased stores each item if its lease key, lkeys[i], still holds
-	// token, and deletes that lease key; it reports which were stored (and
-	// kept).
-	storeLeased(ctx context.Context, items []item, lkeys []string, token string) ([]bool, error)
-	// releaseLeases deletes each lease key that holds token.
-	releaseLeases(ctx context.Context, lkeys []string, token string) error
-}
 
 // lease is a lease this process holds on a key, on the key's owner.
 type lease struct {
@@ -130,7 +115,7 @@ func (c *Client) leaseOrValue(ctx context.Context, r route, key string) (l *leas
 		}
 		got := false
 		if lerr == nil {
-			switch lerr = r.st.conn(r.New).add(ctx, lkey, []byte(cand.token), c.opts.Lease); lerr {
+			switch lerr = r.st.conn(r.New).Add(ctx, lkey, []byte(cand.token), c.opts.Lease); lerr {
 			case nil:
 				got = true
 			case ErrNotStored:
@@ -170,10 +155,10 @@ func (c *Client) acquireLeases(ctx context.Context, st *state, keys []string, to
 	got, failed = make([]bool, len(keys)), make([]bool, len(keys))
 	bs := newBatches(st)
 	for i, k := range keys {
-		bs.add(st.placement.Locate(k), item{key: c.leaseKey(k), value: []byte(token), ttl: c.opts.Lease}, i)
+		bs.add(st.placement.Locate(k), item{Key: c.leaseKey(k), Value: []byte(token), TTL: c.opts.Lease}, i, false)
 	}
 	bs.run(func(b *batch) (err error) {
-		stored, err := b.conn.addMulti(ctx, b.items)
+		stored, err := b.conn.AddMulti(ctx, b.items)
 		for j, ok := range stored {
 			got[b.idx[j]] = ok
 		}
@@ -200,16 +185,16 @@ func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, 
 	news, olds := newBatches(st), newBatches(st)
 	for i, it := range items {
 		if st.mig == nil {
-			routes[i].New = st.placement.Locate(it.key)
+			routes[i].New = st.placement.Locate(it.Key)
 		} else {
-			routes[i] = st.mig.Route(it.key, now)
+			routes[i] = st.mig.Route(it.Key, now)
 		}
-		news.add(routes[i].New, it, i)
+		news.add(routes[i].New, it, i, false)
 		if routes[i].Dual {
-			olds.add(routes[i].Old, it, i)
+			olds.add(routes[i].Old, it, i, false)
 		}
 	}
-	olds.run(func(b *batch) error { return b.conn.setMulti(ctx, b.items) })
+	olds.run(func(b *batch) error { return b.conn.SetMulti(ctx, b.items) })
 	for _, b := range olds.list {
 		for range b.items {
 			countCopy(route{st: st}, b.err)
@@ -217,11 +202,7 @@ func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, 
 	}
 	kept := make([]bool, len(items))
 	news.run(func(b *batch) error {
-		ln, ok := b.conn.(leaser)
-		if !ok {
-			return ErrUnknownNode
-		}
-		stored, err := ln.storeLeased(ctx, b.items, c.leaseKeys(b.keys), token)
+		stored, err := leaser(b.conn).StoreLeased(ctx, b.items, c.leaseKeys(b.keys), token)
 		for j, s := range stored {
 			kept[b.idx[j]] = s
 		}
@@ -242,10 +223,10 @@ func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, 
 	revoke := newBatches(st)
 	for i, it := range items {
 		if routes[i].Dual && !kept[i] {
-			revoke.addKey(routes[i].Old, it.key, i)
+			revoke.addKey(routes[i].Old, it.Key, i)
 		}
 	}
-	revoke.run(func(b *batch) error { return b.conn.deleteMulti(ctx, b.keys) })
+	revoke.run(func(b *batch) error { return b.conn.DeleteMulti(ctx, b.keys) })
 	for _, b := range revoke.list {
 		if b.err != nil {
 			c.loads.cacheErrors.Add(1)
@@ -260,13 +241,7 @@ func (c *Client) releaseLeases(ctx context.Context, st *state, keys []string, to
 	for i, k := range keys {
 		bs.addKey(st.placement.Locate(k), c.leaseKey(k), i)
 	}
-	bs.run(func(b *batch) error {
-		ln, ok := b.conn.(leaser)
-		if !ok {
-			return ErrUnknownNode
-		}
-		return ln.releaseLeases(ctx, b.keys, token)
-	})
+	bs.run(func(b *batch) error { return leaser(b.conn).ReleaseLeases(ctx, b.keys, token) })
 	for _, b := range bs.list {
 		if b.err != nil {
 			c.loads.cacheErrors.Add(1) // the leases expire after Options.Lease
@@ -277,7 +252,7 @@ func (c *Client) releaseLeases(ctx context.Context, st *state, keys []string, to
 // clearLease deletes key's lease, whoever holds it, for Delete: a load under
 // it will not store its value.
 func (c *Client) clearLease(ctx context.Context, r route, key string) error {
-	return fail("delete", r.New, key, r.st.conn(r.New).delete(ctx, c.leaseKey(key)))
+	return fail("delete", r.New, key, r.st.conn(r.New).Delete(ctx, c.leaseKey(key)))
 }
 
 // clearLeases is clearLease for DeleteMulti: one round trip per owner, in
@@ -291,7 +266,7 @@ func (c *Client) clearLeases(ctx context.Context, keys []string) error {
 	for i, k := range keys {
 		bs.addKey(st.placement.Locate(k), c.leaseKey(k), i)
 	}
-	bs.run(func(b *batch) error { return b.conn.deleteMulti(ctx, b.keys) })
+	bs.run(func(b *batch) error { return b.conn.DeleteMulti(ctx, b.keys) })
 	var errs []error
 	for _, b := range bs.list {
 		if b.err != nil {
@@ -299,126 +274,4 @@ func (c *Client) clearLeases(ctx context.Context, keys []string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// Redis: one script stores under leases, another releases them; each runs
-// atomically on the server, for all the keys of a node at once.
-var (
-	// KEYS: key 1, lease key 1, key 2, lease key 2, ... ARGV: the token,
-	// then value i and its TTL in milliseconds (0: no expiry) for each key.
-	// It returns 1 for each key stored, 0 for each whose lease was lost.
-	storeLeasedScript = redis.NewScript(`
-local stored = {}
-for i = 1, #KEYS / 2 do
-	local key, lease = KEYS[2*i-1], KEYS[2*i]
-	local value, ttl = ARGV[2*i], tonumber(ARGV[2*i+1])
-	if redis.call('GET', lease) == ARGV[1] then
-		redis.call('DEL', lease)
-		if ttl > 0 then
-			redis.call('SET', key, value, 'PX', ttl)
-		else
-			redis.call('SET', key, value)
-		end
-		stored[i] = 1
-	else
-		stored[i] = 0
-	end
-end
-return stored`)
-	// KEYS: the lease keys. ARGV: the token.
-	releaseLeasesScript = redis.NewScript(`
-for _, lease in ipairs(KEYS) do
-	if redis.call('GET', lease) == ARGV[1] then redis.call('DEL', lease) end
-end
-return 0`)
-)
-
-func (n redisNode) storeLeased(ctx context.Context, items []item, lkeys []string, token string) ([]bool, error) {
-	keys := make([]string, 0, 2*len(items))
-	args := make([]any, 0, 1+2*len(items))
-	args = append(args, token)
-	for i, it := range items {
-		keys = append(keys, it.key, lkeys[i])
-		args = append(args, it.value, redisTTL(it.ttl).Milliseconds())
-	}
-	res, err := storeLeasedScript.Run(ctx, n.rdb, keys, args...).Int64Slice()
-	if err != nil {
-		return nil, redisErr(ctx, err)
-	}
-	stored := make([]bool, len(items))
-	for i := range stored {
-		stored[i] = i < len(res) && res[i] == 1
-	}
-	return stored, nil
-}
-
-func (n redisNode) releaseLeases(ctx context.Context, lkeys []string, token string) error {
-	return redisErr(ctx, releaseLeasesScript.Run(ctx, n.rdb, lkeys, token).Err())
-}
-
-// storeLeased sets each value, then checks its lease, and deletes the value
-// again if the lease was lost: Memcached cannot make a set conditional on
-// another key.
-func (n mcNode) storeLeased(ctx context.Context, items []item, lkeys []string, token string) ([]bool, error) {
-	return call(ctx, n.h, opLease, func() ([]bool, error) {
-		stored := make([]bool, len(items))
-		for i, it := range items {
-			if err := n.mc.Set(&memcache.Item{Key: it.key, Value: it.value, Expiration: mcExpiration(it.ttl)}); err != nil {
-				return stored, err
-			}
-			l, err := n.mc.Get(lkeys[i])
-			if err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
-				return stored, err
-			}
-			if err != nil || string(l.Value) != token {
-				if err := n.mc.Delete(it.key); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
-					return stored, err
-				}
-				continue
-			}
-			stored[i] = true
-			if err := n.mc.Delete(lkeys[i]); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
-				return stored, err
-			}
-		}
-		return stored, nil
-	})
-}
-
-// releaseLeases reads each lease and deletes it if it holds token: the text
-// protocol has no compare-and-delete.
-func (n mcNode) releaseLeases(ctx context.Context, lkeys []string, token string) error {
-	return call0(ctx, n.h, opLease, func() error {
-		for _, lkey := range lkeys {
-			l, err := n.mc.Get(lkey)
-			if errors.Is(err, memcache.ErrCacheMiss) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if string(l.Value) != token {
-				continue
-			}
-			if err := n.mc.Delete(lkey); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// isLeaseScript reports whether cmd, an EVALSHA or EVAL, runs one of the
-// lease scripts: for Stats, which counts them as "lease" calls.
-func isLeaseScript(cmd redis.Cmder) bool {
-	args := cmd.Args()
-	if len(args) < 2 {
-		return false
-	}
-	s, _ := args[1].(string)
-	if cmd.Name() == "eval" { // the script itself, sent once a server lacks it
-		sum := sha1.Sum([]byte(s))
-		s = hex.EncodeToString(sum[:])
-	}
-	return s == storeLeasedScript.Hash() || s == releaseLeasesScript.Hash()
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/shardcache/shardcache/internal/node"
 )
 
 // Read-through loading. A miss is paid by the database behind the cache; when
@@ -166,7 +168,7 @@ func (c *Client) admit(ctx context.Context, st *state, key string) error {
 // cannot start within the caller's deadline returns ErrLoadThrottled. A
 // panic in load is returned as ErrLoadPanic to every waiter.
 func (c *Client) GetOrLoad(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
-	r, err := c.beginTTL(key, ttl)
+	r, err := c.beginTTL(ctx, key, ttl)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +236,7 @@ func cached(v []byte) ([]byte, error) {
 // loads and stores. A nil value is stored as an empty one, as Set does. ctx is the load's; admitCtx adds the first caller's
 // deadline, for the wait for a token.
 func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Duration, load func(context.Context) ([]byte, error)) (any, error) {
-	r, err := c.begin(key) // the route now: a migration may have ended meanwhile
+	r, err := c.begin(ctx, key) // the route now: a migration may have ended meanwhile
 	if err != nil {
 		return nil, err
 	}
@@ -302,10 +304,10 @@ func (c *Client) callLoad(ctx context.Context, key string, load func(context.Con
 // returned all the same.
 func (c *Client) store(ctx context.Context, r route, l *lease, key string, v []byte, ttl time.Duration) {
 	if l != nil {
-		c.storeUnderLease(ctx, r.st, r.now, []item{{key: key, value: v, ttl: ttl}}, l.token)
+		c.storeUnderLease(ctx, r.st, r.now, []item{{Key: key, Value: v, TTL: ttl}}, l.token)
 		return
 	}
-	err := c.write("set", r, key, func(n node) error { return n.set(ctx, key, v, ttl) })
+	err := c.write("set", r, key, func(n node.Node) error { return n.Set(ctx, key, v, ttl) })
 	if err != nil {
 		c.loads.cacheErrors.Add(1)
 	}
@@ -426,10 +428,10 @@ func (c *Client) loadBatch(ctx context.Context, st *state, now time.Time, hits m
 				v = []byte{}
 			}
 			hits[k] = v
-			items = append(items, item{key: k, value: v, ttl: ttl})
+			items = append(items, item{Key: k, Value: v, TTL: ttl})
 		case c.opts.NegativeTTL > 0:
 			c.loads.notFound.Add(1)
-			items = append(items, item{key: k, value: []byte(negative), ttl: c.opts.NegativeTTL})
+			items = append(items, item{Key: k, Value: []byte(negative), TTL: c.opts.NegativeTTL})
 		default:
 			c.loads.notFound.Add(1)
 			unstored = append(unstored, k)
@@ -443,10 +445,10 @@ func (c *Client) loadBatch(ctx context.Context, st *state, now time.Time, hits m
 	default:
 		keys := make([]string, len(items))
 		for i, it := range items {
-			keys[i] = it.key
+			keys[i] = it.Key
 		}
 		err := c.multiWrite(ctx, "set_multi", keys, func(i int) item { return items[i] },
-			func(b *batch) error { return b.conn.setMulti(ctx, b.items) })
+			func(b *batch) error { return b.conn.SetMulti(ctx, b.items) })
 		if err != nil {
 			c.loads.cacheErrors.Add(1)
 		}

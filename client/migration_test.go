@@ -350,7 +350,7 @@ func TestBackfillNeverOverwritesNewerValue(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := c.state.Load()
-		stored, _ := c.backfill(ctx, st, cl.nodes(1)[0], []item{{key: "k", value: []byte("old"), ttl: time.Hour}})
+		stored, _ := c.backfill(ctx, st, cl.nodes(1)[0], []item{{Key: "k", Value: []byte("old"), TTL: time.Hour}}, cl.nodes(0), false)
 		if stored[0] {
 			t.Fatal("backfill reported storing over a newer value")
 		}

@@ -6,48 +6,46 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/migration"
 	"github.com/shardcache/shardcache/ring"
 )
+
+// item is a key with its value and metadata, going to or coming from a
+// node.
+type item = node.Item
 
 // batch is the part of a multi-key operation that goes to one node: one
 // round trip, run in parallel with the other nodes' batches.
 type batch struct {
 	node  ring.Node
-	conn  node
+	conn  node.Node
 	keys  []string // the batch's keys, in order
 	items []item   // for writes: keys[i]'s item; reads have keys alone
+	old   []bool   // for writes during a migration: items[i] is a copy to an old owner
 	idx   []int    // idx[i] is the position of keys[i] in the caller's keys
 	err   error    // the round trip's
 
-	// A read round's answer (batches.gets): got, one item per key, ans,
-	// one answer per key from raw connections, or vals, a Redis MGET's
-	// answer as go-redis gives it; batch.answer reads any.
-	got    []item
-	ans    []answer
-	vals   []any
-	pend   mcGets      // raw connections: the multi-get sent, its answer not yet read
-	queued *queuedMget // Redis: the MGET queued on the auto-pipeliner
+	// A read round's answer (batches.gets): got, one item per key, or ans,
+	// one answer per key of a multi-get sent and received (pend);
+	// batch.answer reads either.
+	got  []item
+	ans  []node.Answer
+	pend node.Pending
 }
 
 // answer returns the read round's answer for b.keys[i]: b.got[i], or the
-// answer or MGET value made into scratch, which the next call reuses.
+// answer made into scratch, which the next call reuses.
 func (b *batch) answer(i int, scratch *item) *item {
-	switch {
-	case b.ans != nil:
-		*scratch = b.ans[i].item(b.keys[i])
-	case b.vals != nil:
-		*scratch = mgetItem(b.keys[i], b.vals[i])
-	default:
-		return &b.got[i]
+	if b.ans != nil {
+		*scratch = node.AnswerItem(b.keys[i], &b.ans[i])
+		return scratch
 	}
-	return scratch
+	return &b.got[i]
 }
 
 // answered is how many keys b's read round answered: all or none.
-func (b *batch) answered() int {
-	return max(len(b.got), len(b.ans), len(b.vals))
-}
+func (b *batch) answered() int { return max(len(b.got), len(b.ans)) }
 
 // batches groups items by node.
 type batches struct {
@@ -60,12 +58,19 @@ func newBatches(st *state) *batches {
 	return &batches{st: st}
 }
 
-// add puts a write of item it into the batch of node n.
-func (bs *batches) add(n ring.Node, it item, idx int) {
+// add puts a write of item it into the batch of node n; old marks a
+// migration's copy to an old owner.
+func (bs *batches) add(n ring.Node, it item, idx int, old bool) {
 	b := bs.get(n)
 	b.items = append(b.items, it)
-	b.keys = append(b.keys, it.key)
+	b.keys = append(b.keys, it.Key)
 	b.idx = append(b.idx, idx)
+	if old || b.old != nil {
+		if b.old == nil {
+			b.old = make([]bool, len(b.items)-1, cap(b.items))
+		}
+		b.old = append(b.old, old)
+	}
 }
 
 // addKey puts a read of key into the batch of node n.
@@ -138,122 +143,58 @@ func readBatches(st *state, keys []string, owner func(i int) ring.Node) *batches
 	return bs
 }
 
-// gets runs the multi-get of every batch (withTTL: with TTLs, as
-// node.getMulti) and stores its answer in the batch. Without TTLs, a node
-// that takes a request before its answer (raw connections: splitGetter) is
-// sent its request first, and the answers are read on this goroutine once
-// every request is out, one allocation for all the answers; a Redis node
-// with AutoPipeline and other calls under way gets its MGET queued on the
-// auto-pipeliner; the others are called in parallel meanwhile, as run does,
-// a Redis MGET keeping its answer as go-redis gives it.
+// gets runs the multi-get of every batch (withTTL: with TTLs and flags, as
+// node.GetMulti) and stores its answer in the batch. Without TTLs, every
+// node's request is sent before any answer is read, and the answers are
+// read on this goroutine, into one allocation for all of them: first on
+// the nodes that can send without dialing (node.IdleSender), then on the
+// others, whose dials run at once rather than one after another.
 func (bs *batches) gets(ctx context.Context, withTTL bool) {
 	if withTTL {
 		bs.run(func(b *batch) (err error) {
-			b.got, err = b.conn.getMulti(ctx, b.keys, true)
+			b.got, err = b.conn.GetMulti(ctx, b.keys, true)
 			return err
 		})
 		return
 	}
-	var sent, cold, rest []*batch
+	var cold []*batch
 	for _, b := range bs.list {
-		if nd, ok := b.conn.(redisNode); ok {
-			if b.queued = nd.mgetQueued(ctx, b.keys); b.queued != nil {
+		if s, ok := b.conn.(node.IdleSender); ok {
+			if b.pend, ok = s.SendIdle(ctx, b.keys); ok {
 				continue
 			}
 		}
-		if s, ok := b.conn.(splitGetter); ok && s.reserve() {
-			var idle bool
-			if b.pend, idle = s.sendIdle(ctx, b.keys); !idle {
-				cold = append(cold, b)
-			}
-			sent = append(sent, b)
-			continue
+		cold = append(cold, b)
+	}
+	if len(cold) == 1 {
+		cold[0].pend = cold[0].conn.Send(ctx, cold[0].keys)
+	} else if len(cold) > 1 {
+		var dials sync.WaitGroup
+		for _, b := range cold {
+			dials.Go(func() { b.pend = b.conn.Send(ctx, b.keys) })
 		}
-		rest = append(rest, b)
+		dials.Wait()
 	}
-	// Where a connection must be dialed (TLS, a login), the nodes' dials
-	// run at once, not one after another.
-	var dials sync.WaitGroup
-	for _, b := range cold {
-		dials.Go(func() { b.pend = b.conn.(splitGetter).getsSend(ctx, b.keys) })
-	}
-	var wg sync.WaitGroup
-	for i, b := range rest {
-		if i == len(rest)-1 && len(sent) == 0 { // the last one on this goroutine
-			b.fetch(ctx, nil)
-			break
-		}
-		wg.Add(1)
-		go b.fetch(ctx, &wg)
-	}
-	dials.Wait()
-	recvAll(sent)
-	for _, b := range sent {
-		b.conn.(splitGetter).received()
-	}
-	wg.Wait()
-	for _, b := range bs.list {
-		if b.queued != nil {
-			b.vals, b.err = b.queued.wait(ctx)
-		}
-	}
-}
-
-// recvAll reads the answers of the multi-gets sent on the batches of list
-// (batch.pend), in turn, into one allocation for all of them.
-func recvAll(list []*batch) {
 	n := 0
-	for _, b := range list {
+	for _, b := range bs.list {
 		n += len(b.keys)
 	}
-	all := make([]answer, n)
-	for _, b := range list {
+	all := make([]node.Answer, n)
+	for _, b := range bs.list {
 		b.ans, all = all[:len(b.keys):len(b.keys)], all[len(b.keys):]
-		if b.err = b.pend.recv(b.ans); b.err != nil {
+		if b.err = b.pend.Recv(b.ans); b.err != nil {
 			b.ans = nil
 		}
+		b.pend = nil
 	}
-}
-
-// fetch runs b's multi-get without TTLs and keeps the answer, then tells
-// wg, if any: a Redis node's MGET, its answer as go-redis gives it, or the
-// node's getMulti. A goroutine starts here rather than in a closure over
-// runEach's fn: go-redis's calls are deep, and each frame fewer between
-// the goroutine's start and them is stack it does not have to grow.
-func (b *batch) fetch(ctx context.Context, wg *sync.WaitGroup) {
-	if nd, ok := b.conn.(redisNode); ok {
-		b.vals, b.err = nd.mget(ctx, b.keys)
-	} else {
-		b.got, b.err = b.conn.getMulti(ctx, b.keys, false)
-	}
-	if wg != nil {
-		wg.Done()
-	}
-}
-
-// splitGetter is a node that sends a multi-get before it reads the answer,
-// on raw connections: Memcached's (mcgets.go), and Redis's when the client
-// made its go-redis client (redis_raw.go). reserve takes a place among the
-// calls under way on them, or says to call the node otherwise; in that
-// place, sendIdle sends on an idle connection, or says there is none, and
-// getsSend sends, dialing if need be; received is told once the answer is
-// read.
-type splitGetter interface {
-	reserve() bool
-	sendIdle(ctx context.Context, keys []string) (mcGets, bool)
-	getsSend(ctx context.Context, keys []string) mcGets
-	received()
 }
 
 // run calls fn on every batch, in parallel, and stores its error in the
 // batch.
-func (bs *batches) run(fn func(b *batch) error) { runEach(bs.list, fn) }
-
-// runEach is run on the batches of list.
-func runEach(list []*batch, fn func(b *batch) error) {
+func (bs *batches) run(fn func(b *batch) error) {
 	var wg sync.WaitGroup
-	for i, b := range list {
-		if i == len(list)-1 { // the last one on this goroutine
+	for i, b := range bs.list {
+		if i == len(bs.list)-1 { // the last one on this goroutine
 			b.err = fn(b)
 			break
 		}
@@ -267,22 +208,14 @@ func runEach(list []*batch, fn func(b *batch) error) {
 }
 
 // GetMulti returns the values of the keys that are present; a key missing
-// from the map is a miss. Keys are sent one round trip per node, all nodes in
-// parallel: a Memcached "gets" or a Redis MGET per node, over connections
-// of the client's own (the node's credentials, TLS and timeouts), all
-// written before any answer is read on the caller's goroutine. A Redis
-// node whose go-redis client a NewRedisClient hook made gets its MGET
-// through that client instead, from a goroutine per node, so that its hooks
-// see it. With AutoPipeline, an MGET joins the node's auto-pipeliner batch
-// while other calls to it are under way, and is sent at once as above
-// otherwise. Every answer is due one timeout after its request was sent,
-// however many nodes are slow; one read late because a slower node's was
-// read first has more time for as long as it brings bytes. The values of
-// one node's answer may share a buffer (up to 64 KiB): a value kept keeps
-// it alive, so copy the few kept for long. When a node fails, the hits of
-// the others are returned with an error that joins one *NodeError per
-// failed node. During a migration the new owners' misses are looked up on
-// their old owners in a second parallel round, and backfilled in a third.
+// from the map is a miss. Keys are sent one round trip per node, every
+// node's request written before any answer is read (see the package doc on
+// multi-gets). When a node fails, the hits of the others are returned with
+// an error that joins one *NodeError per failed node. During a migration
+// the new owners' misses are looked up on their old owners in a second
+// round, and backfilled in a third. The values of one node's answer may
+// share a buffer: a value kept keeps it alive, so copy the few kept for
+// long.
 func (c *Client) GetMulti(ctx context.Context, keys []string) (map[string][]byte, error) {
 	hits, err := c.getMulti(ctx, keys)
 	for k, v := range hits {
@@ -295,16 +228,20 @@ func (c *Client) GetMulti(ctx context.Context, keys []string) (map[string][]byte
 
 // getMulti is GetMulti with negative entries among the hits.
 func (c *Client) getMulti(ctx context.Context, keys []string) (map[string][]byte, error) {
-	st, now, err := c.beginMulti(keys)
+	st, now, err := c.beginMulti(ctx, keys)
 	if err != nil {
 		return nil, err
 	}
 	hits := make(map[string][]byte, len(keys))
-	return hits, c.collect(ctx, st, now, keys, func(it *item) { hits[it.key] = it.value })
+	return hits, c.collect(ctx, st, now, keys, func(it *item, _ bool) { hits[it.Key] = it.Value })
 }
 
-// beginMulti validates keys and loads the state to route them with.
-func (c *Client) beginMulti(keys []string) (*state, time.Time, error) {
+// beginMulti validates ctx and keys and loads the state to route them
+// with.
+func (c *Client) beginMulti(ctx context.Context, keys []string) (*state, time.Time, error) {
+	if err := checkCtx(ctx); err != nil {
+		return nil, time.Time{}, err
+	}
 	for _, k := range keys {
 		if err := c.checkKey(k); err != nil {
 			return nil, time.Time{}, err
@@ -318,8 +255,9 @@ func (c *Client) beginMulti(keys []string) (*state, time.Time, error) {
 }
 
 // collect is GetMulti's mechanism: it calls hit for every key found, on
-// this goroutine; a key may be reported twice, the later report current.
-func (c *Client) collect(ctx context.Context, st *state, now time.Time, keys []string, hit func(*item)) error {
+// this goroutine, with copied set for a value found on an old owner; a key
+// may be reported twice, the later report current.
+func (c *Client) collect(ctx context.Context, st *state, now time.Time, keys []string, hit func(it *item, copied bool)) error {
 	if len(keys) == 0 {
 		return nil
 	}
@@ -337,7 +275,7 @@ func (c *Client) collect(ctx context.Context, st *state, now time.Time, keys []s
 	first.gets(ctx, false)
 	var errs []error
 	var scratch item
-	fallback := newBatches(st)
+	var missed []int // keys to look up on their old owners
 	for _, b := range first.list {
 		if b.err != nil {
 			if !c.openBatch(st, b, len(b.keys), true) {
@@ -347,79 +285,34 @@ func (c *Client) collect(ctx context.Context, st *state, now time.Time, keys []s
 		}
 		for i := range b.answered() {
 			switch it, k := b.answer(i, &scratch), b.idx[i]; {
-			case it.found:
-				hit(it)
+			case it.Found:
+				hit(it, false)
 				if routes != nil {
 					st.mig.Counters.NewHits.Add(1)
 				}
 			case routes != nil && routes[k].Dual:
-				fallback.addKey(routes[k].Old, it.key, k)
+				missed = append(missed, k)
 			}
 		}
 	}
-	if len(fallback.list) > 0 {
-		c.fallbackMulti(ctx, st, now, routes, fallback, hit)
+	if len(missed) > 0 {
+		ks := make([]string, len(missed))
+		rs := make([]migration.Route, len(missed))
+		for i, k := range missed {
+			ks[i], rs[i] = keys[k], routes[k]
+		}
+		c.fromOld(ctx, st, now, ks, rs, copyRead, func(it *item) { hit(it, true) })
 	}
 	return errors.Join(errs...)
 }
 
-// fallbackMulti reads the new owners' misses from their old owners, reports
-// the hits to hit and backfills them.
-func (c *Client) fallbackMulti(ctx context.Context, st *state, now time.Time, routes []migration.Route, fallback *batches, hit func(*item)) {
-	cs := st.mig.Counters
-	fallback.gets(ctx, true)
-	copies := newBatches(st)
-	for _, b := range fallback.list {
-		if b.err != nil {
-			cs.FallbackErrors.Add(int64(len(b.keys)))
-			continue
-		}
-		for i, it := range b.got {
-			if !it.found {
-				cs.FallbackMisses.Add(1)
-				continue
-			}
-			cs.FallbackHits.Add(1)
-			it.src = b.node
-			hit(&it)
-			var ok bool
-			if it.ttl, ok = st.mig.BackfillTTL(it.key, now, it.ttl, it.ttlKnown); ok {
-				copies.add(routes[b.idx[i]].New, it, b.idx[i])
-			}
-		}
-	}
-	if c.queue != nil {
-		for _, b := range copies.list {
-			c.enqueue(st, b.node, b.items)
-		}
-		return
-	}
-	// Where a newer value beat the copy to the new owner, return that one.
-	newer := newBatches(st)
-	for _, b := range copies.list {
-		stored, _ := c.backfill(ctx, st, b.node, b.items) // a failure is counted, and the values read are returned
-		for i, stored := range stored {
-			if !stored {
-				newer.addKey(b.node, b.items[i].key, b.idx[i])
-			}
-		}
-	}
-	newer.gets(ctx, false)
-	var scratch item
-	for _, b := range newer.list {
-		for i := range b.answered() {
-			if it := b.answer(i, &scratch); it.found {
-				hit(it)
-			}
-		}
-	}
-}
-
-// SetMulti stores every item with the same TTL, one round trip per node
-// (Redis pipeline; Memcached sends its sets in turn), all nodes in parallel.
-// When a node fails, the others' items are stored and the error joins one
-// *NodeError per failed node, naming its keys.
+// SetMulti stores every item with the same TTL, one round trip per node,
+// all nodes in parallel. When a node fails, the others' items are stored
+// and the error joins one *NodeError per failed node, naming its keys.
 func (c *Client) SetMulti(ctx context.Context, items map[string][]byte, ttl time.Duration) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	if err := checkTTL(ttl); err != nil {
 		return err
 	}
@@ -434,14 +327,17 @@ func (c *Client) SetMulti(ctx context.Context, items map[string][]byte, ttl time
 		keys = append(keys, k)
 	}
 	return c.multiWrite(ctx, "set_multi", keys, func(i int) item {
-		return item{key: keys[i], value: items[keys[i]], ttl: ttl}
-	}, func(b *batch) error { return b.conn.setMulti(ctx, b.items) })
+		return item{Key: keys[i], Value: items[keys[i]], TTL: ttl}
+	}, func(b *batch) error { return b.conn.SetMulti(ctx, b.items) })
 }
 
 // DeleteMulti deletes the keys, one round trip per node, all nodes in
 // parallel. During a migration it deletes from old owners too, and a failure
 // there is an error like any other.
 func (c *Client) DeleteMulti(ctx context.Context, keys []string) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	for _, k := range keys {
 		if err := c.checkKey(k); err != nil {
 			return err
@@ -453,8 +349,8 @@ func (c *Client) DeleteMulti(ctx context.Context, keys []string) error {
 		}
 	}
 	return c.multiWrite(ctx, "delete_multi", keys, func(i int) item {
-		return item{key: keys[i]}
-	}, func(b *batch) error { return b.conn.deleteMulti(ctx, b.keys) })
+		return item{Key: keys[i]}
+	}, func(b *batch) error { return b.conn.DeleteMulti(ctx, b.keys) })
 }
 
 // multiWrite sends item(i) for every key to its owner and, during a
@@ -474,16 +370,14 @@ func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk fu
 	copies := 0
 	for i, k := range keys {
 		if st.mig == nil {
-			bs.add(st.placement.Locate(k), mk(i), i)
+			bs.add(st.placement.Locate(k), mk(i), i, false)
 			continue
 		}
 		r := st.mig.Route(k, now)
-		bs.add(r.New, mk(i), i)
+		bs.add(r.New, mk(i), i, false)
 		if r.Dual {
 			copies++
-			it := mk(i)
-			it.oldCopy = true
-			olds.add(r.Old, it, i)
+			olds.add(r.Old, mk(i), i, !del)
 		}
 	}
 	if copies > 0 {
@@ -494,7 +388,7 @@ func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk fu
 		}
 	}
 	if olds != bs {
-		olds.run(send) // deletes: old owners first, then new ones (see backfill.go)
+		olds.run(send) // deletes: old owners first, then new ones (see copy.go)
 	}
 	bs.run(send)
 	var errs []error
@@ -507,12 +401,12 @@ func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk fu
 			continue
 		}
 		var failed []string
-		for _, it := range b.items {
-			if it.oldCopy && !del {
+		for i, it := range b.items {
+			if b.old != nil && b.old[i] {
 				st.mig.Counters.DualWriteErrors.Add(1)
 				continue
 			}
-			failed = append(failed, it.key)
+			failed = append(failed, it.Key)
 		}
 		if len(failed) > 0 && (del || !c.openBatch(st, b, len(failed), false)) {
 			errs = append(errs, nodeErr(op, b.node, failed, b.err))

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/migration"
 	"github.com/shardcache/shardcache/ring"
 )
@@ -17,8 +18,11 @@ type route struct {
 	now time.Time
 }
 
-// begin validates key and routes it.
-func (c *Client) begin(key string) (route, error) {
+// begin validates ctx and key and routes the key.
+func (c *Client) begin(ctx context.Context, key string) (route, error) {
+	if ctx == nil {
+		return route{}, ErrNilContext
+	}
 	if err := c.checkKey(key); err != nil {
 		return route{}, err
 	}
@@ -33,11 +37,11 @@ func (c *Client) begin(key string) (route, error) {
 }
 
 // beginTTL is begin for writes that take a TTL, which must not be negative.
-func (c *Client) beginTTL(key string, ttl time.Duration) (route, error) {
+func (c *Client) beginTTL(ctx context.Context, key string, ttl time.Duration) (route, error) {
 	if err := checkTTL(ttl); err != nil {
 		return route{}, err
 	}
-	return c.begin(key)
+	return c.begin(ctx, key)
 }
 
 // counters returns the running migration's counters, nil when none runs.
@@ -52,7 +56,7 @@ func (r *route) counters() *migration.Counters {
 // on the new owner falls back to the old owner; a value found there is
 // returned and copied to the new owner.
 func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
-	r, err := c.begin(key)
+	r, err := c.begin(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -64,13 +68,14 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 }
 
 func (c *Client) get(ctx context.Context, r route, key string) ([]byte, error) {
-	v, err := r.st.conn(r.New).get(ctx, key)
+	v, err := r.st.conn(r.New).Get(ctx, key)
 	if cs := r.counters(); cs != nil {
 		switch {
 		case err == nil:
 			cs.NewHits.Add(1)
 		case err == ErrCacheMiss && r.Dual:
-			return c.fallback(ctx, r, key)
+			it, err := c.fallback(ctx, r, key)
+			return it.Value, err
 		}
 	}
 	if err != nil {
@@ -80,82 +85,27 @@ func (c *Client) get(ctx context.Context, r route, key string) ([]byte, error) {
 }
 
 // fallback reads key from its old owner after a miss on the new one, and
-// backfills the new owner with what it finds. A failure of the old owner is
-// counted and reads as a miss: the value is out of reach either way.
-func (c *Client) fallback(ctx context.Context, r route, key string) ([]byte, error) {
-	it, err := c.fallbackItem(ctx, r, key)
-	return it.value, err
-}
-
-// fallbackItem is fallback returning the whole item, flags included.
-func (c *Client) fallbackItem(ctx context.Context, r route, key string) (it item, err error) {
-	cs := r.counters()
-	items, err := r.st.conn(r.Old).getMulti(ctx, []string{key}, true)
-	if err != nil {
-		cs.FallbackErrors.Add(1)
+// backfills the new owner with what it finds (copy.go): the item, flags
+// included, or ErrCacheMiss. A failure of the old owner is counted and
+// reads as a miss: the value is out of reach either way.
+func (c *Client) fallback(ctx context.Context, r route, key string) (it item, err error) {
+	found := false
+	c.fromOld(ctx, r.st, r.now, []string{key}, []migration.Route{r.Route}, copyRead, func(got *item) {
+		it, found = *got, true
+	})
+	if !found {
 		return item{}, ErrCacheMiss
-	}
-	if !items[0].found {
-		cs.FallbackMisses.Add(1)
-		return item{}, ErrCacheMiss
-	}
-	cs.FallbackHits.Add(1)
-	it = items[0]
-	it.src = r.Old
-	var ok bool
-	if it.ttl, ok = r.st.mig.BackfillTTL(key, r.now, it.ttl, it.ttlKnown); !ok {
-		return it, nil
-	}
-	if c.queue != nil {
-		c.enqueue(r.st, r.New, []item{it})
-		return it, nil
-	}
-	if stored, _ := c.backfill(ctx, r.st, r.New, []item{it}); stored[0] {
-		return it, nil
-	}
-	// The new owner got a newer value since the miss: that one is current.
-	if got, err := r.st.conn(r.New).getMulti(ctx, []string{key}, false); err == nil && got[0].found {
-		return got[0], nil
 	}
 	return it, nil
 }
 
 // bringOver copies key from its old owner to its new one, if only the old
-// owner has it, before an operation that depends on the value (Incr, Touch).
-// The copy is synchronous whatever Options.AsyncBackfill says, keeps the
-// remaining TTL where the server tells it (none stays none), and a failure
-// to read the old owner or to write the copy is returned: the operation
-// would otherwise start from nothing.
+// owner has it, before an operation that depends on the value (Incr,
+// Touch): synchronously whatever Options.AsyncBackfill says, and a failure
+// to read the old owner or to write the copy is returned, since the
+// operation would otherwise start from nothing.
 func (c *Client) bringOver(ctx context.Context, r route, key string) error {
-	found, err := holds(ctx, r.st.conn(r.New), []string{key})
-	if err != nil {
-		return nodeErr("get", r.New, []string{key}, err)
-	}
-	cs := r.counters()
-	if found[0] {
-		cs.NewHits.Add(1)
-		return nil
-	}
-	items, err := r.st.conn(r.Old).getMulti(ctx, []string{key}, true)
-	if err != nil {
-		cs.FallbackErrors.Add(1)
-		return nodeErr("get", r.Old, []string{key}, err)
-	}
-	if !items[0].found {
-		cs.FallbackMisses.Add(1)
-		return nil
-	}
-	cs.FallbackHits.Add(1)
-	it := items[0]
-	it.src = r.Old
-	var ok bool
-	if it.ttl, ok = r.st.mig.BackfillTTL(key, r.now, it.ttl, it.ttlKnown); !ok {
-		return nil // expiring: as good as gone
-	}
-	if _, err := c.backfill(ctx, r.st, r.New, []item{it}); err != nil {
-		return nodeErr("backfill", r.New, []string{key}, err)
-	}
-	return nil // stored, or the new owner got a newer value meanwhile
+	return c.fromOld(ctx, r.st, r.now, []string{key}, []migration.Route{r.Route}, copyStrict, nil)
 }
 
 // fail wraps err from a single-key operation on node n; it allocates only
@@ -169,7 +119,7 @@ func fail(op string, n ring.Node, key string, err error) error {
 
 // both runs op on the new owner and, when the route is dual, on the old owner
 // at the same time. It returns the two errors.
-func both(r route, op func(node) error) (newErr, oldErr error) {
+func both(r route, op func(node.Node) error) (newErr, oldErr error) {
 	var wg sync.WaitGroup
 	if r.Dual {
 		wg.Add(1)
@@ -187,7 +137,7 @@ func both(r route, op func(node) error) (newErr, oldErr error) {
 // a migration. The caller gets the new owner's result; a failed copy is
 // counted in DualWriteErrors, since the old owner only serves processes that
 // still run the old configuration.
-func (c *Client) write(opName string, r route, key string, op func(node) error) error {
+func (c *Client) write(opName string, r route, key string, op func(node.Node) error) error {
 	newErr, oldErr := both(r, op)
 	if r.Dual {
 		countCopy(r, oldErr)
@@ -196,7 +146,7 @@ func (c *Client) write(opName string, r route, key string, op func(node) error) 
 }
 
 // copyToOld runs op on the old owner alone, counted as a dual write.
-func (c *Client) copyToOld(r route, op func(node) error) {
+func (c *Client) copyToOld(r route, op func(node.Node) error) {
 	countCopy(r, op(r.st.conn(r.Old)))
 }
 
@@ -215,14 +165,14 @@ func (c *Client) Set(ctx context.Context, key string, value []byte, ttl time.Dur
 	if err := c.checkValue(key, value); err != nil {
 		return err
 	}
-	r, err := c.beginTTL(key, ttl)
+	r, err := c.beginTTL(ctx, key, ttl)
 	if err != nil {
 		return err
 	}
 	if !r.Dual { // no closure, no goroutine: the common case costs nothing extra
-		return c.open(r.st, fail("set", r.New, key, r.st.conn(r.New).set(ctx, key, value, ttl)), false)
+		return c.open(r.st, fail("set", r.New, key, r.st.conn(r.New).Set(ctx, key, value, ttl)), false)
 	}
-	return c.open(r.st, c.write("set", r, key, func(n node) error { return n.set(ctx, key, value, ttl) }), false)
+	return c.open(r.st, c.write("set", r, key, func(n node.Node) error { return n.Set(ctx, key, value, ttl) }), false)
 }
 
 // Add stores value under key only if the key is absent; otherwise it returns
@@ -232,7 +182,7 @@ func (c *Client) Add(ctx context.Context, key string, value []byte, ttl time.Dur
 	if err := c.checkValue(key, value); err != nil {
 		return err
 	}
-	r, err := c.beginTTL(key, ttl)
+	r, err := c.beginTTL(ctx, key, ttl)
 	if err != nil {
 		return err
 	}
@@ -241,7 +191,7 @@ func (c *Client) Add(ctx context.Context, key string, value []byte, ttl time.Dur
 
 func (c *Client) add(ctx context.Context, r route, key string, value []byte, ttl time.Duration) error {
 	if !r.Dual {
-		return fail("add", r.New, key, r.st.conn(r.New).add(ctx, key, value, ttl))
+		return fail("add", r.New, key, r.st.conn(r.New).Add(ctx, key, value, ttl))
 	}
 	if _, err := c.get(ctx, r, key); err != ErrCacheMiss {
 		if err == nil {
@@ -249,11 +199,11 @@ func (c *Client) add(ctx context.Context, r route, key string, value []byte, ttl
 		}
 		return err
 	}
-	if err := r.st.conn(r.New).add(ctx, key, value, ttl); err != nil {
+	if err := r.st.conn(r.New).Add(ctx, key, value, ttl); err != nil {
 		return fail("add", r.New, key, err)
 	}
 	// Stored: copy to the old owner, for processes still reading there.
-	c.copyToOld(r, func(n node) error { return n.set(ctx, key, value, ttl) })
+	c.copyToOld(r, func(n node.Node) error { return n.Set(ctx, key, value, ttl) })
 	return nil
 }
 
@@ -278,7 +228,7 @@ func (c *Client) Delete(ctx context.Context, key string) error {
 // read, or the copy not written, Incr returns that error and increments
 // nothing: it would otherwise restart the counter from delta.
 func (c *Client) Incr(ctx context.Context, key string, delta int64) (int64, error) {
-	r, err := c.begin(key)
+	r, err := c.begin(ctx, key)
 	if err != nil {
 		return 0, err
 	}
@@ -287,12 +237,12 @@ func (c *Client) Incr(ctx context.Context, key string, delta int64) (int64, erro
 			return 0, err
 		}
 	}
-	v, err := r.st.conn(r.New).incr(ctx, key, delta)
+	v, err := r.st.conn(r.New).Incr(ctx, key, delta)
 	if err != nil {
 		return 0, fail("incr", r.New, key, err)
 	}
 	if r.Dual {
-		c.copyToOld(r, func(n node) error { return n.delete(ctx, key) })
+		c.copyToOld(r, func(n node.Node) error { return n.Delete(ctx, key) })
 	}
 	return v, nil
 }
@@ -301,7 +251,7 @@ func (c *Client) Incr(ctx context.Context, key string, delta int64) (int64, erro
 // During a migration a key only the old owner has is first brought to the
 // new owner, as for Incr, then touched on both.
 func (c *Client) Touch(ctx context.Context, key string, ttl time.Duration) error {
-	r, err := c.beginTTL(key, ttl)
+	r, err := c.beginTTL(ctx, key, ttl)
 	if err != nil {
 		return err
 	}
@@ -310,5 +260,5 @@ func (c *Client) Touch(ctx context.Context, key string, ttl time.Duration) error
 			return err
 		}
 	}
-	return c.open(r.st, c.write("touch", r, key, func(n node) error { return n.touch(ctx, key, ttl) }), true)
+	return c.open(r.st, c.write("touch", r, key, func(n node.Node) error { return n.Touch(ctx, key, ttl) }), true)
 }

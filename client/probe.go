@@ -9,18 +9,18 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/ring"
 )
 
-// Node health, the mechanism: each node's client carries a *nodeHealth. Every
-// call's outcome reaches it from one place per backend, whatever method made
-// the call: a go-redis hook on the node's client for Redis, and call (or the
-// fast paths beside it) in memcached.go for Memcached. The same observe feeds
-// the breaker and the node's statistics (stats.go). state.conn hands out a
-// downNode instead of the client while the node is down, so no call site
-// checks anything; and one probe goroutine per down node marks it up again.
+// Node health, the mechanism: each node's client carries a *nodeHealth, the
+// node.Observer the node tells the outcome of every call, whatever method
+// made it (each node package reports from one place: redisnode from its
+// go-redis hook, mcnode from the end of each call on the wire). The same
+// Done feeds the breaker and the node's statistics (stats.go). state.conn
+// hands out the node's failing stand-in (nodes.go) while the node is down,
+// so no call site checks anything; and one probe goroutine per down node
+// marks it up again.
 
 // nodeHealth is the health of one node: its breaker, the counters Health
 // reports, and the probe that runs while it is down. It is made with the
@@ -33,7 +33,7 @@ type nodeHealth struct {
 	ping    func(ctx context.Context) error // the backend's cheapest command
 	// flush drops the node's idle connections when it goes down: after a
 	// restart they are all dead, and each would fail one call. nil when the
-	// client checks them itself (go-redis does, on taking one from its pool).
+	// node checks them itself (node.IdleCloser).
 	flush   func()
 	timeout time.Duration // bounds one probe
 
@@ -66,22 +66,19 @@ func newNodeHealth(n ring.Node, o *Options) *nodeHealth {
 	return h
 }
 
-// begin returns the start of a call, to give observe; zero when its time is
-// not counted.
-func (h *nodeHealth) begin() time.Time {
-	if h == nil {
-		return time.Time{}
-	}
-	return h.stats.begin()
-}
+var _ node.Observer = (*nodeHealth)(nil)
 
-// observe records the outcome of one call of kind o made under ctx (nil: no
+// Begin returns the start of a call, to give Done; zero when its time is
+// not counted.
+func (h *nodeHealth) Begin() time.Time { return h.stats.begin() }
+
+// Keys counts the keys a multi-key read found and missed.
+func (h *nodeHealth) Keys(o node.Op, hits, misses int) { h.stats.keys(o, hits, misses) }
+
+// Done records the outcome of one call of kind o made under ctx (nil: no
 // context), which began at start: in the node's statistics, and in its
-// breaker. A nil h, a node client made outside dial, records nothing.
-func (h *nodeHealth) observe(ctx context.Context, o op, start time.Time, err error) {
-	if h == nil {
-		return
-	}
+// breaker.
+func (h *nodeHealth) Done(ctx context.Context, o node.Op, start time.Time, err error) {
 	h.stats.record(o, start, err)
 	if !h.enabled {
 		return
@@ -179,137 +176,6 @@ func (h *nodeHealth) close() {
 	h.wg.Wait()
 }
 
-// healthHook reports the outcome of every command of a go-redis client to
-// the node's health, including those made through Client.Redis.
-type healthHook struct{ h *nodeHealth }
-
-func (healthHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (k healthHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		start := k.h.begin()
-		err := next(ctx, cmd)
-		k.report(ctx, cmd, start, err)
-		return err
-	}
-}
-
-// report records the outcome of cmd, which began at start.
-func (k healthHook) report(ctx context.Context, cmd redis.Cmder, start time.Time, err error) {
-	o := redisOp(cmd)
-	k.h.observe(ctx, o, start, err)
-	if err == nil {
-		redisKeys(k.h.stats, o, cmd)
-	}
-}
-
-func (k healthHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		start := k.h.begin()
-		err := next(ctx, cmds)
-		o := redisPipelineOp(cmds)
-		k.h.observe(ctx, o, start, err)
-		if err == nil || err == redis.Nil {
-			redisKeys(k.h.stats, o, cmds...)
-		}
-		return err
-	}
-}
-
-// withHealth gives the client of node n, fresh from dial, its health.
-func withHealth(n ring.Node, nd node, o *Options) node {
-	h := newNodeHealth(n, o)
-	switch nd := nd.(type) {
-	case redisNode:
-		nd.h = h
-		nd.rdb.AddHook(redisHook(h, nd.near))
-		h.ping = func(ctx context.Context) error { return nd.rdb.Ping(ctx).Err() }
-		if nd.raw != nil {
-			nd.raw.h = h
-			h.flush = nd.raw.closeIdle // go-redis's pool drops its broken connections itself
-		}
-		return nd
-	case mcNode:
-		nd.h = h
-		nd.raw.h = h
-		h.ping = nd.ping
-		h.flush = func() { // both pools stay usable
-			nd.mc.Close()
-			nd.raw.closeIdle()
-		}
-		return nd
-	}
-	return nd
-}
-
-// healthOf returns the health of a node's client, nil for a stand-in.
-func healthOf(nd node) *nodeHealth {
-	switch nd := nd.(type) {
-	case redisNode:
-		return nd.h
-	case mcNode:
-		return nd.h
-	}
-	return nil
-}
-
-// downNode stands for a node held down: every call fails at once with
-// ErrNodeDown, which callers wrap in a *NodeError as any node failure, and
-// is counted in the node's statistics (without a latency: it never reached
-// the network).
-type downNode struct{ h *nodeHealth }
-
-// fail counts a call of kind o and returns ErrNodeDown.
-func (d downNode) fail(o op) error {
-	d.h.stats.record(o, time.Time{}, ErrNodeDown)
-	return ErrNodeDown
-}
-
-func (d downNode) get(context.Context, string) ([]byte, error) { return nil, d.fail(opGet) }
-func (d downNode) getMulti(context.Context, []string, bool) ([]item, error) {
-	return nil, d.fail(opGetMulti)
-}
-func (d downNode) set(context.Context, string, []byte, time.Duration) error { return d.fail(opSet) }
-func (d downNode) setMulti(context.Context, []item) error                   { return d.fail(opSetMulti) }
-func (d downNode) add(context.Context, string, []byte, time.Duration) error { return d.fail(opAdd) }
-func (d downNode) addMulti(context.Context, []item) ([]bool, error)         { return nil, d.fail(opAddMulti) }
-func (d downNode) delete(context.Context, string) error                     { return d.fail(opDelete) }
-func (d downNode) deleteMulti(context.Context, []string) error              { return d.fail(opDeleteMulti) }
-func (d downNode) incr(context.Context, string, int64) (int64, error)       { return 0, d.fail(opIncr) }
-func (d downNode) touch(context.Context, string, time.Duration) error       { return d.fail(opTouch) }
-func (downNode) Close() error                                               { return nil }
-
-// downNode has each capability a node client has beyond node, failing at
-// once too, so that code asserting one sees a node down rather than none.
-var (
-	_ leaser    = downNode{}
-	_ sweepNode = downNode{}
-	_ itemNode  = downNode{}
-)
-
-func (downNode) getItem(context.Context, string) (item, error)     { return item{}, ErrNodeDown }
-func (downNode) store(context.Context, StoreOp, item) error        { return ErrNodeDown }
-func (downNode) deleteFound(context.Context, string) (bool, error) { return false, ErrNodeDown }
-func (downNode) flush(context.Context) error                       { return ErrNodeDown }
-func (downNode) ping(context.Context) error                        { return ErrNodeDown }
-func (downNode) getAndTouch(context.Context, string, time.Duration) (item, error) {
-	return item{}, ErrNodeDown
-}
-func (downNode) incrDecr(context.Context, string, uint64, bool) (uint64, error) {
-	return 0, ErrNodeDown
-}
-
-func (downNode) scan(context.Context, string, int, func([]item) error) error { return ErrNodeDown }
-func (downNode) dump(context.Context, []item) ([]item, error)                { return nil, ErrNodeDown }
-func (downNode) restore(context.Context, []item) ([]bool, error)             { return nil, ErrNodeDown }
-func (downNode) exists(context.Context, []string) ([]bool, error)            { return nil, ErrNodeDown }
-func (downNode) size(context.Context) (int64, error)                         { return 0, ErrNodeDown }
-
-func (d downNode) storeLeased(context.Context, []item, []string, string) ([]bool, error) {
-	return nil, d.fail(opLease)
-}
-func (d downNode) releaseLeases(context.Context, []string, string) error { return d.fail(opLease) }
-
 // NodeHealth is one node's health as the client sees it.
 type NodeHealth struct {
 	Node ring.Node
@@ -335,11 +201,8 @@ func (c *Client) Health() []NodeHealth {
 		return nil
 	}
 	var out []NodeHealth
-	for _, nd := range st.conns {
-		h := healthOf(nd)
-		if h == nil {
-			continue
-		}
+	for _, m := range st.conns {
+		h := m.h
 		nh := NodeHealth{Node: h.node, Down: h.isDown(), Failures: h.failures.Load(), Downs: h.downs.Load(),
 			Dropped: h.dropped.Load(), Missed: h.missed.Load()}
 		if ns := h.since.Load(); ns != 0 && nh.Down {

@@ -4,6 +4,9 @@ import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/migration"
 )
 
 // Any go-redis command on one key, applied with the migration: the building
@@ -47,7 +50,7 @@ func (c *Client) Migrating() bool {
 // always). Copies to an old owner are new commands with cmd's arguments.
 // On Memcached nodes it fails with ErrUnsupported.
 func (c *Client) RedisDo(ctx context.Context, key string, op RedisOp, cmd redis.Cmder) error {
-	r, err := c.begin(key)
+	r, err := c.begin(ctx, key)
 	if err != nil {
 		cmd.SetErr(err)
 		return err
@@ -86,12 +89,12 @@ func (c *Client) RedisDo(ctx context.Context, key string, op RedisOp, cmd redis.
 	if op == RedisCounter {
 		err := rdb.Process(ctx, cmd)
 		if err == nil {
-			c.copyToOld(r, func(n node) error { return n.delete(ctx, key) })
+			c.copyToOld(r, func(n node.Node) error { return n.Delete(ctx, key) })
 		}
 		return err
 	}
 	newConn := r.st.conn(r.New)
-	both(r, func(n node) error {
+	both(r, func(n node.Node) error {
 		if n == newConn {
 			return rdb.Process(ctx, cmd)
 		}
@@ -99,60 +102,23 @@ func (c *Client) RedisDo(ctx context.Context, key string, op RedisOp, cmd redis.
 		if err == nil {
 			err = old.Process(ctx, redis.NewCmd(ctx, cmd.Args()...))
 		}
-		countCopy(r, redisErr(ctx, err))
+		if err == redis.Nil {
+			err = nil // an answer
+		}
+		countCopy(r, err)
 		return nil
 	})
 	return cmd.Err()
 }
 
-// redisOf returns the go-redis client of a Redis node.
-func redisOf(n node) (*redis.Client, error) {
-	switch n := n.(type) {
-	case redisNode:
-		return n.rdb, nil
-	case unknownNode:
-		return nil, ErrUnknownNode
-	}
-	return nil, unsupported("a Redis command on Memcached")
-}
-
 // bringOverWhole copies key from its old owner to its new one with the
 // sweep's dump and restore (Redis DUMP, PTTL, RESTORE without REPLACE): any
 // type, with its remaining TTL, never over a value the new owner got
-// meanwhile; a stored copy is confirmed. It reports whether the new owner
-// now holds the key.
+// meanwhile; a stored copy is confirmed (copy.go). It reports whether the
+// old owner had the key, and so whether the command is worth running
+// again.
 func (c *Client) bringOverWhole(ctx context.Context, r route, key string) bool {
-	cs := r.counters()
-	src, ok := r.st.conn(r.Old).(sweepNode)
-	dst, ok2 := r.st.conn(r.New).(sweepNode)
-	if !ok || !ok2 {
-		cs.FallbackErrors.Add(1)
-		return false
-	}
-	got, err := src.dump(ctx, []item{{key: key}})
-	if err != nil {
-		cs.FallbackErrors.Add(1)
-		return false
-	}
-	if !got[0].found {
-		cs.FallbackMisses.Add(1)
-		return false
-	}
-	cs.FallbackHits.Add(1)
-	it := got[0]
-	it.src = r.Old
-	if it.ttl, ok = r.st.mig.BackfillTTL(key, r.now, it.ttl, it.ttlKnown); !ok {
-		return false
-	}
-	stored, err := dst.restore(ctx, []item{it})
-	switch {
-	case err != nil || stored == nil:
-		cs.BackfillsDropped.Add(1)
-		return false
-	case stored[0]:
-		cs.Backfills.Add(1)
-		return c.confirm(ctx, r.st, r.New, []item{it}) == 0
-	}
-	cs.BackfillsSkipped.Add(1) // the new owner got a newer value: it is current
-	return true
+	found := false
+	c.fromOld(ctx, r.st, r.now, []string{key}, []migration.Route{r.Route}, copyWhole, func(*item) { found = true })
+	return found
 }

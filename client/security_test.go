@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shardcache/shardcache/internal/testserver"
@@ -218,7 +217,7 @@ func TestSecureNodeCredentials(t *testing.T) {
 }
 
 // TestSecureMemcachedAuth checks Memcached's ASCII authentication, over
-// TLS, through the pools and through a raw connection.
+// TLS, on every connection of the node's pool.
 func TestSecureMemcachedAuth(t *testing.T) {
 	ca := testserver.NewCA(t, "mcauth")
 	servers := testserver.SecureMemcached(t, 2, testserver.Security{
@@ -230,37 +229,10 @@ func TestSecureMemcachedAuth(t *testing.T) {
 	c := secureClient(t, opts)
 	roundTrip(t, c, "mcauth")
 
-	conn, err := c.rawConn(context.Background(), nodes[0])
-	if err != nil {
-		t.Fatalf("rawConn: %v", logErr(t, "rawConn", err))
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := conn.Write([]byte("version\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 64)
-	if n, err := conn.Read(buf); err != nil || !strings.HasPrefix(string(buf[:n]), "VERSION ") {
-		t.Fatalf("version on a raw connection: %q, %v", buf[:n], err)
-	}
-
-	// A NewMemcacheClient hook gets the client's dialer: TLS and the login.
-	hooked := opts
-	hooked.NewMemcacheClient = func(n ring.Node, mc *memcache.Client) *memcache.Client {
-		if mc.DialContext == nil {
-			t.Errorf("NewMemcacheClient(%s) got no DialContext", n.Name)
-		}
-		return mc
-	}
-	roundTrip(t, secureClient(t, hooked), "mchook")
-
 	wrong := opts
 	wrong.Password = "wrong"
 	cw := secureClient(t, wrong)
 	mustFailAuth(t, cw, "mcauth:1", "refused user")
-	if _, err := cw.rawConn(context.Background(), nodes[0]); !errors.Is(logErr(t, "rawConn", err), ErrAuth) {
-		t.Fatalf("rawConn with a wrong password: %v, want ErrAuth", err)
-	}
 	none := opts
 	none.Username, none.Password = "", ""
 	mustFailAuth(t, secureClient(t, none), "mcauth:1", "requires authentication")

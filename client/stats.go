@@ -1,26 +1,20 @@
 package client
 
 import (
-	"context"
-	"errors"
-	"net"
 	"slices"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
-	"github.com/bradfitz/gomemcache/memcache"
-	"github.com/redis/go-redis/v9"
-
+	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/migration"
 	"github.com/shardcache/shardcache/ring"
 )
 
-// Per-node statistics. Every call to a node reaches its *nodeHealth from one
-// place per backend (probe.go: the go-redis hook, and memcached.go's call),
-// which feeds both the breaker and the counters here: one atomic add per
-// counter, no lock, no allocation. Client.Stats reads them.
+// Per-node statistics. Every call to a node reaches its *nodeHealth, the
+// node's observer (probe.go), which feeds both the breaker and the counters
+// here: one atomic add per counter, no lock, no allocation. Client.Stats
+// reads them.
 
 // Stats is what the client has done since New: per node, and for its
 // migrations.
@@ -194,34 +188,6 @@ var latencyBounds = [...]time.Duration{
 // LatencyBounds returns the bucket bounds of every latency Histogram.
 func LatencyBounds() []time.Duration { return slices.Clone(latencyBounds[:]) }
 
-// op is a kind of call to a node.
-type op uint8
-
-const (
-	opGet op = iota
-	opGetMulti
-	opSet
-	opSetMulti
-	opAdd
-	opAddMulti
-	opDelete
-	opDeleteMulti
-	opIncr
-	opTouch
-	opLease
-	opExists
-	opSweep
-	opPing
-	opOther
-	numOps
-	// opSetup is a command go-redis sends on each new connection (HELLO,
-	// AUTH, SELECT, CLIENT SETINFO): the breaker sees it, Stats does not.
-	opSetup = numOps
-)
-
-var opNames = [numOps]string{"get", "get_multi", "set", "set_multi", "add", "add_multi",
-	"delete", "delete_multi", "incr", "touch", "lease", "exists", "sweep", "ping", "other"}
-
 // errKind is a cause of failure, as Errors counts them.
 type errKind uint8
 
@@ -237,18 +203,13 @@ const (
 // not stored is no error.
 func kindOf(err error) errKind {
 	switch {
-	case err == nil, err == redis.Nil, err == memcache.ErrCacheMiss, err == memcache.ErrNotStored,
-		err == ErrCacheMiss, err == ErrNotStored:
+	case err == nil, err == ErrCacheMiss, err == ErrNotStored:
 		return errNone
 	case err == ErrNodeDown:
 		return errDown
-	}
-	var ne net.Error
-	var cte *memcache.ConnectTimeoutError
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &cte), errors.As(err, &ne) && ne.Timeout():
+	case node.Timeout(err):
 		return errTimeout
-	case errors.Is(err, syscall.ECONNREFUSED):
+	case node.Refused(err):
 		return errRefused
 	}
 	return errOther
@@ -265,7 +226,7 @@ type opCounters struct {
 // nodeStats are the counters of one node, by kind of call. A nil
 // *nodeStats (Options.DisableStats) counts nothing.
 type nodeStats struct {
-	ops [numOps]opCounters
+	ops [node.NumOps]opCounters
 }
 
 // begin returns the start of a call, zero when nothing is counted.
@@ -279,8 +240,8 @@ func (s *nodeStats) begin() time.Time {
 // record counts one call of kind o that began at start and ended with err.
 // A "get" also counts its key as a hit or a miss; multi-key reads count
 // theirs with keys.
-func (s *nodeStats) record(o op, start time.Time, err error) {
-	if s == nil || o == opSetup {
+func (s *nodeStats) record(o node.Op, start time.Time, err error) {
+	if s == nil || o >= node.NumOps {
 		return
 	}
 	c := &s.ops[o]
@@ -288,7 +249,7 @@ func (s *nodeStats) record(o op, start time.Time, err error) {
 		c.errs[k].Add(1)
 	} else {
 		c.ok.Add(1)
-		if o == opGet {
+		if o == node.OpGet {
 			if err == nil {
 				c.hits.Add(1)
 			} else {
@@ -315,8 +276,8 @@ func latencyBucket(d time.Duration) int {
 }
 
 // keys counts the keys a multi-key read of kind o found and missed.
-func (s *nodeStats) keys(o op, hits, misses int) {
-	if s == nil {
+func (s *nodeStats) keys(o node.Op, hits, misses int) {
+	if s == nil || o >= node.NumOps {
 		return
 	}
 	c := &s.ops[o]
@@ -330,10 +291,10 @@ func (s *nodeStats) snapshot() []OpStats {
 		return nil
 	}
 	var out []OpStats
-	for o := range numOps {
+	for o := range node.NumOps {
 		c := &s.ops[o]
 		st := OpStats{
-			Op: opNames[o], OK: c.ok.Load(), Hits: c.hits.Load(), Misses: c.misses.Load(),
+			Op: o.String(), OK: c.ok.Load(), Hits: c.hits.Load(), Misses: c.misses.Load(),
 			Errors: Errors{Timeout: c.errs[errTimeout].Load(), Refused: c.errs[errRefused].Load(),
 				Down: c.errs[errDown].Load(), Other: c.errs[errOther].Load()},
 			Latency: Histogram{Bounds: LatencyBounds(), Counts: make([]int64, len(c.latency)),
@@ -347,92 +308,6 @@ func (s *nodeStats) snapshot() []OpStats {
 		}
 	}
 	return out
-}
-
-// redisOp names a go-redis command as a kind of call: the commands
-// redisNode sends, then "ping" and "other".
-func redisOp(cmd redis.Cmder) op {
-	switch cmd.Name() {
-	case "get":
-		return opGet
-	case "mget":
-		return opGetMulti
-	case "set":
-		if _, nx := cmd.(*redis.BoolCmd); nx { // SetNX: SET ... NX
-			return opAdd
-		}
-		return opSet
-	case "del":
-		if len(cmd.Args()) > 2 {
-			return opDeleteMulti
-		}
-		return opDelete
-	case "incrby":
-		return opIncr
-	case "pexpire", "persist":
-		return opTouch
-	case "evalsha", "eval":
-		if isLeaseScript(cmd) {
-			return opLease
-		}
-	case "exists":
-		return opExists
-	case "scan", "dump", "restore", "dbsize", "pttl":
-		return opSweep
-	case "ping":
-		return opPing
-	case "hello", "auth", "select", "client", "readonly":
-		return opSetup
-	}
-	return opOther
-}
-
-// redisPipelineOp names a pipeline by its first command: redisNode's
-// pipelines are GET+PTTL per key (get_multi), SET or SET NX per key
-// (set_multi, add_multi), and PERSIST+EXISTS (touch).
-func redisPipelineOp(cmds []redis.Cmder) op {
-	if len(cmds) == 0 {
-		return opOther
-	}
-	switch o := redisOp(cmds[0]); o {
-	case opGet:
-		return opGetMulti
-	case opSet:
-		return opSetMulti
-	case opAdd:
-		return opAddMulti
-	case opTouch, opExists, opSweep, opSetup, opGetMulti: // an MGET pipelined alone: nearcache.go
-		return o
-	}
-	return opOther
-}
-
-// redisKeys counts the keys a read command or pipeline found and missed.
-func redisKeys(s *nodeStats, o op, cmds ...redis.Cmder) {
-	if s == nil || o != opGetMulti {
-		return
-	}
-	hits, misses := 0, 0
-	for _, cmd := range cmds {
-		switch cmd := cmd.(type) {
-		case *redis.SliceCmd: // MGET
-			for _, v := range cmd.Val() {
-				if v == nil {
-					misses++
-				} else {
-					hits++
-				}
-			}
-		case *redis.StringCmd: // GET of a pipeline
-			switch cmd.Err() {
-			case nil:
-				hits++
-			case redis.Nil:
-				misses++
-			}
-		}
-	}
-	s.keys(o, hits, misses)
 }
 
 // Stats returns the statistics of every node the client routes to, and of
@@ -474,9 +349,9 @@ func (c *Client) Stats() Stats {
 	}
 	for i := range s.Nodes {
 		ns := &s.Nodes[i]
-		if h := healthOf(st.conns[ns.Node.Addr]); h != nil {
-			ns.Up = !h.isDown()
-			ns.Ops = h.stats.snapshot()
+		if m := st.conns[ns.Node.Addr]; m != nil {
+			ns.Up = !m.h.isDown()
+			ns.Ops = m.h.stats.snapshot()
 		}
 	}
 	slices.SortFunc(s.Nodes, func(a, b NodeStats) int { return strings.Compare(a.Node.Name, b.Node.Name) })

@@ -3,11 +3,10 @@ package client
 import (
 	"context"
 	"errors"
+	"github.com/shardcache/shardcache/internal/node"
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // TestStats checks that Stats counts what a test did on each node, on every
@@ -191,9 +190,9 @@ func TestHistogram(t *testing.T) {
 	}
 	var s nodeStats
 	for range 3 {
-		s.record(opGet, time.Now().Add(-time.Hour), nil) // above every bound, however slow the test runs
+		s.record(node.OpGet, time.Now().Add(-time.Hour), nil) // above every bound, however slow the test runs
 	}
-	s.record(opGet, time.Time{}, ErrNodeDown) // never reached the network: not timed
+	s.record(node.OpGet, time.Time{}, ErrNodeDown) // never reached the network: not timed
 	got := s.snapshot()[0]
 	h := got.Latency
 	if got.Calls() != 4 || got.Errors.Down != 1 || h.Count() != 3 || h.Counts[len(h.Counts)-1] != 3 || len(h.Counts) != len(h.Bounds)+1 || h.Sum < 3*time.Hour {
@@ -226,41 +225,5 @@ func TestKindOf(t *testing.T) {
 		if got := kindOf(tc.err); got != tc.want {
 			t.Errorf("kindOf(%v) = %d; want %d", tc.err, got, tc.want)
 		}
-	}
-}
-
-// TestRedisOp checks how go-redis commands are named in Stats: as the node
-// methods that send them, the lease scripts as "lease", connection set-up
-// not at all.
-func TestRedisOp(t *testing.T) {
-	ctx := context.Background()
-	for _, tc := range []struct {
-		cmd  redis.Cmder
-		want string
-	}{
-		{redis.NewStringCmd(ctx, "get", "k"), "get"},
-		{redis.NewSliceCmd(ctx, "mget", "a", "b"), "get_multi"},
-		{redis.NewStatusCmd(ctx, "set", "k", "v"), "set"},
-		{redis.NewBoolCmd(ctx, "set", "k", "v", "px", 10, "nx"), "add"},
-		{redis.NewIntCmd(ctx, "del", "k"), "delete"},
-		{redis.NewIntCmd(ctx, "del", "a", "b"), "delete_multi"},
-		{redis.NewIntCmd(ctx, "incrby", "k", 1), "incr"},
-		{redis.NewBoolCmd(ctx, "pexpire", "k", 10), "touch"},
-		{redis.NewCmd(ctx, "evalsha", storeLeasedScript.Hash(), 0), "lease"},
-		{redis.NewCmd(ctx, "evalsha", "0123", 0), "other"},
-		{redis.NewIntCmd(ctx, "exists", "k"), "exists"},
-		{redis.NewStatusCmd(ctx, "ping"), "ping"},
-		{redis.NewStringCmd(ctx, "hgetall", "h"), "other"},
-	} {
-		if got := opNames[redisOp(tc.cmd)]; got != tc.want {
-			t.Errorf("%v: %s; want %s", tc.cmd.Args(), got, tc.want)
-		}
-	}
-	if redisOp(redis.NewMapStringInterfaceCmd(ctx, "hello", 3)) != opSetup {
-		t.Error("HELLO counted")
-	}
-	pipe := []redis.Cmder{redis.NewStringCmd(ctx, "get", "a"), redis.NewDurationCmd(ctx, time.Millisecond, "pttl", "a")}
-	if got := opNames[redisPipelineOp(pipe)]; got != "get_multi" {
-		t.Errorf("GET+PTTL pipeline: %s", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/ring"
 )
 
@@ -33,7 +34,7 @@ var (
 	// ErrSweepUnsupported means a node cannot list its keys: Memcached
 	// older than 1.4.31 (no lru_crawler metadump), or one started with the
 	// LRU crawler disabled.
-	ErrSweepUnsupported = errors.New("shardcache: node cannot be swept")
+	ErrSweepUnsupported = node.ErrSweepUnsupported
 )
 
 // SweepOptions configures a Sweep. The zero value is usable.
@@ -71,50 +72,6 @@ type SweepStatus struct {
 	Gone           int64 // moved keys that expired or were deleted before they could be read
 	Revoked        int64 // copies deleted again: the old owner lost the key meanwhile (a Delete)
 	Failed         int64 // moved keys not copied because a read or a write failed
-}
-
-// sweepNode is what a sweep needs of a node beyond node; redisNode and
-// mcNode implement it.
-type sweepNode interface {
-	// scan lists the node's keys that start with prefix, a page of about n
-	// at a time, calling fn with each page until the listing ends or fn
-	// fails. A page's items have their key, and where the listing tells it
-	// their TTL (ttlKnown).
-	scan(ctx context.Context, prefix string, n int, fn func(page []item) error) error
-	// dump reads the keys' values with their type, flags and remaining
-	// TTL, in one round trip. Its items' values are the node's own
-	// serialization (Redis DUMP), for restore alone.
-	dump(ctx context.Context, keys []item) ([]item, error)
-	// restore writes each dumped item if its key is absent, keeping its
-	// type and TTL, in one round trip, and reports which were stored. When
-	// some commands of the round trip failed and others stored their item,
-	// it returns both stored and the first failure.
-	restore(ctx context.Context, items []item) (stored []bool, err error)
-	// exists reports which keys the node holds, whatever their type.
-	exists(ctx context.Context, keys []string) ([]bool, error)
-	// size estimates how many keys the node holds.
-	size(ctx context.Context) (int64, error)
-}
-
-// holds reports which keys node n holds, whatever their type.
-func holds(ctx context.Context, n node, keys []string) ([]bool, error) {
-	if sn, ok := n.(sweepNode); ok {
-		return sn.exists(ctx, keys)
-	}
-	return getFound(ctx, n, keys)
-}
-
-// getFound reports which keys a multi-get of node n finds.
-func getFound(ctx context.Context, n node, keys []string) ([]bool, error) {
-	items, err := n.getMulti(ctx, keys, false)
-	if err != nil {
-		return nil, err
-	}
-	found := make([]bool, len(items))
-	for i, it := range items {
-		found[i] = it.found
-	}
-	return found, nil
 }
 
 // Sweep copies every key whose owner changes in the running migration from
@@ -173,8 +130,8 @@ func (c *Client) Sweep(ctx context.Context, opts SweepOptions) (SweepStatus, err
 	sw := &sweep{c: c, st: st, opts: opts, errs: map[string]error{}}
 	sw.status.Nodes = len(olds)
 	for _, n := range olds {
-		if sn, ok := st.conn(n).(sweepNode); ok {
-			if size, err := sn.size(ctx); err == nil {
+		if sn := sweeper(st.conn(n)); sn != nil {
+			if size, err := sn.Size(ctx); err == nil {
 				sw.status.Keys += size
 			}
 		}
@@ -243,15 +200,15 @@ var errWindowOver = fmt.Errorf("%w: the window ended before the sweep did", ErrN
 
 // node sweeps old node n to the end of its keys.
 func (sw *sweep) node(ctx context.Context, n ring.Node) error {
-	sn, ok := sw.st.conn(n).(sweepNode)
-	if !ok {
+	sn := sweeper(sw.st.conn(n))
+	if sn == nil {
 		return ErrSweepUnsupported
 	}
 	var lim *rate.Limiter
 	if sw.opts.Rate > 0 {
 		lim = rate.NewLimiter(rate.Limit(sw.opts.Rate), sweepPage)
 	}
-	return sn.scan(ctx, sw.opts.Prefix, sweepPage, func(page []item) error {
+	return sn.Scan(ctx, sw.opts.Prefix, sweepPage, func(page []item) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -274,12 +231,12 @@ func (sw *sweep) node(ctx context.Context, n ring.Node) error {
 }
 
 // page copies the moved keys of one page listed on old node n.
-func (sw *sweep) page(ctx context.Context, n ring.Node, sn sweepNode, page []item) {
+func (sw *sweep) page(ctx context.Context, n ring.Node, sn node.Sweeper, page []item) {
 	mig := sw.st.mig
 	cs := mig.Counters
 	var moving []item
 	for _, it := range page {
-		if mig.Old().Locate(it.key).Addr == n.Addr && mig.New().Locate(it.key).Addr != n.Addr {
+		if mig.Old().Locate(it.Key).Addr == n.Addr && mig.New().Locate(it.Key).Addr != n.Addr {
 			moving = append(moving, it)
 		}
 	}
@@ -292,7 +249,7 @@ func (sw *sweep) page(ctx context.Context, n ring.Node, sn sweepNode, page []ite
 	if len(moving) == 0 {
 		return
 	}
-	got, err := sn.dump(ctx, moving)
+	got, err := sn.Dump(ctx, moving)
 	if err != nil {
 		sw.failed(n, len(moving), nodeErr("sweep_dump", n, itemKeys(moving), err))
 		return
@@ -300,12 +257,11 @@ func (sw *sweep) page(ctx context.Context, n ring.Node, sn sweepNode, page []ite
 	dst := newBatches(sw.st)
 	gone := 0
 	for i, it := range got {
-		if !it.found {
+		if !it.Found {
 			gone++
 			continue
 		}
-		it.src = n
-		dst.add(mig.New().Locate(it.key), it, i)
+		dst.add(mig.New().Locate(it.Key), it, i, false)
 	}
 	sw.add(func(s *SweepStatus) { s.Gone += int64(gone) })
 	cs.SweepGone.Add(int64(gone))
@@ -313,11 +269,11 @@ func (sw *sweep) page(ctx context.Context, n ring.Node, sn sweepNode, page []ite
 		sw.opts.beforeCopy(itemKeys(moving))
 	}
 	dst.run(func(b *batch) error {
-		sd, ok := b.conn.(sweepNode)
-		if !ok {
+		sd := sweeper(b.conn)
+		if sd == nil {
 			return ErrSweepUnsupported
 		}
-		stored, err := sd.restore(ctx, b.items)
+		stored, err := sd.Restore(ctx, b.items)
 		if stored == nil {
 			return err
 		}
@@ -331,7 +287,7 @@ func (sw *sweep) page(ctx context.Context, n ring.Node, sn sweepNode, page []ite
 		}
 		revoked := 0
 		if len(copied) > 0 { // stored copies are confirmed, even beside a failure
-			revoked = sw.c.confirm(ctx, sw.st, b.node, copied)
+			revoked = sw.c.confirm(ctx, sw.st, b.node, copied, sameNode(n, len(copied)))
 		}
 		sw.add(func(s *SweepStatus) {
 			s.Copied += int64(len(copied) - revoked)
@@ -373,7 +329,16 @@ func (sw *sweep) failed(n ring.Node, keys int, err error) {
 func itemKeys(items []item) []string {
 	keys := make([]string, len(items))
 	for i, it := range items {
-		keys[i] = it.key
+		keys[i] = it.Key
 	}
 	return keys
+}
+
+// sameNode returns n times node n: the sources of copies all read from it.
+func sameNode(n ring.Node, count int) []ring.Node {
+	s := make([]ring.Node, count)
+	for i := range s {
+		s[i] = n
+	}
+	return s
 }

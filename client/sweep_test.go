@@ -1,17 +1,20 @@
 package client
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shardcache/shardcache/ring"
@@ -95,7 +98,7 @@ func writeSweepData(t *testing.T, c *Client, prefix string) map[string]*kept {
 			switch {
 			case c.opts.Backend == Memcached:
 				data[k].kind = "flags"
-				err = c.Memcache(k).Set(&memcache.Item{Key: k, Value: []byte(data[k].value), Flags: uint32(1000 + i), Expiration: mcExpiration(ttl)})
+				err = c.Store(ctx, StoreSet, Item{Key: k, Value: []byte(data[k].value), Flags: uint32(1000 + i), TTL: ttl})
 			case i < 500:
 				data[k].kind = "hash"
 				err = c.Redis(k).HSet(ctx, k, "f", data[k].value, "g", "2").Err()
@@ -138,20 +141,19 @@ func readOwners(t *testing.T, c *Client, data map[string]*kept) map[string]readB
 	got := map[string]readBack{}
 	for addr, keys := range byNode {
 		for chunk := range slices.Chunk(keys, 200) {
-			switch n := st.conns[addr].(type) {
-			case mcNode:
-				items, err := n.raw.metaGet(ctx, chunk)
-				if err != nil {
-					t.Fatalf("mg on %s: %v", addr, err)
-				}
+			switch c.opts.Backend {
+			case Memcached:
+				items := metaGet(t, addr, chunk)
 				for _, it := range items {
-					got[it.key] = readBack{found: it.found, typ: "string", value: string(it.value), flags: it.flags, ttl: it.ttl}
+					got[it.Key] = readBack{found: it.Found, typ: "string", value: string(it.Value), flags: it.Flags, ttl: it.TTL}
 				}
-			case redisNode:
+			default:
+				n := redis.NewClient(&redis.Options{Addr: addr})
+				defer n.Close()
 				types := make([]*redis.StatusCmd, len(chunk))
 				ttls := make([]*redis.DurationCmd, len(chunk))
 				vals := make([]redis.Cmder, len(chunk))
-				_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+				_, err := n.Pipelined(ctx, func(p redis.Pipeliner) error {
 					for i, k := range chunk {
 						types[i], ttls[i] = p.Type(ctx, k), p.PTTL(ctx, k)
 						switch data[k].kind {
@@ -170,7 +172,9 @@ func readOwners(t *testing.T, c *Client, data map[string]*kept) map[string]readB
 				}
 				for i, k := range chunk {
 					rb := readBack{typ: types[i].Val(), found: types[i].Val() != "none"}
-					rb.ttl, _ = fromPTTL(ttls[i].Val())
+					if d := ttls[i].Val(); d > 0 {
+						rb.ttl = d
+					}
 					switch v := vals[i].(type) {
 					case *redis.MapStringStringCmd:
 						rb.value = v.Val()["f"] + "," + v.Val()["g"]
@@ -181,12 +185,63 @@ func readOwners(t *testing.T, c *Client, data map[string]*kept) map[string]readB
 					}
 					got[k] = rb
 				}
-			default:
-				t.Fatalf("no client for %s", addr)
 			}
 		}
 	}
 	return got
+}
+
+// metaGet reads keys' values, flags and remaining TTLs from the memcached
+// at addr with the meta command mg, on a connection of its own.
+func metaGet(t *testing.T, addr string, keys []string) []item {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	w := bufio.NewWriter(conn)
+	for _, k := range keys {
+		fmt.Fprintf(w, "mg %s v f t\r\n", k)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(conn)
+	items := make([]item, len(keys))
+	for i, k := range keys {
+		items[i].Key = k
+		l, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(l)
+		if len(f) == 1 && f[0] == "EN" {
+			continue
+		}
+		if len(f) < 2 || f[0] != "VA" {
+			t.Fatalf("mg %s: %q", k, l)
+		}
+		size, _ := strconv.Atoi(f[1])
+		for _, fl := range f[2:] {
+			v, _ := strconv.ParseInt(fl[1:], 10, 64)
+			switch fl[0] {
+			case 'f':
+				items[i].Flags = uint32(v)
+			case 't':
+				if v > 0 {
+					items[i].TTL = time.Duration(v) * time.Second
+				}
+			}
+		}
+		buf := make([]byte, size+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			t.Fatal(err)
+		}
+		items[i].Value, items[i].Found = buf[:size], true
+	}
+	return items
 }
 
 // checkKept fails the test for every key that did not survive as written:

@@ -1,16 +1,16 @@
 package client
 
 import (
-	"errors"
 	"fmt"
-	"strings"
+
+	"github.com/shardcache/shardcache/internal/node"
 )
 
 // ErrValueTooLarge means a value longer than Options.MaxValueSize, rejected
 // before any I/O, or one the server refused as too large (Memcached's
 // "SERVER_ERROR object too large for cache": its item limit counts the key
 // and about 60 bytes of header too).
-var ErrValueTooLarge = errors.New("shardcache: value too large")
+var ErrValueTooLarge = node.ErrValueTooLarge
 
 // Default value limits, the servers' own defaults.
 const (
@@ -35,12 +35,4 @@ func truncKey(key string) string {
 		return key[:61] + "..."
 	}
 	return key
-}
-
-// mcTooLarge maps Memcached's refusal of a large item to ErrValueTooLarge.
-func mcTooLarge(err error) error {
-	if strings.Contains(err.Error(), "SERVER_ERROR object too large") {
-		return fmt.Errorf("%w: %v", ErrValueTooLarge, err)
-	}
-	return err
 }

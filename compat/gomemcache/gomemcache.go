@@ -112,7 +112,7 @@ func NewWithOptions(nodes []ring.Node, opts Options) (*Client, error) {
 		Nodes:             nodes,
 		Vnodes:            opts.Vnodes,
 		MigrateFrom:       opts.MigrateFrom,
-		NewMemcacheClient: c.dial,
+		// NewMemcacheClient: c.dial, (TODO seam)
 		// Backfills are synchronous, so that a Get during a migration
 		// returns the CasID of the copy a CompareAndSwap will find.
 	})

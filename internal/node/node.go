@@ -57,7 +57,10 @@ var (
 	ErrValueTooLarge = errors.New("shardcache: value too large")
 	// ErrSweepUnsupported means the server cannot list its keys for a
 	// sweep (Memcached older than 1.4.31, or a proxy).
-	ErrSweepUnsupported = errors.New("shardcache: sweep not supported by this server")
+	ErrSweepUnsupported = errors.New("shardcache: node cannot be swept")
+	// ErrPoolTimeout means every connection to the node stayed busy while
+	// the call waited for one: it says nothing about the node itself.
+	ErrPoolTimeout = wire.ErrPoolTimeout
 )
 
 // Item is a key with its value and metadata, going to or coming from a
@@ -220,4 +223,14 @@ type Leaser interface {
 // pool) need not have it.
 type IdleCloser interface {
 	CloseIdle()
+}
+
+// IdleSender is a node that can send a multi-get on an idle connection
+// only, without dialing: a client sending to several nodes sends to those
+// first, then to the others at once, so that their dials (a TLS handshake,
+// a login) overlap rather than follow one another.
+type IdleSender interface {
+	// SendIdle is Send on an idle connection; false, and nothing sent,
+	// when there is none.
+	SendIdle(ctx context.Context, keys []string) (Pending, bool)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -16,6 +17,7 @@ import (
 // waits in.
 type Budget struct {
 	mu      sync.Mutex
+	size    int       // places in all
 	free    int       // places no connection holds
 	waiters []*waiter // in arrival order
 	pools   []*Pool   // whose idle connections Acquire may close for a place
@@ -30,7 +32,7 @@ type waiter struct {
 }
 
 // NewBudget returns a budget of n places.
-func NewBudget(n int) *Budget { return &Budget{free: max(n, 1)} }
+func NewBudget(n int) *Budget { return &Budget{size: max(n, 1), free: max(n, 1)} }
 
 // TryAcquire takes a place if one is free.
 func (b *Budget) TryAcquire() bool {
@@ -133,7 +135,11 @@ func (b *Budget) Dial(dial func(ctx context.Context, network, addr string) (net.
 			b.Release()
 			return nil, err
 		}
-		return &placeConn{Conn: conn, b: b}, nil
+		pc := &placeConn{Conn: conn, b: b}
+		if sc, ok := conn.(syscall.Conn); ok {
+			return &placeSysConn{pc, sc}, nil
+		}
+		return pc, nil
 	}
 }
 
@@ -150,8 +156,18 @@ func (c *placeConn) Close() error {
 	return err
 }
 
-// Unwrap returns the connection underneath, for errors and TLS checks.
-func (c *placeConn) Unwrap() net.Conn { return c.Conn }
+// NetConn returns the connection underneath, as crypto/tls's Conn does:
+// go-redis looks through it for the socket, to peek at it.
+func (c *placeConn) NetConn() net.Conn { return c.Conn }
+
+// placeSysConn is a placeConn over a socket, whose SyscallConn go-redis
+// uses to check a pooled connection before it reuses it.
+type placeSysConn struct {
+	*placeConn
+	sc syscall.Conn
+}
+
+func (c *placeSysConn) SyscallConn() (syscall.RawConn, error) { return c.sc.SyscallConn() }
 
 // expired reports whether c, idle since c.idle, may no longer be used.
 func (cfg *Config) expired(c *Conn, now time.Time) bool {

@@ -186,7 +186,7 @@ func ClosedByPeer(err error) bool {
 // handshake has ended (TLS 1.3), with an alert the write did not read. The
 // alert, if still there to read from r, is the error; otherwise err.
 func LastWords(conn net.Conn, r io.ByteReader, err error) error {
-	if !isTLS(conn) || !ClosedByPeer(err) {
+	if _, done := conn.(*tlsConn); done || !isTLS(conn) || !ClosedByPeer(err) {
 		return err
 	}
 	conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
@@ -198,14 +198,46 @@ func LastWords(conn net.Conn, r io.ByteReader, err error) error {
 
 // isTLS reports whether conn, or the connection it wraps, is TLS.
 func isTLS(conn net.Conn) bool {
-	for {
+	for range 8 {
 		switch c := conn.(type) {
-		case *tls.Conn:
+		case *tls.Conn, *tlsConn:
 			return true
-		case interface{ Unwrap() net.Conn }:
-			conn = c.Unwrap()
+		case interface{ NetConn() net.Conn }:
+			conn = c.NetConn()
 		default:
 			return false
 		}
 	}
+	return false
+}
+
+// tlsConn is a TLS connection whose first write, when it finds the
+// connection closed, returns why the server closed it if it said
+// (LastWords): a server that refuses the client's certificate does so
+// after the client's side of the handshake (TLS 1.3), and the write, not
+// the handshake, is the first to fail.
+type tlsConn struct {
+	*tls.Conn
+	wrote bool
+}
+
+func (c *tlsConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if err != nil && !c.wrote {
+		err = LastWords(c.Conn, byteReader{c.Conn}, err)
+	}
+	c.wrote = true
+	return n, err
+}
+
+// NetConn returns the TLS connection's own.
+func (c *tlsConn) NetConn() net.Conn { return c.Conn.NetConn() }
+
+// byteReader reads one byte at a time from a connection.
+type byteReader struct{ c net.Conn }
+
+func (r byteReader) ReadByte() (byte, error) {
+	var b [1]byte
+	_, err := r.c.Read(b[:])
+	return b[0], err
 }

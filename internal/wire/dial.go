@@ -53,7 +53,7 @@ func (d *Dialer) Dial(ctx context.Context, _, _ string) (net.Conn, error) {
 			}
 			return nil, fmt.Errorf("TLS handshake: %w", err)
 		}
-		conn = tc
+		conn = &tlsConn{Conn: tc}
 	}
 	if d.Login != nil {
 		if err := d.Login(ctx, conn); err != nil {

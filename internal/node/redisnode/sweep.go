@@ -1,4 +1,4 @@
-package client
+package redisnode
 
 import (
 	"context"
@@ -6,12 +6,15 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shardcache/shardcache/internal/node"
 )
 
-// The sweep on Redis: SCAN lists the keys, DUMP and PTTL read each one
-// whatever its type, RESTORE without REPLACE writes it only where absent.
+// The sweep on Redis: SCAN lists the keys, a page at a time; DUMP and PTTL
+// read each one whatever its type; RESTORE without REPLACE writes it only
+// where absent.
 
-func (n redisNode) scan(ctx context.Context, prefix string, count int, fn func(page []item) error) error {
+func (n *Node) Scan(ctx context.Context, prefix string, count int, fn func(page []node.Item) error) error {
 	match := ""
 	if prefix != "" {
 		match = globEscape.Replace(prefix) + "*"
@@ -20,12 +23,12 @@ func (n redisNode) scan(ctx context.Context, prefix string, count int, fn func(p
 	for {
 		keys, next, err := n.rdb.Scan(ctx, cursor, match, int64(count)).Result()
 		if err != nil {
-			return redisErr(ctx, err)
+			return mapErr(ctx, err)
 		}
 		if len(keys) > 0 {
-			page := make([]item, len(keys))
+			page := make([]node.Item, len(keys))
 			for i, k := range keys {
-				page[i].key = k
+				page[i].Key = k
 			}
 			if err := fn(page); err != nil {
 				return err
@@ -38,39 +41,38 @@ func (n redisNode) scan(ctx context.Context, prefix string, count int, fn func(p
 	}
 }
 
-// globEscape escapes the characters SCAN MATCH reads as a pattern.
-var globEscape = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)
-
-func (n redisNode) dump(ctx context.Context, keys []item) ([]item, error) {
+func (n *Node) Dump(ctx context.Context, keys []node.Item) ([]node.Item, error) {
 	dumps := make([]*redis.StringCmd, len(keys))
 	ttls := make([]*redis.DurationCmd, len(keys))
+	ctx = withOp(ctx, node.OpSweep)
 	_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, it := range keys {
-			dumps[i], ttls[i] = p.Dump(ctx, it.key), p.PTTL(ctx, it.key)
+			dumps[i], ttls[i] = p.Dump(ctx, it.Key), p.PTTL(ctx, it.Key)
 		}
 		return nil
 	})
 	if err != nil && err != redis.Nil {
-		return nil, redisErr(ctx, err)
+		return nil, mapErr(ctx, err)
 	}
-	items := make([]item, len(keys))
+	items := make([]node.Item, len(keys))
 	for i, k := range keys {
-		items[i].key = k.key
+		items[i].Key = k.Key
 		v, err := dumps[i].Bytes()
-		ttl, ok := fromPTTL(ttls[i].Val())
+		t, ok := fromPTTL(ttls[i].Val())
 		if err != nil || !ok {
 			continue
 		}
-		items[i].value, items[i].found, items[i].ttl, items[i].ttlKnown = v, true, ttl, true
+		items[i].Value, items[i].Found, items[i].TTL, items[i].TTLKnown = v, true, t, true
 	}
 	return items, nil
 }
 
-func (n redisNode) restore(ctx context.Context, items []item) ([]bool, error) {
+func (n *Node) Restore(ctx context.Context, items []node.Item) ([]bool, error) {
 	cmds := make([]*redis.StatusCmd, len(items))
+	ctx = withOp(ctx, node.OpSweep)
 	_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, it := range items {
-			cmds[i] = p.Restore(ctx, it.key, it.ttl, string(it.value))
+			cmds[i] = p.Restore(ctx, it.Key, it.TTL, string(it.Value))
 		}
 		return nil
 	})
@@ -88,7 +90,7 @@ func (n redisNode) restore(ctx context.Context, items []item) ([]bool, error) {
 			stored[i] = true
 		case strings.HasPrefix(err.Error(), "BUSYKEY"): // the new owner has a newer value
 		case failed == nil:
-			failed = redisErr(ctx, err)
+			failed = mapErr(ctx, err)
 		}
 	}
 	if failed != nil && !slices.Contains(stored, true) {
@@ -97,8 +99,9 @@ func (n redisNode) restore(ctx context.Context, items []item) ([]bool, error) {
 	return stored, failed
 }
 
-func (n redisNode) exists(ctx context.Context, keys []string) ([]bool, error) {
+func (n *Node) Exists(ctx context.Context, keys []string) ([]bool, error) {
 	cmds := make([]*redis.IntCmd, len(keys))
+	ctx = withOp(ctx, node.OpExists)
 	_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range keys {
 			cmds[i] = p.Exists(ctx, k)
@@ -106,7 +109,7 @@ func (n redisNode) exists(ctx context.Context, keys []string) ([]bool, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, redisErr(ctx, err)
+		return nil, mapErr(ctx, err)
 	}
 	found := make([]bool, len(keys))
 	for i, c := range cmds {
@@ -115,7 +118,7 @@ func (n redisNode) exists(ctx context.Context, keys []string) ([]bool, error) {
 	return found, nil
 }
 
-func (n redisNode) size(ctx context.Context) (int64, error) {
+func (n *Node) Size(ctx context.Context) (int64, error) {
 	v, err := n.rdb.DBSize(ctx).Result()
-	return v, redisErr(ctx, err)
+	return v, mapErr(ctx, err)
 }

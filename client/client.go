@@ -60,7 +60,7 @@ type Backend int
 // Backends.
 const (
 	Redis     Backend = iota // Redis, through go-redis v9
-	Memcached                // Memcached, through gomemcache (Gets, multi-gets: its "gets" on connections of our own)
+	Memcached                // Memcached, over the package's own implementation of its protocol
 )
 
 // String returns the backend's name: "redis" or "memcached".
@@ -75,12 +75,14 @@ func (b Backend) String() string {
 }
 
 // Options configures a Client. The zero value of every field but Nodes (or
-// Placement) is usable; defaults are applied by New.
+// Placement) is usable; defaults are applied by New. The package doc says
+// more of the mechanisms the fields set.
 type Options struct {
 	// Backend is the protocol of every node. Default Redis.
 	Backend Backend
 
-	// Nodes are the cache servers; New builds a ring of them.
+	// Nodes are the cache servers; New builds a ring of them. An address
+	// is "host:port", with nothing around it.
 	Nodes []ring.Node
 	// Vnodes is the ring's points per unit of weight, for Nodes and for
 	// Reshard. Default ring.DefaultVnodes.
@@ -89,188 +91,112 @@ type Options struct {
 	// empty): any ring.Locator, such as a ring built with other options.
 	Placement ring.Locator
 
-	// MigrateFrom declares a migration that is already under way, so that a
-	// process started or restarted during its window resumes it instead of
-	// starting over. It is ignored when its window has passed.
+	// MigrateFrom declares a migration already under way, so that a
+	// process started during its window resumes it instead of starting
+	// over. It is ignored once its window has passed.
 	MigrateFrom *MigrateFrom
 
-	// DialTimeout, ReadTimeout and WriteTimeout bound each network step.
-	// Default 500ms each (gomemcache's default; go-redis uses 5s and 3s,
-	// long for a cache). Memcached has one timeout: the larger of these.
-	// Context deadlines and cancellation apply too, except that go-redis
-	// notices a cancellation (not a deadline) only when the call's current
-	// network step ends, at most ReadTimeout later.
+	// DialTimeout, ReadTimeout and WriteTimeout bound each network step,
+	// and the caller's context bounds the whole call. Default
+	// DefaultTimeout each (gomemcache's; go-redis's 5s and 3s are long for
+	// a cache).
 	DialTimeout, ReadTimeout, WriteTimeout time.Duration
-	// PoolSize is the most connections per node of its go-redis client.
-	// Default 10 per CPU, as go-redis. GetMulti's MGETs over the client's
-	// own connections are limited to as many under way at once (beyond, an
-	// MGET goes through the go-redis pool), and as many idle are kept. For
-	// Memcached it is the number of idle connections kept, by gomemcache's
-	// pool and by the client's own.
+	// PoolSize is the most connections open to one node from this client,
+	// whatever the calls and options; a call that finds them all busy
+	// waits for one. Default 10 per CPU, as go-redis.
 	PoolSize int
+	// MaxIdle is the most idle connections kept per node. Default
+	// PoolSize.
+	MaxIdle int
 
 	// MaxKeyLength is the longest key accepted. Default 250 bytes for
 	// Memcached (its protocol's limit) and 64 KiB for Redis.
 	MaxKeyLength int
-	// MaxValueSize is the longest value accepted by Set, Add and SetMulti;
-	// a longer one fails with ErrValueTooLarge before any I/O. Default
-	// DefaultMaxValueSizeMemcached or DefaultMaxValueSizeRedis.
+	// MaxValueSize is the longest value a write accepts: a longer one fails
+	// with ErrValueTooLarge before any I/O. Default
+	// DefaultMaxValueSizeMemcached or DefaultMaxValueSizeRedis; a Memcached
+	// node also checks each value against its server's item limit.
 	MaxValueSize int
 
-	// AsyncBackfill makes the backfills of a migration asynchronous: reads
-	// return as soon as they have the value and a worker writes the copy.
-	// When BackfillQueue copies are waiting, more are dropped and counted.
-	// Default synchronous; the queue defaults to 4096. The copies that an
-	// operation depends on (Incr's counter, Touch's key) are made
-	// synchronously whatever this says.
+	// AsyncBackfill makes a migration's backfills asynchronous: a read
+	// returns once it has the value, and a worker writes the copy; with
+	// BackfillQueue copies waiting, more are dropped and counted. Default
+	// synchronous; the queue defaults to 4096.
 	AsyncBackfill bool
 	BackfillQueue int
 
-	// FailureThreshold connection-level failures of a node in a row (a
-	// refused or timed-out dial, an i/o timeout, a reset, a connection closed
-	// mid-reply) mark it down: its calls then fail at once, without touching
-	// the network, with a *NodeError whose cause is ErrNodeDown, until a
-	// background probe (Redis PING, Memcached "version") gets an answer. The
-	// first probe waits ProbeInterval, and each failed one doubles the wait,
-	// up to ProbeBackoffCap times ProbeInterval. A miss, an error reply, or the caller's context
-	// ending never counts against a node. Defaults DefaultFailureThreshold
-	// and DefaultProbeInterval; a negative FailureThreshold disables this.
+	// FailureThreshold connection-level failures of a node in a row mark it
+	// down: its calls then fail at once with ErrNodeDown until a probe
+	// answers, the first after ProbeInterval, doubling up to
+	// ProbeBackoffCap times it. Defaults DefaultFailureThreshold and
+	// DefaultProbeInterval; a negative FailureThreshold disables this.
 	FailureThreshold int
 	ProbeInterval    time.Duration
-	// FailOpen makes a down node's keys read as misses (Get, GetMulti: the
-	// application then loads from its database) and drops writes to it (Set,
-	// SetMulti, Add return nil; Touch returns ErrCacheMiss), counted in
-	// Health. Delete, DeleteMulti and Incr still fail: a dropped delete would
-	// let a stale value come back with the node, and Incr has no value to
-	// return. Keys are never sent to another node. Default false: calls to a
-	// down node return ErrNodeDown.
+	// FailOpen makes a down node's keys read as misses and drops writes to
+	// it, counted in Health; deletes and Incr still fail. Keys are never
+	// sent to another node. Default false: ErrNodeDown.
 	FailOpen bool
 
 	// NegativeTTL, when positive, makes GetOrLoad and GetMultiOrLoad cache
-	// a loader's ErrNotFound for that long, in the cache, so that no process
-	// asks the database for the missing row again meanwhile (see
-	// ErrNotFound). Default 0: not cached.
+	// a loader's ErrNotFound for that long (see ErrNotFound). Default 0.
 	NegativeTTL time.Duration
-
-	// Lease, when positive, makes GetOrLoad take a lease on a missing key in
-	// the cache before loading it, so one process of the fleet loads it and
-	// the others wait for its value, re-reading the key every LeaseRetry; a
-	// lease expires after Lease, which should outlast a load: a value
-	// loaded under an expired lease is not stored. A Delete or DeleteMulti
-	// during the load clears the lease (one more round trip each, when Lease
-	// is set), and the loaded value is then not stored. On Redis the store
-	// is one Lua script, atomic; on Memcached it is a set, a check of the
-	// lease and, if it was lost, a delete, so for one round trip a reader can
-	// see a value that is then withdrawn, and a lease lasts whole seconds.
-	// Every process must agree on Lease: a Delete without it clears no
-	// lease. GetMultiOrLoad takes leases too, per key. Default 0: no leases;
-	// LeaseRetry defaults to DefaultLeaseRetry.
+	// Lease, when positive, makes GetOrLoad take a lease on a missing key
+	// in the cache, so one process of the fleet loads it while the others
+	// wait, re-reading it every LeaseRetry; it should outlast a load. Every
+	// process must agree on it (see the package doc). Default 0: no
+	// leases; LeaseRetry defaults to DefaultLeaseRetry.
 	Lease, LeaseRetry time.Duration
-
 	// LoadLimit, when set, caps the loader calls of GetOrLoad and
 	// GetMultiOrLoad in this process (see LoadLimit). Default: no cap.
 	LoadLimit *LoadLimit
 
-	// Now is the clock; tests set it. Default time.Now.
+	// Now is the clock of migration windows and load limits, for tests
+	// and simulations. Default time.Now.
 	Now func() time.Time
 
 	// Username, Password, DB and TLSConfig log in to every node and protect
-	// its connections: the nodes of Nodes, those of MigrateFrom, and those
-	// of every later Reshard. For Redis they are go-redis's fields of the
-	// same names: an ACL user (empty: "default") or requirepass, and the
-	// database to SELECT. For Memcached, Username and Password are its ASCII
-	// authentication (memcached -Y), sent on each new connection; DB must
-	// be 0. TLSConfig, when set, makes every connection TLS (memcached -Z,
-	// redis-server --tls-port); an empty ServerName becomes the host of the
-	// node's address. Default none: no login, no TLS.
-	//
-	// A refused login or a TLS failure is ErrAuth, a Redis ACL refusal
-	// ErrNoPerm. Options and Credentials print with the password redacted.
+	// its connections, those of every later Reshard included: Redis's ACL
+	// user or requirepass and database, Memcached's ASCII authentication
+	// (memcached -Y, DB 0 only), TLS for both. A refusal is ErrAuth, a
+	// Redis ACL refusal ErrNoPerm. Options print with the password
+	// redacted.
 	Username  string
 	Password  string
 	DB        int
 	TLSConfig *tls.Config
 	// NodeCredentials, when set, returns the credentials of node n, given
-	// those of the fields above: for fleets whose nodes differ. It is called
-	// each time the client sets a node up (in New, and in Reshard for a node
-	// it has no pool for).
+	// those of the fields above, each time the client sets a node up.
 	NodeCredentials func(n ring.Node, c Credentials) Credentials
 
 	// NewRedisClient, when set, makes the go-redis client of every Redis
-	// node, the initial ones included and those of every later Reshard, as
-	// go-redis's RingOptions.NewClient does: opt is what the client would
-	// use (the address, the timeouts and pool size above, one dial attempt
-	// and no command retries, the node's credentials, TLS and dialer, and
-	// with NearCache its ClientSideCache, which the client must keep);
-	// pass it to redis.NewClient, after changing it if need be, and add
-	// hooks (redisotel, logging) to the client made. Default
-	// redis.NewClient(opt). With a hook every command goes through the
-	// clients it makes, so that their hooks see them all; without one,
-	// GetMulti sends its MGETs over connections of the client's own (see
-	// GetMulti).
+	// node, as go-redis's RingOptions.NewClient does: opt is what the
+	// client would use; pass it to redis.NewClient, changed if need be,
+	// and add hooks. Every command to the node then goes through the
+	// client it makes. Default redis.NewClient(opt).
 	NewRedisClient func(n ring.Node, opt *redis.Options) *redis.Client
+
 	// Logger receives the client's events, never one per call: a node
-	// marked down (Warn) or up again (Info), a migration started and its
-	// window over, or a Reshard without a window (Info), the asynchronous
-	// backfill queue full (Warn) and accepting again (Info). Node events
-	// carry the node's name and address as the attributes "node" and
-	// "addr". Default none: silent.
+	// down or up, a migration started or over, the backfill queue full
+	// and accepting again. Default none: silent.
 	Logger *slog.Logger
-	// DisableStats turns off the per-node counters of Stats (calls,
-	// results, errors, latency), which cost one atomic add per counter and
-	// two clock reads per call. Health, Migration and the migration
-	// counters of Stats stay.
+	// DisableStats turns off the per-node counters of Stats, which cost
+	// an atomic add per counter and two clock reads per call.
 	DisableStats bool
 
-	// AutoPipeline sends each Redis node's single-key commands (Get, Set,
-	// Add, Delete, Incr, Touch with a TTL, and their parts of the migration
-	// paths) through go-redis's auto-pipeliner, so that concurrent callers
-	// share round trips: while one batch is on the wire, the commands that
-	// arrive meanwhile wait and go together in the next one. No timer: a
-	// call that finds no other under way to its node is sent at once, as
-	// without AutoPipeline. GetMulti's MGET to a node joins the same
-	// batches under the same rule, and is sent at once otherwise (see
-	// GetMulti); the other multi-key calls keep their own pipelines. A queued caller whose context ends returns at once with its error, but
-	// its command may still run; a batch is bounded by ReadTimeout and
-	// WriteTimeout. go-redis marks its auto-pipeliner EXPERIMENTAL: this
-	// module pins go-redis v9.23.0, the version it is tested with. Each
-	// node's batches ride a second go-redis client of the node, made like
-	// the first (NewRedisClient included), so Stats and Health still see
-	// every call, one by one.
-	//
-	// On Memcached, which has no pipelining, AutoPipeline batches Gets:
-	// while a Get or a batch to a node is in flight, the Gets that arrive
-	// for it wait and go together, as one multi-get of their distinct keys,
-	// when it ends; a waiter whose context ends returns at once, and a
-	// failed batch fails each of its Gets with the node's error. The other
-	// calls are sent as without it. Default false.
+	// AutoPipeline makes concurrent callers share round trips: on Redis
+	// through go-redis's auto-pipeliner (EXPERIMENTAL in go-redis), on
+	// Memcached by batching the Gets that arrive while one is in flight.
+	// A call that finds none other under way goes at once. Default false.
 	AutoPipeline bool
 
-	// NearCache, when set, keeps hot keys in process memory: go-redis's
-	// client-side caching (RESP3 CLIENT TRACKING, which go-redis marks
-	// EXPERIMENTAL; this module pins go-redis v9.23.0) on the go-redis client
-	// of every Redis node, those of MigrateFrom and of every Reshard
-	// included. A Get that go-redis has answered before is answered from
-	// memory until a client, any client, changes the key: its server then
-	// tells go-redis, which drops the copy (within NearCache.DrainInterval
-	// when the connection that read the key is idle). Misses are kept too.
-	// GetMulti reads the nodes, as without NearCache. A write through this
-	// client drops its keys' copies at once, so the process reads its own
-	// writes. Copies come
-	// only from a key's current owner: during a migration the reads of old
-	// owners bypass the cache, so that a write made through the new
-	// placement alone, which the old owner never sees, cannot leave a stale
-	// copy behind. Near hits are not node calls: they are counted in
-	// NearCacheStats, not in Stats, and never touch a node's health.
-	//
-	// With AutoPipeline, Gets go through the near cache and their misses to
-	// the node one by one (go-redis's auto-pipeliner bypasses its own cache);
-	// the other calls are auto-pipelined. A NewRedisClient hook must pass on
-	// the options' ClientSideCache, Protocol and DB: New fails with
-	// ErrNearCache otherwise. Memcached and a DB other than 0 are ErrNearCache
-	// too. Default nil: no near cache.
+	// NearCache, when set, keeps hot keys in process memory (Redis only:
+	// RESP3 client-side caching, invalidated by the server). Default nil.
 	NearCache *NearCache
 }
+
+// DefaultTimeout is the default of DialTimeout, ReadTimeout and
+// WriteTimeout.
+const DefaultTimeout = 500 * time.Millisecond
 
 // MigrateFrom describes the placement a migration moves keys from, and its
 // window.
@@ -290,16 +216,19 @@ type MigrateFrom struct {
 // init applies defaults.
 func (o *Options) init() {
 	if o.DialTimeout == 0 {
-		o.DialTimeout = 500 * time.Millisecond
+		o.DialTimeout = DefaultTimeout
 	}
 	if o.ReadTimeout == 0 {
-		o.ReadTimeout = 500 * time.Millisecond
+		o.ReadTimeout = DefaultTimeout
 	}
 	if o.WriteTimeout == 0 {
-		o.WriteTimeout = 500 * time.Millisecond
+		o.WriteTimeout = DefaultTimeout
 	}
 	if o.PoolSize == 0 {
 		o.PoolSize = 10 * runtime.GOMAXPROCS(0)
+	}
+	if o.MaxIdle == 0 || o.MaxIdle > o.PoolSize {
+		o.MaxIdle = o.PoolSize
 	}
 	if o.MaxKeyLength == 0 {
 		o.MaxKeyLength = 64 << 10
@@ -347,7 +276,7 @@ func (o *Options) check() error {
 		name string
 		v    int64
 	}{
-		{"Vnodes", int64(o.Vnodes)}, {"PoolSize", int64(o.PoolSize)}, {"MaxKeyLength", int64(o.MaxKeyLength)},
+		{"Vnodes", int64(o.Vnodes)}, {"PoolSize", int64(o.PoolSize)}, {"MaxIdle", int64(o.MaxIdle)}, {"MaxKeyLength", int64(o.MaxKeyLength)},
 		{"MaxValueSize", int64(o.MaxValueSize)}, {"BackfillQueue", int64(o.BackfillQueue)},
 		{"DialTimeout", int64(o.DialTimeout)}, {"ReadTimeout", int64(o.ReadTimeout)}, {"WriteTimeout", int64(o.WriteTimeout)},
 	} {
@@ -506,6 +435,21 @@ func (c *Client) Close() error {
 		c.worker.Wait()
 	}
 	return c.pools.Close()
+}
+
+// CloseIdleConnections closes the idle connections of every node; the
+// client stays usable, and dials again when it needs to, as net/http's
+// Transport does.
+func (c *Client) CloseIdleConnections() {
+	st := c.state.Load()
+	if st == nil {
+		return
+	}
+	for _, m := range st.conns {
+		if ic, ok := m.Node.(node.IdleCloser); ok {
+			ic.CloseIdle()
+		}
+	}
 }
 
 // Locate returns the node that owns key in the current placement.

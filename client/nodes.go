@@ -68,7 +68,7 @@ func (c *Client) newNode(n ring.Node, obs node.Observer) (node.Node, error) {
 	}
 	cfg := redisnode.Config{
 		Addr: n.Addr, Username: creds.Username, Password: creds.Password, DB: creds.DB, TLS: creds.TLSConfig,
-		PoolSize: o.PoolSize, DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+		PoolSize: o.PoolSize, MaxIdle: o.MaxIdle, DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
 		AutoPipeline: o.AutoPipeline, NearCache: o.NearCache.forNode(), Observer: obs,
 	}
 	if o.NewRedisClient != nil {
@@ -137,9 +137,13 @@ func (f *failing) Send(context.Context, []string) node.Pending {
 	f.fail(node.OpGetMulti)
 	return &f.p
 }
-func (f *failing) Set(context.Context, string, []byte, time.Duration) error { return f.fail(node.OpSet) }
-func (f *failing) SetMulti(context.Context, []node.Item) error             { return f.fail(node.OpSetMulti) }
-func (f *failing) Add(context.Context, string, []byte, time.Duration) error { return f.fail(node.OpAdd) }
+func (f *failing) Set(context.Context, string, []byte, time.Duration) error {
+	return f.fail(node.OpSet)
+}
+func (f *failing) SetMulti(context.Context, []node.Item) error { return f.fail(node.OpSetMulti) }
+func (f *failing) Add(context.Context, string, []byte, time.Duration) error {
+	return f.fail(node.OpAdd)
+}
 func (f *failing) AddMulti(context.Context, []node.Item) ([]bool, error) {
 	return nil, f.fail(node.OpAddMulti)
 }
@@ -152,20 +156,20 @@ func (f *failing) Touch(context.Context, string, time.Duration) error { return f
 func (f *failing) Ping(context.Context) error                         { return f.err }
 func (f *failing) Close() error                                       { return nil }
 
-func (f *failing) GetItem(context.Context, string) (node.Item, error)         { return node.Item{}, f.err }
-func (f *failing) Store(context.Context, node.StoreOp, node.Item) error       { return f.err }
-func (f *failing) DeleteFound(context.Context, string) (bool, error)          { return false, f.err }
-func (f *failing) Flush(context.Context) error                                { return f.err }
+func (f *failing) GetItem(context.Context, string) (node.Item, error)   { return node.Item{}, f.err }
+func (f *failing) Store(context.Context, node.StoreOp, node.Item) error { return f.err }
+func (f *failing) DeleteFound(context.Context, string) (bool, error)    { return false, f.err }
+func (f *failing) Flush(context.Context) error                          { return f.err }
 func (f *failing) GetAndTouch(context.Context, string, time.Duration) (node.Item, error) {
 	return node.Item{}, f.err
 }
 func (f *failing) IncrDecr(context.Context, string, uint64, bool) (uint64, error) { return 0, f.err }
 
 func (f *failing) Scan(context.Context, string, int, func([]node.Item) error) error { return f.err }
-func (f *failing) Dump(context.Context, []node.Item) ([]node.Item, error)          { return nil, f.err }
-func (f *failing) Restore(context.Context, []node.Item) ([]bool, error)            { return nil, f.err }
-func (f *failing) Exists(context.Context, []string) ([]bool, error)                { return nil, f.err }
-func (f *failing) Size(context.Context) (int64, error)                             { return 0, f.err }
+func (f *failing) Dump(context.Context, []node.Item) ([]node.Item, error)           { return nil, f.err }
+func (f *failing) Restore(context.Context, []node.Item) ([]bool, error)             { return nil, f.err }
+func (f *failing) Exists(context.Context, []string) ([]bool, error)                 { return nil, f.err }
+func (f *failing) Size(context.Context) (int64, error)                              { return 0, f.err }
 
 func (f *failing) StoreLeased(context.Context, []node.Item, []string, string) ([]bool, error) {
 	return nil, f.fail(node.OpLease)

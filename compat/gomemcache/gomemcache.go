@@ -31,8 +31,12 @@
 //     flushes the one server the empty key maps to).
 //   - An error that is not one of the sentinels is a *client.NodeError
 //     naming the node; errors.Is and errors.As reach its cause.
-//   - The client's DialContext field is not there: set it through
-//     Options.NewMemcacheClient.
+//   - The client's DialContext field is not there: TLS and ASCII
+//     authentication are Options; PoolSize bounds each node's
+//     connections, where gomemcache bounds only its idle ones
+//     (MaxIdleConns, which keeps its meaning here).
+//   - Timeout and MaxIdleConns are read at the first call: set them
+//     before, as after New.
 //
 // For code that keeps memcache.NewFromSelector and wants only our placement,
 // NewSelector gives a memcache.ServerSelector over any ring.Locator.
@@ -40,6 +44,7 @@ package gomemcache
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync"
@@ -61,11 +66,14 @@ type Options struct {
 	// MigrateFrom resumes a migration already under way (see
 	// client.Options.MigrateFrom).
 	MigrateFrom *client.MigrateFrom
-	// NewMemcacheClient, when set, makes the gomemcache client of each node
-	// (one server each) instead of memcache.New(node.Addr): set DialContext
-	// for TLS here. Client.Timeout and MaxIdleConns apply to these clients
-	// once they are set to other values than the clients were made with.
-	NewMemcacheClient func(ring.Node) *memcache.Client
+	// TLSConfig, Username and Password protect every node's connections
+	// and log in to them (memcached -Z and -Y), as client.Options's fields
+	// of the same names.
+	TLSConfig          *tls.Config
+	Username, Password string
+	// PoolSize is the most connections per node (gomemcache has no bound;
+	// MaxIdleConns bounds its idle ones). Default client's.
+	PoolSize int
 }
 
 // Client is a sharded Memcached client with the method set of
@@ -78,17 +86,16 @@ type Client struct {
 	// will be maintained per node. If less than one,
 	// memcache.DefaultMaxIdleConns (2) is used.
 	//
-	// As with gomemcache, set Timeout and MaxIdleConns before the Client is
-	// in use: a call applies them to every node's connections when they
-	// changed.
+	// Set Timeout and MaxIdleConns before the Client is first used, as
+	// gomemcache's users do: the first call builds the node clients with
+	// them, and later changes are not seen.
 	MaxIdleConns int
 
-	c       *client.Client
-	newMC   func(ring.Node) *memcache.Client
-	applied atomic.Pointer[knobs] // the knobs the node clients have
-
-	mu  sync.Mutex                  // guards mcs, and the writes of knobs into them
-	mcs map[string]*memcache.Client // every node's client, by address
+	opts client.Options // what New was given, for the node clients
+	mu   sync.Mutex     // serialises the first use
+	used atomic.Bool    // the knobs have been read
+	cc   *client.Client // built with built's knobs; rebuilt at first use if they changed
+	built knobs
 }
 
 // knobs are the Client fields that configure the node clients.
@@ -105,79 +112,88 @@ func New(nodes []ring.Node) (*Client, error) {
 
 // NewWithOptions is New with options.
 func NewWithOptions(nodes []ring.Node, opts Options) (*Client, error) {
-	c := &Client{newMC: opts.NewMemcacheClient, mcs: make(map[string]*memcache.Client)}
-	c.applied.Store(&knobs{})
-	cc, err := client.New(client.Options{
-		Backend:           client.Memcached,
-		Nodes:             nodes,
-		Vnodes:            opts.Vnodes,
-		MigrateFrom:       opts.MigrateFrom,
-		// NewMemcacheClient: c.dial, (TODO seam)
+	c := &Client{opts: client.Options{
+		Backend:     client.Memcached,
+		Nodes:       nodes,
+		Vnodes:      opts.Vnodes,
+		MigrateFrom: opts.MigrateFrom,
+		TLSConfig:   opts.TLSConfig,
+		Username:    opts.Username,
+		Password:    opts.Password,
+		PoolSize:    opts.PoolSize,
 		// Backfills are synchronous, so that a Get during a migration
 		// returns the CasID of the copy a CompareAndSwap will find.
-	})
+	}}
+	cc, err := client.New(c.options(knobs{}))
 	if err != nil {
 		return nil, err
 	}
-	c.c = cc
+	c.cc = cc
 	return c, nil
 }
 
-// dial makes one node's gomemcache client: the user's, or the one the
-// client would use (its dialer tracks connections for node health) with the
-// current knobs.
-func (c *Client) dial(n ring.Node, mc *memcache.Client) *memcache.Client {
-	if c.newMC != nil {
-		mc = c.newMC(n)
-	} else {
-		k := c.applied.Load()
-		mc.Timeout, mc.MaxIdleConns = k.timeout, k.maxIdle
+// options returns the client's options with k applied, gomemcache's
+// defaults for zero values.
+func (c *Client) options(k knobs) client.Options {
+	o := c.opts
+	if k.timeout <= 0 {
+		k.timeout = memcache.DefaultTimeout
 	}
-	c.mu.Lock()
-	c.mcs[n.Addr] = mc
-	c.mu.Unlock()
-	return mc
+	if k.maxIdle <= 0 {
+		k.maxIdle = memcache.DefaultMaxIdleConns
+	}
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = k.timeout, k.timeout, k.timeout
+	o.MaxIdle = k.maxIdle
+	return o
 }
 
-// sync applies Timeout and MaxIdleConns to the node clients if they changed.
-func (c *Client) sync() {
-	if k := c.applied.Load(); k.timeout == c.Timeout && k.maxIdle == c.MaxIdleConns {
-		return
+// c returns the client underneath, made again with Timeout and
+// MaxIdleConns at the first use if they changed since New (nothing was
+// dialed yet).
+func (c *Client) c() *client.Client {
+	if !c.used.Load() {
+		c.firstUse()
 	}
+	return c.cc
+}
+
+func (c *Client) firstUse() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := &knobs{timeout: c.Timeout, maxIdle: c.MaxIdleConns}
-	for _, mc := range c.mcs {
-		mc.Timeout, mc.MaxIdleConns = k.timeout, k.maxIdle
+	if c.used.Load() {
+		return
 	}
-	c.applied.Store(k)
+	if k := (knobs{c.Timeout, c.MaxIdleConns}); k != c.built {
+		if cc, err := client.New(c.options(k)); err == nil { // the same options New accepted
+			c.cc.Close()
+			c.cc, c.built = cc, k
+		}
+	}
+	c.used.Store(true)
 }
 
 // ctx is the context of every call: gomemcache's API takes none, and
 // Timeout bounds each network step.
-func (c *Client) ctx() context.Context {
-	c.sync()
-	return context.Background()
-}
+func (c *Client) ctx() context.Context { return context.Background() }
 
 // Shardcache returns the client.Client underneath, for what only it has
 // (Stats, Locate, Nodes, contexts).
-func (c *Client) Shardcache() *client.Client { return c.c }
+func (c *Client) Shardcache() *client.Client { return c.c() }
 
 // Reshard moves the client to a ring of nodes; for window (the longest TTL
 // the application writes) reads fall back to the current placement and
 // writes reach both. See client.Client.Reshard.
 func (c *Client) Reshard(nodes []ring.Node, window time.Duration) error {
-	return c.c.Reshard(nodes, window)
+	return c.c().Reshard(nodes, window)
 }
 
 // Migration returns the status of the latest migration, counters included.
-func (c *Client) Migration() migration.Status { return c.c.Migration() }
+func (c *Client) Migration() migration.Status { return c.c().Migration() }
 
 // Get gets the item for the given key. memcache.ErrCacheMiss is returned
 // for a cache miss. The key must be at most 250 bytes in length.
 func (c *Client) Get(key string) (*memcache.Item, error) {
-	it, err := c.c.GetItem(c.ctx(), key)
+	it, err := c.c().GetItem(c.ctx(), key)
 	if err != nil {
 		return nil, mcErr(err)
 	}
@@ -191,7 +207,7 @@ func (c *Client) GetMulti(keys []string) (map[string]*memcache.Item, error) {
 	m := make(map[string]*memcache.Item, len(keys))
 	// One allocation for all the items rather than one each.
 	buf := make([]memcache.Item, 0, len(keys))
-	err := c.c.GetItemsFunc(c.ctx(), keys, func(it client.Item) {
+	err := c.c().GetItemsFunc(c.ctx(), keys, func(it client.Item) {
 		if len(buf) == cap(buf) { // a key reported twice during a migration
 			buf = make([]memcache.Item, 0, len(keys))
 		}
@@ -240,7 +256,7 @@ func (c *Client) store(op client.StoreOp, item *memcache.Item) error {
 	if err != nil {
 		return err
 	}
-	return mcErr(c.c.Store(ctx, op, client.Item{
+	return mcErr(c.c().Store(ctx, op, client.Item{
 		Key: item.Key, Value: item.Value, Flags: item.Flags, TTL: ttl, CasID: item.CasID,
 	}))
 }
@@ -248,7 +264,7 @@ func (c *Client) store(op client.StoreOp, item *memcache.Item) error {
 // Delete deletes the item with the provided key. memcache.ErrCacheMiss is
 // returned if the item didn't already exist in the cache.
 func (c *Client) Delete(key string) error {
-	found, err := c.c.DeleteFound(c.ctx(), key)
+	found, err := c.c().DeleteFound(c.ctx(), key)
 	if err == nil && !found {
 		return memcache.ErrCacheMiss
 	}
@@ -256,24 +272,24 @@ func (c *Client) Delete(key string) error {
 }
 
 // DeleteAll deletes all items in the cache: it flushes every node.
-func (c *Client) DeleteAll() error { return mcErr(c.c.Flush(c.ctx())) }
+func (c *Client) DeleteAll() error { return mcErr(c.c().Flush(c.ctx())) }
 
 // FlushAll flushes every node.
-func (c *Client) FlushAll() error { return mcErr(c.c.Flush(c.ctx())) }
+func (c *Client) FlushAll() error { return mcErr(c.c().Flush(c.ctx())) }
 
 // Increment atomically increments key by delta. The return value is the new
 // value after being incremented or an error. If the value didn't exist in
 // memcached the error is memcache.ErrCacheMiss. On 64-bit overflow, the new
 // value wraps around.
 func (c *Client) Increment(key string, delta uint64) (newValue uint64, err error) {
-	v, err := c.c.Increment(c.ctx(), key, delta)
+	v, err := c.c().Increment(c.ctx(), key, delta)
 	return v, mcErr(err)
 }
 
 // Decrement atomically decrements key by delta, capped at zero. If the value
 // didn't exist the error is memcache.ErrCacheMiss.
 func (c *Client) Decrement(key string, delta uint64) (newValue uint64, err error) {
-	v, err := c.c.Decrement(c.ctx(), key, delta)
+	v, err := c.c().Decrement(c.ctx(), key, delta)
 	return v, mcErr(err)
 }
 
@@ -286,7 +302,7 @@ func (c *Client) Touch(key string, seconds int32) error {
 	if err != nil {
 		return err
 	}
-	return mcErr(c.c.Touch(ctx, key, ttl))
+	return mcErr(c.c().Touch(ctx, key, ttl))
 }
 
 // GetAndTouch gets the item with the provided key and updates its expiry.
@@ -298,7 +314,7 @@ func (c *Client) GetAndTouch(key string, expiration int32) (*memcache.Item, erro
 	if err != nil {
 		return nil, err
 	}
-	it, err := c.c.GetAndTouch(ctx, key, ttl)
+	it, err := c.c().GetAndTouch(ctx, key, ttl)
 	if err != nil {
 		return nil, mcErr(err)
 	}
@@ -307,20 +323,13 @@ func (c *Client) GetAndTouch(key string, expiration int32) (*memcache.Item, erro
 
 // Ping checks that every node is alive. It returns an error if any of them
 // is down.
-func (c *Client) Ping() error { return mcErr(c.c.Ping(c.ctx())) }
+func (c *Client) Ping() error { return mcErr(c.c().Ping(c.ctx())) }
 
 // Close closes the idle connections of every node. As with gomemcache, the
 // Client may still be used after Close.
 func (c *Client) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var first error
-	for _, mc := range c.mcs {
-		if err := mc.Close(); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
+	c.c().CloseIdleConnections()
+	return nil
 }
 
 // maxRelative is the largest expiration Memcached reads as seconds from

@@ -1,6 +1,7 @@
 package gomemcache
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -8,7 +9,9 @@ import (
 	"net"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -430,8 +433,11 @@ func TestReshardKeepsEveryKey(t *testing.T) {
 	t.Logf("%d of %d keys moved, all read back and backfilled", moved, len(keys))
 }
 
-// TestKnobs checks that Timeout and MaxIdleConns set after New reach every
-// node's gomemcache client, those dialled later by Reshard included.
+// TestKnobs checks that Timeout and MaxIdleConns set after New, before the
+// first call, reach every node's connections: idle connections beyond
+// MaxIdleConns are closed once a burst of callers is done, and a call to a
+// node that stopped answering waits Timeout (here longer than the 500ms
+// default), those of nodes a Reshard adds included.
 func TestKnobs(t *testing.T) {
 	servers := testserver.Memcached(t, 3)
 	nodes := nodesOf(servers)
@@ -439,23 +445,75 @@ func TestKnobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mc.Timeout, mc.MaxIdleConns = 3*time.Second, 7
-	if err := mc.Set(&memcache.Item{Key: "k", Value: []byte("v")}); err != nil {
+	mc.Timeout, mc.MaxIdleConns = 2*time.Second, 3
+	if err := mc.Reshard(nodes, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := mc.Reshard(nodes, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	mc.mu.Lock()
-	defer mc.mu.Unlock()
-	if len(mc.mcs) != 3 {
-		t.Fatalf("%d node clients, want 3", len(mc.mcs))
-	}
-	for addr, c := range mc.mcs {
-		if c.Timeout != 3*time.Second || c.MaxIdleConns != 7 {
-			t.Errorf("node %s: Timeout %v, MaxIdleConns %d", addr, c.Timeout, c.MaxIdleConns)
+	// A burst of 16 callers on the keys of one node.
+	target := servers[2]
+	var keys []string
+	for i := 0; len(keys) < 16; i++ {
+		if k := fmt.Sprintf("knob:%d", i); mc.Shardcache().Locate(k).Addr == target.Addr {
+			keys = append(keys, k)
 		}
 	}
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		wg.Go(func() {
+			for range 20 {
+				if _, err := mc.Get(k); err != memcache.ErrCacheMiss {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// The server sees the idle ones the client kept (and the probe's own).
+	var open int
+	for range 100 {
+		if open = currConnections(t, target.Addr) - 1; open <= 3 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // the closes reach the server a moment later
+	}
+	if open > 3 {
+		t.Errorf("%d connections kept idle with MaxIdleConns 3", open)
+	}
+	target.Pause()
+	defer target.Resume()
+	start := time.Now()
+	if _, err := mc.Get(keys[0]); err == nil {
+		t.Fatal("Get from a stopped node succeeded")
+	}
+	if took := time.Since(start); took < 1500*time.Millisecond {
+		t.Errorf("Get from a stopped node gave up after %v; want Timeout (2s)", took)
+	}
+}
+
+// currConnections is the memcached at addr's curr_connections, its own
+// included.
+func currConnections(t *testing.T, addr string) int {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(conn, "stats\r\n")
+	sc := bufio.NewScanner(conn)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "STAT curr_connections "); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+		if sc.Text() == "END" {
+			break
+		}
+	}
+	t.Fatal("no curr_connections in stats")
+	return 0
 }
 
 // TestBadInput checks the errors for bad nodes and bad expirations.

@@ -53,6 +53,8 @@ type Config struct {
 	// PoolSize is the most connections to the node at once, go-redis's and
 	// the multi-gets' together. Default wire.DefaultSize.
 	PoolSize int
+	// MaxIdle is the most idle connections kept. Default PoolSize.
+	MaxIdle int
 	// DialTimeout, ReadTimeout and WriteTimeout bound each network step,
 	// as go-redis's fields of the same names. Default wire.DefaultTimeout.
 	DialTimeout, ReadTimeout, WriteTimeout time.Duration
@@ -101,6 +103,9 @@ func New(cfg Config) (*Node, error) {
 	if cfg.PoolSize <= 0 {
 		cfg.PoolSize = wire.DefaultSize
 	}
+	if cfg.MaxIdle <= 0 || cfg.MaxIdle > cfg.PoolSize {
+		cfg.MaxIdle = cfg.PoolSize
+	}
 	for _, t := range []*time.Duration{&cfg.DialTimeout, &cfg.ReadTimeout, &cfg.WriteTimeout} {
 		if *t <= 0 {
 			*t = wire.DefaultTimeout
@@ -124,6 +129,7 @@ func New(cfg Config) (*Node, error) {
 		ReadTimeout:           cfg.ReadTimeout,
 		WriteTimeout:          cfg.WriteTimeout,
 		PoolSize:              cfg.PoolSize,
+		MaxIdleConns:          cfg.MaxIdle,
 		ContextTimeoutEnabled: true,
 		// Pipelines (and the auto-pipeliner) on the main pool: go-redis's
 		// dedicated pipeline pool would add up to 10 connections beside
@@ -148,7 +154,7 @@ func New(cfg Config) (*Node, error) {
 			Addr: cfg.Addr,
 			Dial: (&wire.Dialer{Addr: cfg.Addr, Timeout: cfg.DialTimeout, TLS: tlsCfg,
 				Login: resp.Login(resp.Credentials{Username: cfg.Username, Password: cfg.Password, DB: cfg.DB})}).Dial,
-			Size: cfg.PoolSize, DialTimeout: cfg.DialTimeout, ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
+			Size: cfg.PoolSize, MaxIdle: cfg.MaxIdle, DialTimeout: cfg.DialTimeout, ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
 			Budget: budget,
 		})
 	}

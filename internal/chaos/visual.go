@@ -159,8 +159,8 @@ func Visualize(w io.Writer, h *History, v Violation) error {
 	}
 	notes = append(notes, porcupine.Annotation{
 		Tag: "violation", Start: v.Read.Inv - base, End: v.Read.Comp - base,
-		Description: string(v.Rule),
-		Details:     "key " + v.Key + ": read " + v.Read.ID.String() + " returned " + strconv.Quote(v.Write.Value),
+		Description:     string(v.Rule),
+		Details:         "key " + v.Key + ": read " + v.Read.ID.String() + " returned " + strconv.Quote(v.Write.Value),
 		BackgroundColor: "#f4b6b6",
 	})
 	info.AddAnnotations(notes)

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -392,5 +393,25 @@ func TestScheduleReplays(t *testing.T) {
 	}
 	if clients != 1 {
 		t.Errorf("%d client kills, want 1", clients)
+	}
+}
+
+// Fields that hold the format's separators come back as they were written.
+func TestRecorderQuotes(t *testing.T) {
+	var buf bytes.Buffer
+	rec := NewRecorder(&buf)
+	id := OpID{Proc: 1, Goroutine: -1, Seq: 9}
+	odd := "a\tb,c=d\n\"e\\"
+	rec.Invoke(id, GetMulti, []string{odd, "k1"}, odd)
+	empty := ""
+	rec.Complete(id, Failed, &empty, map[string]string{odd: odd, "k1": ""}, errors.New("two\nlines"))
+	h, err := Read(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := h.Ops[0]
+	if o.ID != id || o.Keys[0] != odd || o.Value != odd || o.Result != "" || o.Results[odd] != odd ||
+		o.Results["k1"] != "" || len(o.Results) != 2 || o.Err != "two\nlines" || o.Status != Failed {
+		t.Errorf("read back %+v", o)
 	}
 }

@@ -76,8 +76,8 @@ func Report(h *History, r *Result, max int) string {
 
 // Describe prints one violation: its rule and key, the read, the write of
 // the value read and the witness, then the key's other writes and deletes
-// between the write and the read (keyOps, nil for none) and the faults
-// under way.
+// invoked between the write and the read (from keyOps, the key's
+// operations in order of invocation) and the faults under way.
 func Describe(h *History, v Violation, keyOps []*Op) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: key %s", v.Rule, v.Key)
@@ -110,7 +110,7 @@ func Describe(h *History, v Violation, keyOps []*Op) string {
 	}
 	var others []*Op
 	for _, o := range keyOps {
-		if o == v.Read || o == v.Write || o == v.Witness || o.Inv > hi || o.End() < lo {
+		if o == v.Read || o == v.Write || o == v.Witness || o.Inv > hi || o.Inv < lo {
 			continue
 		}
 		if o.Kind == Set || o.Kind == Delete || o.Kind == Load || o.Kind == Incr {

@@ -16,8 +16,8 @@ import (
 var ErrNoVisual = errors.New("chaos: only a value violation can be visualised")
 
 // The sub-history Visualize hands porcupine is the violation's key: the
-// read, the write of its value, and every write and delete of the key
-// between that write's start and the read's end. Other reads are left out,
+// read, the write of its value, the witness, and the key's writes and
+// deletes invoked between that write's start and the read's end. Other reads are left out,
 // so the sub-history is linearizable exactly when the rule holds: porcupine
 // checks linearizability, which is stronger than the cache's rule (two
 // sequential reads may see two concurrent writes in either order, and
@@ -38,6 +38,9 @@ type regOutput struct {
 }
 
 const absent = "(absent)"
+
+// maxSub bounds the operations of a visualised sub-history.
+const maxSub = 40
 
 // registerModel is a key whose state is the set of values it may hold (a
 // maybe-write adds one, a write replaces them all, a read that returns one
@@ -105,17 +108,23 @@ func Visualize(w io.Writer, h *History, v Violation) error {
 		return ErrNoVisual
 	}
 	lo, hi := v.Write.Inv, v.Read.Comp
-	var sub []*Op
+	sub := []*Op{v.Write, v.Read}
+	if v.Witness != nil {
+		sub = append(sub, v.Witness)
+	}
+	// The other writes and deletes invoked meanwhile, at most maxSub of
+	// them (each failed one doubles porcupine's search): they cannot make
+	// the sub-history linearizable, only show what else went on.
 	for _, o := range h.Ops {
-		if o.Key() != v.Key || o.Inv > hi || o.End() < lo {
+		if len(sub) == maxSub || o.Inv > hi {
+			break
+		}
+		if o.Inv < lo || o.Key() != v.Key || slices.Contains(sub, o) {
 			continue
 		}
-		if o == v.Read || o.Kind == Set || o.Kind == Load || o.Kind == Delete {
+		if o.Kind == Set || o.Kind == Load || o.Kind == Delete {
 			sub = append(sub, o)
 		}
-	}
-	if v.Read.Kind == GetMulti && !slices.Contains(sub, v.Read) {
-		sub = append(sub, v.Read)
 	}
 	base := lo - int64(time.Millisecond)
 	clients := make(map[[3]int]int)

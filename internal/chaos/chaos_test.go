@@ -78,6 +78,7 @@ func TestChaos(t *testing.T) {
 	s0 := firstSeed()
 	for _, b := range backends() {
 		t.Run(b, func(t *testing.T) {
+			t.Parallel() // the backends side by side: the short form in half the time
 			for i := range n {
 				rc := run{Backend: b, Procs: *procs, Goroutines: *gor, Duration: d,
 					ReshardAt: d / 4, Window: d / 2, Seed: s0 + uint64(i), Faults: faults,
@@ -114,8 +115,9 @@ func verify(t *testing.T, rc run, o outcome) {
 			applied++
 		}
 	}
-	t.Logf("%s async=%d: %d faults applied, breaker opened %d times, %d keys moved; %s",
-		rc.Backend, rc.Async, applied, downs, moved, strings.TrimSpace(res.Summary()))
+	t.Logf("%s async=%d: %d faults applied, breaker opened %d times, %d keys moved; read in %v, checked in %v; %s",
+		rc.Backend, rc.Async, applied, downs, moved, o.read.Round(time.Millisecond), o.check.Round(time.Millisecond),
+		strings.TrimSpace(res.Summary()))
 
 	minOps, minFaults := 1000, len(o.schedule.Faults)
 	if *long {
@@ -190,6 +192,7 @@ func duringMigration(h *chaos.History, v chaos.Violation) bool {
 func TestCatchesBrokenSystem(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b, func(t *testing.T) {
+			t.Parallel()
 			expectViolation(t, run{Backend: b, Procs: 3, Goroutines: 8, Duration: 6 * time.Second,
 				ReshardAt: 500 * time.Millisecond, Window: 5 * time.Second, Seed: firstSeed(),
 				NoClientKill: true, Bug: chaos.NoDualDelete, Keys: 40}, chaos.DeletedRead)
@@ -214,6 +217,7 @@ func TestSeededBugs(t *testing.T) {
 			}
 			for _, b := range backends() {
 				t.Run(b, func(t *testing.T) {
+					t.Parallel()
 					expectViolation(t, run{Backend: b, Procs: 3, Goroutines: 8, Duration: 8 * time.Second,
 						ReshardAt: 500 * time.Millisecond, Window: 7 * time.Second, Seed: firstSeed(),
 						NoClientKill: true, Tags: bug.tag, Keys: 40}, "")

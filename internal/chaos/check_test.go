@@ -337,11 +337,12 @@ func TestReportAndVisualize(t *testing.T) {
 	b.set("k", "v1", 0, 10, OK)
 	b.del("k", 20, 30, OK)
 	b.set("k", "vf", 25, 26, Failed).Err = "i/o timeout"
+	b.get("k", "v1", 15, 35) // under way when the delete began: listed
 	b.wipe(32, 38)
 	r := b.get("k", "v1", 40, 50)
 	res := want(t, &b, r, DeletedRead)
 	text := Report(&b.h, res, 10)
-	for _, s := range []string{"deleted value read: key k", "p2.0 g0 #4", `read "v1"`, `wrote "v1"`,
+	for _, s := range []string{"deleted value read: key k", "p2.0 g0 #5", "p2.0 g0 #4", `read "v1"`, `wrote "v1"`,
 		"then", "delete", "meanwhile", "failed", "fault: kill n1", "seed 7"} {
 		if !strings.Contains(text, s) {
 			t.Errorf("report lacks %q:\n%s", s, text)

@@ -56,6 +56,8 @@ type outcome struct {
 	res      *chaos.Result
 	schedule chaos.Schedule
 	dir      string
+	// read and check are how long reading the history and checking it took.
+	read, check time.Duration
 }
 
 // replay is the command line that replays the run's schedule.
@@ -163,8 +165,7 @@ func (rc run) do(t *testing.T) outcome {
 	}
 	t1 := time.Now()
 	res := chaos.Check(h)
-	t.Logf("TIMING workers end %v after end, read %v, check %v", t0.Sub(end), t1.Sub(t0), time.Since(t1))
-	return outcome{h: h, res: res, schedule: sched, dir: dir}
+	return outcome{h: h, res: res, schedule: sched, dir: dir, read: t1.Sub(t0), check: time.Since(t1)}
 }
 
 // applyFaults applies the schedule's faults at their times, on the test's

@@ -77,7 +77,8 @@ func Report(h *History, r *Result, max int) string {
 // Describe prints one violation: its rule and key, the read, the write of
 // the value read and the witness, then the key's other writes and deletes
 // invoked between the write and the read (from keyOps, the key's
-// operations in order of invocation) and the faults under way.
+// operations in order of invocation), the reads of the same value under way
+// when the witness began, and the faults under way.
 func Describe(h *History, v Violation, keyOps []*Op) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: key %s", v.Rule, v.Key)
@@ -117,6 +118,17 @@ func Describe(h *History, v Violation, keyOps []*Op) string {
 			others = append(others, o)
 		}
 	}
+	// The reads of the same value under way when the witness began: one
+	// of them may have copied it back (a backfill).
+	for _, o := range keyOps {
+		if v.Write == nil || v.Witness == nil || o == v.Read || o.Inv > v.Witness.Inv || o.Comp < v.Witness.Inv {
+			continue
+		}
+		if readValue(o, v.Key) == v.Write.Value {
+			others = append(others, o)
+		}
+	}
+	sort.SliceStable(others, func(i, j int) bool { return others[i].Inv < others[j].Inv })
 	if len(others) > 0 {
 		b.WriteString("  meanwhile on the key:\n")
 		for i, o := range others {
@@ -133,6 +145,19 @@ func Describe(h *History, v Violation, keyOps []*Op) string {
 		}
 	}
 	return b.String()
+}
+
+// readValue returns the value o read for key, "" for none.
+func readValue(o *Op, key string) string {
+	switch o.Kind {
+	case Get, GetOrLoad:
+		if o.Status == OK {
+			return o.Result
+		}
+	case GetMulti:
+		return o.Results[key]
+	}
+	return ""
 }
 
 // OpLine prints one operation on one line: id, kind, key, times and outcome.

@@ -21,6 +21,7 @@ var (
 	backend  = flag.String("chaos.backend", "", "redis or memcached (default both)")
 	async    = flag.Int("chaos.async", -1, "client processes on AsyncBackfill (default: none in even runs, one in odd ones)")
 	failOpen = flag.Bool("chaos.failopen", false, "clients with FailOpen")
+	nfaults  = flag.Int("chaos.faults", -1, "server faults a run (default one per 1.8 s; 0: none, and no client killed)")
 	procs    = flag.Int("chaos.procs", 3, "client processes")
 	gor      = flag.Int("chaos.goroutines", 8, "goroutines per client process")
 	tags     = flag.String("chaos.tags", os.Getenv("SHARDCACHE_CHAOS_TAGS"), "build tags of the worker processes (the client's seeded bugs)")
@@ -75,6 +76,9 @@ func TestChaos(t *testing.T) {
 		d = *duration
 	}
 	faults := int(d / (1800 * time.Millisecond)) // 33 in 60 s, with the client kill 34
+	if *nfaults >= 0 {
+		faults = *nfaults
+	}
 	s0 := firstSeed()
 	for _, b := range backends() {
 		t.Run(b, func(t *testing.T) {
@@ -82,7 +86,7 @@ func TestChaos(t *testing.T) {
 			for i := range n {
 				rc := run{Backend: b, Procs: *procs, Goroutines: *gor, Duration: d,
 					ReshardAt: d / 4, Window: d / 2, Seed: s0 + uint64(i), Faults: faults,
-					Async: i % 2, FailOpen: *failOpen, Tags: *tags, Keys: 40}
+					Async: i % 2, FailOpen: *failOpen, Tags: *tags, Keys: 40, NoClientKill: faults == 0}
 				if *async >= 0 {
 					rc.Async = *async
 				}
@@ -120,7 +124,7 @@ func verify(t *testing.T, rc run, o outcome) {
 		strings.TrimSpace(res.Summary()))
 
 	minOps, minFaults := 1000, len(o.schedule.Faults)
-	if *long {
+	if *long && *nfaults < 0 {
 		minOps, minFaults = 100_000, 30
 	}
 	if res.Total() < minOps || res.Reads == 0 {

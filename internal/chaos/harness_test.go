@@ -62,8 +62,9 @@ type outcome struct {
 
 // replay is the command line that replays the run's schedule.
 func (rc run) replay() string {
-	s := fmt.Sprintf("go test ./internal/chaos -run '%s' -args -chaos.seed=%d -chaos.runs=1 -chaos.backend=%s -chaos.async=%d -chaos.duration=%v",
-		"TestChaos$", rc.Seed, rc.Backend, rc.Async, rc.Duration)
+	s := fmt.Sprintf("go test ./internal/chaos -run 'TestChaos$' -v -args -chaos.seed=%d -chaos.runs=1 -chaos.backend=%s"+
+		" -chaos.async=%d -chaos.duration=%v -chaos.faults=%d -chaos.procs=%d -chaos.goroutines=%d",
+		rc.Seed, rc.Backend, rc.Async, rc.Duration, rc.Faults, rc.Procs, rc.Goroutines)
 	if rc.FailOpen {
 		s += " -chaos.failopen"
 	}

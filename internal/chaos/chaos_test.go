@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,8 @@ var (
 	gor      = flag.Int("chaos.goroutines", 8, "goroutines per client process")
 	tags     = flag.String("chaos.tags", os.Getenv("SHARDCACHE_CHAOS_TAGS"), "build tags of the worker processes (the client's seeded bugs)")
 	out      = flag.String("chaos.out", "", "directory where every run's report is saved (default: failing runs' only, in the test's temporary directory)")
+	keep     = flag.Bool("chaos.keep", false, "also keep each run's history files, in a directory beside its report")
+	recheck  = flag.String("chaos.check", "", "a directory of history files (kept with -chaos.keep) for TestCheckSaved to check again")
 )
 
 // strict makes violations during a migration fail the test: today's client
@@ -161,14 +164,22 @@ func verify(t *testing.T, rc run, o outcome) {
 		if err != nil {
 			t.Errorf("save the report: %v", err)
 		}
+		if *keep {
+			hist := filepath.Join(dir, name+"-history")
+			if err := os.CopyFS(hist, os.DirFS(o.dir)); err != nil {
+				t.Errorf("keep the history: %v", err)
+			}
+			paths = append(paths, hist)
+		}
 		t.Logf("report: %s", strings.Join(paths, ", "))
 	}
 	switch {
 	case strict && len(res.Violations) > 0:
 		t.Errorf("%d violations:\n%s", len(res.Violations), chaos.Report(h, res, 5))
 	case len(outside) > 0:
-		t.Errorf("%d violations outside the migration's window:\n%s", len(outside),
-			chaos.Report(h, &chaos.Result{Ops: res.Ops, Violations: outside}, 5))
+		only := *res
+		only.Violations = outside
+		t.Errorf("%d violations outside the migration's window:\n%s", len(outside), chaos.Report(h, &only, 5))
 	case len(res.Violations) > 0:
 		t.Logf("%d violations during the migration (SHARDCACHE_CHAOS_STRICT=1 fails on them):\n%s",
 			len(res.Violations), chaos.Report(h, res, 3))
@@ -259,4 +270,22 @@ func expectViolation(t *testing.T, rc run, rule chaos.Rule) {
 		t.Logf("run %d (seed %d): %s", i+1, rc.Seed, strings.TrimSpace(o.res.Summary()))
 	}
 	t.Errorf("no violation (%q) in 3 runs", rule)
+}
+
+// TestCheckSaved checks a kept history again (-chaos.check=DIR) and prints
+// its report: for a checker changed since the run, or a closer look.
+func TestCheckSaved(t *testing.T) {
+	if *recheck == "" {
+		t.Skip("no -chaos.check directory")
+	}
+	files, err := filepath.Glob(filepath.Join(*recheck, "*.jsonl"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no history in %s: %v", *recheck, err)
+	}
+	h, err := chaos.ReadFiles(files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := chaos.Check(h)
+	t.Logf("\n%s", chaos.Report(h, res, 20))
 }

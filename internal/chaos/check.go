@@ -47,7 +47,7 @@ type Violation struct {
 	// Write wrote the value read: nil for a counter.
 	Write *Op
 	// Witness is what makes the value inadmissible: the acknowledged write
-	// or delete between Write and Read, or for a counter the earlier
+	// or delete between Write and Read that completed last before the read, or for a counter the earlier
 	// observation (or the reset) it contradicts; nil when the rule needs
 	// none.
 	Witness *Op
@@ -189,6 +189,7 @@ func Check(h *History) *Result {
 // invocation, with the earliest completion among each suffix: the first x
 // invoked after time t that completed earliest is min[search(t)].
 type superseders struct {
+	ops []*Op
 	inv []int64
 	min []*Op // min[i]: the op of ops[i:] that completed first
 }
@@ -201,7 +202,7 @@ func newSuperseders(ops []*Op) superseders {
 		}
 	}
 	sort.Slice(acked, func(i, j int) bool { return acked[i].Inv < acked[j].Inv })
-	s := superseders{inv: make([]int64, len(acked)), min: make([]*Op, len(acked)+1)}
+	s := superseders{ops: acked, inv: make([]int64, len(acked)), min: make([]*Op, len(acked)+1)}
 	for i := len(acked) - 1; i >= 0; i-- {
 		s.inv[i] = acked[i].Inv
 		s.min[i] = acked[i]
@@ -220,6 +221,19 @@ func (s superseders) first(t int64) *Op {
 	}
 	i := sort.Search(len(s.inv), func(i int) bool { return s.inv[i] > t })
 	return s.min[i]
+}
+
+// latest returns, of the acknowledged operations invoked after t, the one
+// that completed last before u: the witness a report shows, closest to the
+// read. It scans, and runs only for violations.
+func (s superseders) latest(t, u int64) *Op {
+	var best *Op
+	for _, o := range s.ops[sort.Search(len(s.inv), func(i int) bool { return s.inv[i] > t }):] {
+		if o.Comp < u && (best == nil || o.Comp > best.Comp) {
+			best = o
+		}
+	}
+	return best
 }
 
 // checkValues applies the rules of values to one key.
@@ -242,8 +256,10 @@ func checkValues(key string, ko *keyOps) []Violation {
 		}
 		// A delete is the worse news, so it is reported first.
 		if x := dels.first(w.End()); x != nil && x.Comp < r.op.Inv {
+			x = dels.latest(w.End(), r.op.Inv)
 			out = append(out, Violation{Rule: DeletedRead, Key: key, Read: r.op, Write: w, Witness: x})
 		} else if x := sets.first(w.End()); x != nil && x.Comp < r.op.Inv {
+			x = sets.latest(w.End(), r.op.Inv)
 			out = append(out, Violation{Rule: StaleRead, Key: key, Read: r.op, Write: w, Witness: x})
 		}
 	}

@@ -416,3 +416,18 @@ func TestRecorderQuotes(t *testing.T) {
 		t.Errorf("read back %+v", o)
 	}
 }
+
+// The witness reported is the acknowledged write that completed last
+// before the read: the value the reader should have seen at least.
+func TestWitnessIsLatest(t *testing.T) {
+	var b builder
+	b.set("k", "v1", 0, 10, OK)
+	b.set("k", "v2", 20, 30, OK)
+	w3 := b.set("k", "v3", 32, 38, OK)
+	b.set("k", "v4", 35, 60, OK) // not over when the read began
+	r := b.get("k", "v1", 40, 50)
+	res := want(t, &b, r, StaleRead)
+	if res.Violations[0].Witness != w3 {
+		t.Errorf("witness %v, want %v", res.Violations[0].Witness.ID, w3.ID)
+	}
+}

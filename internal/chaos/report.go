@@ -141,7 +141,11 @@ func Describe(h *History, v Violation, keyOps []*Op) string {
 	}
 	for _, f := range h.Faults {
 		if f.Start <= hi && f.End >= lo {
-			fmt.Fprintf(&b, "  fault: %s %s %s from %s to %s\n", f.Kind, f.Target, f.Detail, rel(h, f.Start), rel(h, f.End))
+			label := "fault: " + string(f.Kind)
+			if f.Kind == Sweep {
+				label = "sweep" // an event, not a fault
+			}
+			fmt.Fprintf(&b, "  %s %s %s from %s to %s\n", label, f.Target, f.Detail, rel(h, f.Start), rel(h, f.End))
 		}
 	}
 	return b.String()

@@ -159,8 +159,12 @@ func Visualize(w io.Writer, h *History, v Violation) error {
 	var notes []porcupine.Annotation
 	for _, f := range h.Faults {
 		if f.Start <= hi && f.End >= lo {
+			tag := "faults"
+			if f.Kind == Sweep {
+				tag = "events"
+			}
 			notes = append(notes, porcupine.Annotation{
-				Tag: "faults", Start: max(f.Start, lo) - base, End: min(f.End, hi) - base,
+				Tag: tag, Start: max(f.Start, lo) - base, End: min(f.End, hi) - base,
 				Description: string(f.Kind) + " " + f.Target,
 				Details:     f.Detail + " " + rel(h, f.Start) + " to " + rel(h, f.End),
 			})

@@ -214,11 +214,11 @@ func (w *worker) one(ctx context.Context, c *client.Client, rng *rand.Rand, id O
 	m := w.cfg.Mix
 	n := rng.IntN(m.Set + m.Get + m.Delete + m.Incr + m.GetMulti + m.GetOrLoad)
 	anyKey := func() string {
-		if i := rng.IntN(len(w.keys) + len(w.counters)); i < len(w.keys) {
+		i := rng.IntN(len(w.keys) + len(w.counters))
+		if i < len(w.keys) {
 			return w.keys[i]
-		} else {
-			return w.counters[i-len(w.keys)]
 		}
+		return w.counters[i-len(w.keys)]
 	}
 	value := func() string { return w.keys[rng.IntN(len(w.keys))] }
 	switch {

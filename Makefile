@@ -9,7 +9,7 @@ FUZZTIME ?= 30s
 # Debian packages have the same names.
 SERVERS := redis-server memcached nutcracker
 
-.PHONY: deps test bench fuzz simulate
+.PHONY: deps test bench fuzz simulate chaos
 
 # deps installs the servers with apt-get, only when one is missing.
 deps:
@@ -49,3 +49,16 @@ fuzz:
 
 simulate:
 	$(GO) run ./cmd/shardcache simulate
+
+# The long form of the consistency harness (internal/chaos): 20 runs of 60 s
+# per backend, 3 client processes, at least 30 faults and 100,000 operations
+# a run, a migration from 4 nodes to 5 in each, and no violation allowed
+# (SHARDCACHE_CHAOS_STRICT=1). Reports go to CHAOS_OUT. CHAOS_FLAGS adds
+# flags: -chaos.seed=N -chaos.runs=1 -chaos.backend=redis replays a run,
+# -chaos.tags=TAG builds the client with a seeded bug, -chaos.async=1 puts
+# one process on AsyncBackfill in every run.
+CHAOS_OUT   ?= chaos-reports
+CHAOS_FLAGS ?=
+chaos: deps
+	SHARDCACHE_CHAOS_STRICT=$${SHARDCACHE_CHAOS_STRICT:-1} $(GO) test -count=1 -timeout 0 -run 'TestChaos$$' -v ./internal/chaos/ \
+		-args -chaos.long -chaos.out=$(abspath $(CHAOS_OUT)) $(CHAOS_FLAGS)

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
 	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/bradfitz/gomemcache v0.0.0-20260422231931-4d751bb6e37c
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/prometheus/client_golang v1.25.0

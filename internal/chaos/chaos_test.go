@@ -1,0 +1,291 @@
+package chaos_test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardcache/shardcache/internal/chaos"
+)
+
+// The short form runs under go test (make test, CI); the long form is
+// `make chaos` (-chaos.long, or SHARDCACHE_CHAOS_LONG=1).
+var (
+	long     = flag.Bool("chaos.long", os.Getenv("SHARDCACHE_CHAOS_LONG") == "1", "the long form: 20 runs of 60 s per backend, at least 30 faults and 100,000 operations a run")
+	seed     = flag.Uint64("chaos.seed", 0, "the first run's seed, the next runs' counting on (0: from the clock); with -chaos.runs=1, replays a run's schedule")
+	runs     = flag.Int("chaos.runs", 0, "runs per backend (default 2; long form 20)")
+	duration = flag.Duration("chaos.duration", 0, "a run's length (default 20s; long form 60s); the migration's window is its middle half")
+	backend  = flag.String("chaos.backend", "", "redis or memcached (default both)")
+	async    = flag.Int("chaos.async", -1, "client processes on AsyncBackfill (default: none in even runs, one in odd ones)")
+	failOpen = flag.Bool("chaos.failopen", false, "clients with FailOpen")
+	nfaults  = flag.Int("chaos.faults", -1, "server faults a run (default one per 1.8 s; 0: none, and no client killed)")
+	procs    = flag.Int("chaos.procs", 3, "client processes")
+	gor      = flag.Int("chaos.goroutines", 8, "goroutines per client process")
+	tags     = flag.String("chaos.tags", os.Getenv("SHARDCACHE_CHAOS_TAGS"), "build tags of the worker processes (the client's seeded bugs)")
+	out      = flag.String("chaos.out", "", "directory where every run's report is saved (default: failing runs' only, in the test's temporary directory)")
+	keep     = flag.Bool("chaos.keep", false, "also keep each run's history files, in a directory beside its report")
+	recheck  = flag.String("chaos.check", "", "a directory of history files (kept with -chaos.keep) for TestCheckSaved to check again")
+)
+
+// strict makes violations during a migration fail the test: today's client
+// has them (issue 21), so CI runs without it until the migration is fixed.
+var strict = os.Getenv("SHARDCACHE_CHAOS_STRICT") == "1"
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "chaosworker")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	workerDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func backends() []string {
+	if *backend != "" {
+		return []string{*backend}
+	}
+	return []string{"redis", "memcached"}
+}
+
+func firstSeed() uint64 {
+	if *seed != 0 {
+		return *seed
+	}
+	return uint64(time.Now().UnixNano()) % 1e9
+}
+
+// TestChaos runs the harness over both backends: three client processes
+// through a migration from 4 nodes to 5 in the middle of each run, under a
+// fault schedule, and checks each run's history. Without
+// SHARDCACHE_CHAOS_STRICT=1 only the violations outside the migration's
+// window fail it.
+func TestChaos(t *testing.T) {
+	n, d := 2, 20*time.Second
+	if *long {
+		n, d = 20, 60*time.Second
+	}
+	if *runs > 0 {
+		n = *runs
+	}
+	if *duration > 0 {
+		d = *duration
+	}
+	faults := int(d / (1800 * time.Millisecond)) // 33 in 60 s, with the client kill 34
+	if *nfaults >= 0 {
+		faults = *nfaults
+	}
+	s0 := firstSeed()
+	for _, b := range backends() {
+		t.Run(b, func(t *testing.T) {
+			t.Parallel() // the backends side by side: the short form in half the time
+			for i := range n {
+				rc := run{Backend: b, Procs: *procs, Goroutines: *gor, Duration: d,
+					ReshardAt: d / 4, Window: d / 2, Seed: s0 + uint64(i), Faults: faults,
+					Async: i % 2, FailOpen: *failOpen, Tags: *tags, Keys: 40, NoClientKill: faults == 0}
+				if *async >= 0 {
+					rc.Async = *async
+				}
+				t.Run(fmt.Sprintf("seed%d", rc.Seed), func(t *testing.T) {
+					verify(t, rc, rc.do(t))
+				})
+			}
+		})
+	}
+}
+
+// verify checks what a run must show, and reports its violations.
+func verify(t *testing.T, rc run, o outcome) {
+	t.Helper()
+	res, h := o.res, o.h
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("schedule: %s\nreplay: %s", o.schedule, rc.replay())
+		}
+	})
+	var ops, downs, moved int64
+	for _, s := range h.Stats {
+		ops += s.Ops
+		downs += s.Downs
+		moved += s.Backfills + s.SweepCopied
+	}
+	applied := 0
+	for _, f := range h.Faults {
+		if f.Kind != chaos.Sweep {
+			applied++
+		}
+	}
+	t.Logf("%s async=%d: %d faults applied, breaker opened %d times, %d keys moved; read in %v, checked in %v; %s",
+		rc.Backend, rc.Async, applied, downs, moved, o.read.Round(time.Millisecond), o.check.Round(time.Millisecond),
+		strings.TrimSpace(res.Summary()))
+
+	minOps, minFaults := 1000, len(o.schedule.Faults)
+	if *long && *nfaults < 0 {
+		minOps, minFaults = 100_000, 30
+	}
+	if res.Total() < minOps || res.Reads == 0 {
+		t.Errorf("%d operations, %d reads with a value: want at least %d and some", res.Total(), res.Reads, minOps)
+	}
+	if applied < minFaults {
+		t.Errorf("%d faults applied, want %d", applied, minFaults)
+	}
+	if rc.Window > 0 && moved == 0 {
+		t.Error("the migration moved no key (no backfill, no sweep copy)")
+	}
+	breaks := false
+	for _, f := range o.schedule.Faults {
+		breaks = breaks || f.Kind == chaos.KillServer || f.Kind == chaos.PauseServer || f.Kind == chaos.Partition
+	}
+	if breaks && downs == 0 {
+		t.Error("no breaker opened, though nodes were killed, stopped or cut off")
+	}
+
+	var outside []chaos.Violation
+	for _, v := range res.Violations {
+		if !duringMigration(h, v) {
+			outside = append(outside, v)
+		}
+	}
+	save := *out != "" || len(res.Violations) > 0
+	if save {
+		dir := *out
+		if dir == "" {
+			dir = o.dir
+		}
+		name := fmt.Sprintf("%s-seed%d-async%d", rc.Backend, rc.Seed, rc.Async)
+		paths, err := chaos.SaveReport(dir, name, h, res)
+		if err != nil {
+			t.Errorf("save the report: %v", err)
+		}
+		if *keep {
+			hist := filepath.Join(dir, name+"-history")
+			if err := os.CopyFS(hist, os.DirFS(o.dir)); err != nil {
+				t.Errorf("keep the history: %v", err)
+			}
+			paths = append(paths, hist)
+		}
+		t.Logf("report: %s", strings.Join(paths, ", "))
+	}
+	switch {
+	case strict && len(res.Violations) > 0:
+		t.Errorf("%d violations:\n%s", len(res.Violations), chaos.Report(h, res, 5))
+	case len(outside) > 0:
+		only := *res
+		only.Violations = outside
+		t.Errorf("%d violations outside the migration's window:\n%s", len(outside), chaos.Report(h, &only, 5))
+	case len(res.Violations) > 0:
+		t.Logf("%d violations during the migration (SHARDCACHE_CHAOS_STRICT=1 fails on them):\n%s",
+			len(res.Violations), chaos.Report(h, res, 3))
+	}
+}
+
+// duringMigration reports whether a violation's operations overlap the
+// migration's window, WindowSlack after it included.
+func duringMigration(h *chaos.History, v chaos.Violation) bool {
+	if h.Info.MigrationStart == 0 {
+		return false
+	}
+	lo := v.Read.Inv
+	for _, o := range []*chaos.Op{v.Write, v.Witness} {
+		if o != nil {
+			lo = min(lo, o.Inv)
+		}
+	}
+	return v.Read.Comp >= h.Info.MigrationStart && lo <= h.Info.MigrationEnd+int64(chaos.WindowSlack)
+}
+
+// TestCatchesBrokenSystem runs a deliberately broken system under test, a
+// worker that skips the dual delete during the migration, and expects the
+// checker to report a deleted value read within three runs.
+func TestCatchesBrokenSystem(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b, func(t *testing.T) {
+			t.Parallel()
+			expectViolation(t, run{Backend: b, Procs: 3, Goroutines: 8, Duration: 6 * time.Second,
+				ReshardAt: 500 * time.Millisecond, Window: 5 * time.Second, Seed: firstSeed(),
+				NoClientKill: true, Bug: chaos.NoDualDelete, Keys: 40}, chaos.DeletedRead)
+		})
+	}
+}
+
+// seededBugs are the client's build tags that break it on purpose, each
+// expected to produce a violation within three runs. A tag that client/
+// does not define yet skips its test.
+var seededBugs = []struct{ tag, what string }{
+	{"shardcache_bug_nodualdelete", "a migration's Delete reaches the new owner only"},
+	{"shardcache_bug_backfillset", "a backfill writes with SET, not SET NX (Memcached: set, not add)"},
+	{"shardcache_bug_oldfirst", "a migration's read asks the old owner before the new one"},
+}
+
+func TestSeededBugs(t *testing.T) {
+	for _, bug := range seededBugs {
+		t.Run(bug.tag, func(t *testing.T) {
+			if !tagDefined(t, bug.tag) {
+				t.Skipf("client/ defines no file for the build tag %s (%s) yet", bug.tag, bug.what)
+			}
+			for _, b := range backends() {
+				t.Run(b, func(t *testing.T) {
+					t.Parallel()
+					expectViolation(t, run{Backend: b, Procs: 3, Goroutines: 8, Duration: 8 * time.Second,
+						ReshardAt: 500 * time.Millisecond, Window: 7 * time.Second, Seed: firstSeed(),
+						NoClientKill: true, Tags: bug.tag, Keys: 40}, "")
+				})
+			}
+		})
+	}
+}
+
+// expectViolation runs rc up to three times, new seeds each, until the
+// checker reports a violation of rule (any rule if empty).
+func expectViolation(t *testing.T, rc run, rule chaos.Rule) {
+	t.Helper()
+	for i := range 3 {
+		rc.Seed += uint64(i)
+		o := rc.do(t)
+		n := len(o.res.Violations)
+		if rule != "" {
+			n = o.res.Count(rule)
+		}
+		if n > 0 {
+			dir := *out
+			if dir == "" {
+				dir = o.dir
+			}
+			name := fmt.Sprintf("%s-%s%s", rc.Backend, rc.Bug, strings.ReplaceAll(rc.Tags, ",", "_"))
+			paths, err := chaos.SaveReport(dir, name, o.h, o.res)
+			if err != nil {
+				t.Error(err)
+			}
+			t.Logf("run %d: %s saved in %s; the first:\n%s", i+1, strings.TrimSpace(o.res.Summary()),
+				strings.Join(paths, ", "), chaos.Report(o.h, o.res, 1))
+			return
+		}
+		t.Logf("run %d (seed %d): %s", i+1, rc.Seed, strings.TrimSpace(o.res.Summary()))
+	}
+	t.Errorf("no violation (%q) in 3 runs", rule)
+}
+
+// TestCheckSaved checks a kept history again (-chaos.check=DIR) and prints
+// its report: for a checker changed since the run, or a closer look.
+func TestCheckSaved(t *testing.T) {
+	if *recheck == "" {
+		t.Skip("no -chaos.check directory")
+	}
+	files, err := filepath.Glob(filepath.Join(*recheck, "*.jsonl"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no history in %s: %v", *recheck, err)
+	}
+	h, err := chaos.ReadFiles(files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := chaos.Check(h)
+	t.Logf("\n%s", chaos.Report(h, res, 20))
+}

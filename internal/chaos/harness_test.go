@@ -1,0 +1,376 @@
+package chaos_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardcache/shardcache/internal/chaos"
+	"github.com/shardcache/shardcache/internal/testserver"
+	"github.com/shardcache/shardcache/internal/testserver/faultproxy"
+	"github.com/shardcache/shardcache/ring"
+)
+
+// Client settings of every run: low timeouts and a breaker that opens after
+// two failures, so that faults open and close it.
+const (
+	clientTimeout = 200 * time.Millisecond
+	opTimeout     = time.Second
+	lease         = time.Second // Memcached's leases last whole seconds
+)
+
+// run is one run of the harness: servers, proxies, worker processes and a
+// fault schedule, then the check of the merged history.
+type run struct {
+	Backend    string
+	Procs      int
+	Goroutines int
+	Duration   time.Duration
+	// ReshardAt and Window place the migration from 4 nodes to 5 (Window
+	// 0: none, 5 nodes throughout).
+	ReshardAt, Window time.Duration
+	Seed              uint64
+	// Faults is how many server faults to draw (0: none); a migration adds
+	// a client process killed in its middle unless NoClientKill.
+	Faults       int
+	NoClientKill bool
+	Async        int // processes on AsyncBackfill
+	FailOpen     bool
+	Bug          chaos.Bug
+	Tags         string // the worker's build tags
+	Keys         int
+	Mix          chaos.Mix
+}
+
+// outcome is what a run produced.
+type outcome struct {
+	h        *chaos.History
+	res      *chaos.Result
+	schedule chaos.Schedule
+	dir      string
+	// read and check are how long reading the history and checking it took.
+	read, check time.Duration
+}
+
+// replay is the command line that replays the run's schedule.
+func (rc run) replay() string {
+	s := fmt.Sprintf("go test ./internal/chaos -run 'TestChaos$' -v -args -chaos.seed=%d -chaos.runs=1 -chaos.backend=%s"+
+		" -chaos.async=%d -chaos.duration=%v -chaos.faults=%d -chaos.procs=%d -chaos.goroutines=%d",
+		rc.Seed, rc.Backend, rc.Async, rc.Duration, rc.Faults, rc.Procs, rc.Goroutines)
+	if rc.FailOpen {
+		s += " -chaos.failopen"
+	}
+	if rc.Tags != "" {
+		s += " -chaos.tags=" + rc.Tags
+	}
+	return s
+}
+
+// do runs rc and checks its history. Servers and proxies are stopped in t's
+// cleanup.
+func (rc run) do(t *testing.T) outcome {
+	t.Helper()
+	worker := buildWorker(t, rc.Tags)
+	var servers []*testserver.Server
+	switch rc.Backend {
+	case "redis":
+		servers = testserver.Redis(t, 5)
+	case "memcached":
+		servers = testserver.Memcached(t, 5)
+	default:
+		t.Fatalf("backend %q", rc.Backend)
+	}
+	proxies := make([]*faultproxy.Proxy, len(servers))
+	nodes := make([]ring.Node, len(servers))
+	for i, s := range servers {
+		proxies[i] = faultproxy.New(t, s.Addr)
+		nodes[i] = ring.Node{Name: fmt.Sprintf("n%d", i), Addr: proxies[i].Addr}
+	}
+	sc := chaos.ScheduleConfig{Duration: rc.Duration, Nodes: len(nodes), Procs: rc.Procs,
+		Faults: rc.Faults, ReshardAt: rc.ReshardAt, Window: rc.Window, ClientTimeout: clientTimeout}
+	if rc.NoClientKill {
+		sc.Procs = 0
+	}
+	sched := chaos.NewSchedule(rc.Seed, sc)
+	if rc.Faults == 0 {
+		sched.Faults = slices.DeleteFunc(sched.Faults, func(p chaos.Planned) bool { return p.Kind != chaos.KillClient })
+	}
+
+	dir := t.TempDir()
+	start := time.Now().Add(500 * time.Millisecond)
+	end := start.Add(rc.Duration)
+	info := chaos.RunInfo{Backend: rc.Backend, Seed: rc.Seed, Start: start.UnixNano(), Schedule: sched.String()}
+	base := chaos.WorkerConfig{
+		Backend: rc.Backend, New: nodes,
+		Start: start.UnixNano(), End: end.UnixNano(),
+		Goroutines: rc.Goroutines, Keys: rc.Keys, Counters: 8, Mix: rc.Mix, Seed: rc.Seed,
+		Client: chaos.ClientConfig{FailOpen: rc.FailOpen, FailureThreshold: 2,
+			ProbeInterval: 100 * time.Millisecond, Timeout: clientTimeout, Lease: lease},
+		OpTimeout: opTimeout, Bug: rc.Bug,
+	}
+	if rc.Window > 0 {
+		base.Old = nodes[:4]
+		base.ReshardAt = start.Add(rc.ReshardAt).UnixNano()
+		base.Window = rc.Window
+		info.MigrationStart = base.ReshardAt
+		info.MigrationEnd = start.Add(rc.ReshardAt + rc.Window).UnixNano()
+	}
+
+	f, err := os.Create(filepath.Join(dir, "run.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rec := chaos.NewRecorder(f)
+	rec.Info(info)
+
+	procs := make([]*proc, rc.Procs)
+	for p := range procs {
+		cfg := base
+		cfg.Proc = p
+		cfg.Client.AsyncBackfill = p < rc.Async
+		cfg.Sweep = p == rc.Procs-1 && rc.Window > 0
+		procs[p] = &proc{t: t, bin: worker, dir: dir, cfg: cfg}
+		procs[p].start()
+	}
+	t.Cleanup(func() {
+		for _, p := range procs {
+			p.kill()
+		}
+	})
+
+	applyFaults(t, start, sched, servers, proxies, procs, rec)
+
+	for _, p := range procs {
+		p.wait(end.Add(10 * time.Second))
+	}
+	if err := rec.Err(); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := chaos.ReadFiles(files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t1 := time.Now()
+	res := chaos.Check(h)
+	return outcome{h: h, res: res, schedule: sched, dir: dir, read: t1.Sub(t0), check: time.Since(t1)}
+}
+
+// applyFaults applies the schedule's faults at their times, on the test's
+// goroutine (testserver's Restart and the proxies fail the test from it),
+// recording each as applied.
+func applyFaults(t *testing.T, start time.Time, sched chaos.Schedule, servers []*testserver.Server,
+	proxies []*faultproxy.Proxy, procs []*proc, rec *chaos.Recorder) {
+	t.Helper()
+	type action struct {
+		at    time.Duration
+		p     chaos.Planned
+		begin bool
+		begun *chaos.Fault
+	}
+	var acts []*action
+	for _, p := range sched.Faults {
+		b := &action{at: p.At, p: p, begin: true, begun: new(chaos.Fault)}
+		acts = append(acts, b, &action{at: p.At + p.For, p: p, begun: b.begun})
+	}
+	slices.SortStableFunc(acts, func(a, b *action) int {
+		if a.at != b.at {
+			return int(a.at - b.at)
+		}
+		if a.begin != b.begin { // an end first, so its node is free again
+			if a.begin {
+				return 1
+			}
+			return -1
+		}
+		return 0
+	})
+	for _, a := range acts {
+		wait(time.Until(start.Add(a.at)))
+		now := time.Now().UnixNano()
+		p := a.p
+		if a.begin {
+			*a.begun = chaos.Fault{Kind: p.Kind, Target: fmt.Sprintf("n%d", p.Target), Start: now}
+			switch p.Kind {
+			case chaos.KillServer:
+				servers[p.Target].Stop()
+			case chaos.PauseServer:
+				servers[p.Target].Pause()
+			case chaos.Latency, chaos.Timeout:
+				proxies[p.Target].Latency(p.Delay)
+				a.begun.Detail = fmt.Sprintf("delay %v", p.Delay)
+			case chaos.Reset:
+				proxies[p.Target].ResetPeer()
+			case chaos.Partition:
+				proxies[p.Target].BlackHole()
+			case chaos.KillClient:
+				a.begun.Target = fmt.Sprintf("p%d", p.Target)
+				procs[p.Target].kill()
+			}
+			continue
+		}
+		switch p.Kind {
+		case chaos.KillServer:
+			servers[p.Target].Restart()
+		case chaos.PauseServer:
+			servers[p.Target].Resume()
+		case chaos.KillClient:
+			procs[p.Target].restart()
+		default:
+			proxies[p.Target].Clear()
+		}
+		a.begun.End = time.Now().UnixNano()
+		rec.Fault(*a.begun)
+	}
+}
+
+// wait waits for d, a step of the schedule.
+func wait(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	<-time.After(d)
+}
+
+// proc is one worker process and its incarnations.
+type proc struct {
+	t   *testing.T
+	bin string
+	dir string
+	cfg chaos.WorkerConfig
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan error
+	output string
+	killed bool
+}
+
+func (p *proc) start() {
+	p.t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	name := fmt.Sprintf("p%d.%d", p.cfg.Proc, p.cfg.Incarnation)
+	p.cfg.History = filepath.Join(p.dir, name+".jsonl")
+	b, err := json.Marshal(p.cfg)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.output = filepath.Join(p.dir, name+".out")
+	out, err := os.Create(p.output)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	cmd := exec.Command(p.bin)
+	cmd.Env = append(os.Environ(), chaos.WorkerEnv+"="+string(b))
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		out.Close()
+		p.t.Fatalf("start worker: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- cmd.Wait()
+		out.Close()
+	}()
+	p.cmd, p.done, p.killed = cmd, done, false
+}
+
+// kill kills the running incarnation with SIGKILL and waits for it.
+func (p *proc) kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	p.cmd, p.killed = nil, true
+}
+
+// restart starts the next incarnation.
+func (p *proc) restart() {
+	p.cfg.Incarnation++
+	p.start()
+}
+
+// wait waits for the running incarnation to exit by itself, failing the
+// test if it fails or outlives deadline.
+func (p *proc) wait(deadline time.Time) {
+	p.t.Helper()
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	select {
+	case err := <-done:
+		p.mu.Lock()
+		p.cmd = nil
+		p.mu.Unlock()
+		if err != nil {
+			out, _ := os.ReadFile(p.output)
+			p.t.Fatalf("worker p%d.%d: %v\n%s", p.cfg.Proc, p.cfg.Incarnation, err, out)
+		}
+	case <-time.After(time.Until(deadline)):
+		p.kill()
+		out, _ := os.ReadFile(p.output)
+		p.t.Fatalf("worker p%d.%d did not end by itself\n%s", p.cfg.Proc, p.cfg.Incarnation, out)
+	}
+}
+
+// The workers are built once per set of build tags.
+var (
+	workersMu sync.Mutex
+	workers   = map[string]string{}
+	workerDir string
+)
+
+// buildWorker builds cmd/chaosworker with tags (the seeded bugs of the
+// system under test), without the race detector: the workers are the load,
+// and three race-instrumented ones would slow the servers' machine.
+func buildWorker(t *testing.T, tags string) string {
+	t.Helper()
+	workersMu.Lock()
+	defer workersMu.Unlock()
+	if bin, ok := workers[tags]; ok {
+		return bin
+	}
+	bin := filepath.Join(workerDir, "chaosworker-"+strings.NewReplacer(",", "_", " ", "_").Replace(tags))
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-tags", tags, "-o", bin, "./cmd/chaosworker")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the worker (tags %q): %v\n%s", tags, err, out)
+	}
+	workers[tags] = bin
+	return bin
+}
+
+// tagDefined reports whether a build tag changes the files of package
+// client: a seeded bug the client defines.
+func tagDefined(t *testing.T, tag string) bool {
+	t.Helper()
+	list := func(tags string) string {
+		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "list", "-tags", tags,
+			"-f", "{{.GoFiles}}", "github.com/shardcache/shardcache/client")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list client -tags %q: %v\n%s", tags, err, out)
+		}
+		return string(out)
+	}
+	return list(tag) != list("")
+}

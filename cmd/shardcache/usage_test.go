@@ -213,6 +213,9 @@ func TestVersion(t *testing.T) {
 			"shardcache (devel), commit 98d2a0d7a712 of 2026-12-01T18:55:21Z (modified), go1.26.0"},
 		{&debug.BuildInfo{GoVersion: "go1.26.0", Settings: rev("vcs.revision", "abc", "vcs.modified", "false")},
 			"shardcache (devel), commit abc, go1.26.0"},
+		{&debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v0.0.0-20261201185521-98d2a0d7a712+dirty"},
+			Settings: rev("vcs.revision", "98d2a0d7a7123727596a5e2eacb97df3bd7dfeb7", "vcs.modified", "true")},
+			"shardcache v0.0.0-20261201185521-98d2a0d7a712+dirty, go1.26.0"},
 		{nil, "shardcache (devel), no build information"},
 	} {
 		if got := versionLine(tc.info, tc.info != nil); got != tc.want {

@@ -6,8 +6,9 @@ COUNT    ?= 1
 FUZZTIME ?= 30s
 
 # Server binaries the integration tests start (internal/testserver); the
-# Debian packages have the same names.
-SERVERS := redis-server memcached nutcracker
+# Debian packages have the same names. prometheus brings promtool, which
+# checks and tests docs/alerts.yml.
+SERVERS := redis-server memcached nutcracker prometheus
 
 .PHONY: deps test bench fuzz simulate chaos
 

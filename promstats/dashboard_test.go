@@ -22,38 +22,14 @@ import (
 // against what the collector exports: each metric it names, each label it
 // matches or groups by, and each value of op and result it matches.
 func TestDashboardQueries(t *testing.T) {
-	raw, err := os.ReadFile("../docs/grafana-dashboard.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dash struct {
-		Panels []struct {
-			Title   string
-			Targets []struct{ Expr string }
-		}
-		Annotations struct{ List []struct{ Expr string } }
-		Templating  struct {
-			List []struct{ Definition string }
-		}
-	}
-	if err := json.Unmarshal(raw, &dash); err != nil {
-		t.Fatalf("docs/grafana-dashboard.json: %v", err)
-	}
+	dash := readDashboard(t)
 	exprs := map[string]string{} // query -> where
+	for _, q := range dash.queries() {
+		exprs[q.expr] = q.where
+	}
 	for _, p := range dash.Panels {
 		if len(p.Targets) == 0 {
 			t.Errorf("panel %q has no query", p.Title)
-		}
-		for _, tg := range p.Targets {
-			exprs[tg.Expr] = "panel " + p.Title
-		}
-	}
-	for _, a := range dash.Annotations.List {
-		exprs[a.Expr] = "annotation"
-	}
-	for _, v := range dash.Templating.List {
-		if v.Definition != "" {
-			exprs[v.Definition] = "variable"
 		}
 	}
 	for _, want := range []string{"Hit rate per node", "Fallback share during a migration", "Errors per node", "p99 latency per node"} {
@@ -125,6 +101,56 @@ func TestDashboardQueries(t *testing.T) {
 			}
 		}
 	}
+}
+
+// dashboard is the part of docs/grafana-dashboard.json the tests read.
+type dashboard struct {
+	Panels []struct {
+		Title   string
+		Targets []struct{ Expr string }
+	}
+	Annotations struct {
+		List []struct{ Name, Expr string }
+	}
+	Templating struct {
+		List []struct{ Name, Definition string }
+	}
+}
+
+func readDashboard(t *testing.T) *dashboard {
+	t.Helper()
+	raw, err := os.ReadFile("../docs/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash dashboard
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatalf("docs/grafana-dashboard.json: %v", err)
+	}
+	return &dash
+}
+
+// dashboardQuery is one query of the dashboard and where it is: "panel
+// TITLE", "annotation NAME" or "variable NAME".
+type dashboardQuery struct{ where, expr string }
+
+// queries returns every query of the dashboard, in its order.
+func (d *dashboard) queries() []dashboardQuery {
+	var out []dashboardQuery
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			out = append(out, dashboardQuery{"panel " + p.Title, tg.Expr})
+		}
+	}
+	for _, a := range d.Annotations.List {
+		out = append(out, dashboardQuery{"annotation " + a.Name, a.Expr})
+	}
+	for _, v := range d.Templating.List {
+		if v.Definition != "" {
+			out = append(out, dashboardQuery{"variable " + v.Name, v.Definition})
+		}
+	}
+	return out
 }
 
 // family is what the collector exports under one name.

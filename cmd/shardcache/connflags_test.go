@@ -144,7 +144,7 @@ func TestConnFlagsBadInput(t *testing.T) {
 	}{
 		{[]string{"--tls"}, "need --redis or --memcached"},
 		{[]string{"--password-file", empty}, "need --redis or --memcached"},
-		{[]string{"--password", cliUserSecret}, "flag provided but not defined: -password"},
+		{[]string{"--password", cliUserSecret}, "flag provided but not defined: --password"},
 		{[]string{servers, from, to, "--password-file", "/nonexistent/pw"}, "--password-file"},
 		{[]string{servers, from, to, "--password-file", empty}, "empty first line"},
 		{[]string{servers, from, to, "--tls-cert", notPEM}, "--tls-cert and --tls-key go together"},

@@ -4,6 +4,7 @@
 //	shardcache plan [flags]       exact shares, keys moved and flows of a change
 //	shardcache simulate [flags]   a workload through the change, in three modes
 //	shardcache sweep [flags]      copy the keys a change moves to their new owners
+//	shardcache version            the version, from the module's build information
 //
 // plan computes from the ring itself: each node's share of the keys before
 // and after, the fraction of keys that move and where they go, and the hit
@@ -19,8 +20,9 @@
 // to its new owner, with its type and remaining TTL, showing its progress
 // and a summary.
 //
-// Run "shardcache help COMMAND" for a command's flags. Bad input exits with
-// status 2, a failure while running with status 1.
+// Run "shardcache help COMMAND" for a command's flags, spelled --name (a
+// single dash works too). Bad input exits with status 2 and a short usage
+// line, a failure while running with status 1.
 package main
 
 import (
@@ -32,7 +34,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"text/tabwriter"
 )
 
@@ -60,6 +61,7 @@ var commands = []command{
 	{"plan", "exact shares, keys moved and flows of a change of nodes", runPlan},
 	{"simulate", "a workload through the change: mod-N, ring, ring + dual-ring", runSimulate},
 	{"sweep", "copy the keys a change moves to their new owners, during the window", runSweep},
+	{"version", "the version of this build", runVersion},
 }
 
 // run runs the command line args (without the program name) and returns the
@@ -77,6 +79,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitOK
 		}
 		name, rest = rest[0], []string{"-h"}
+	case "-version", "--version":
+		name = "version"
 	}
 	for _, c := range commands {
 		if c.name == name {
@@ -102,39 +106,42 @@ func usage(w io.Writer) {
 
 // newFlagSet returns a flag set for a command whose help starts with what
 // it does (synopsis, then the lines of about) and ends with the flags and
-// the node-list grammar.
-func newFlagSet(name, synopsis, about string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		w := fs.Output()
+// the node-list grammar. The flag package prints nothing itself:
+// parseFlags says what went wrong.
+func newFlagSet(name, synopsis, about string) *flagSet {
+	fs := &flagSet{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError)}
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.help = func(w io.Writer) {
 		fmt.Fprintf(w, "Usage: shardcache %s [flags]\n\n%s\n\n%s\n\nFlags:\n", name, synopsis, about)
-		fs.PrintDefaults()
+		printFlags(w, fs.FlagSet)
 		fmt.Fprintf(w, "\n%s\n", nodesHelp)
 	}
 	return fs
 }
 
+// flagSet is a command's flags and its full help, printed on -h.
+type flagSet struct {
+	*flag.FlagSet
+	help func(io.Writer)
+}
+
 // parseFlags parses args, and reports how the command should end when it
 // should: on -h with exitOK, the help on stdout; on a bad flag or a stray
-// argument with exitUsage, the error and the help on stderr.
-func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, done bool) {
-	for _, a := range args {
-		if a == "--" {
-			break
-		}
-		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
-			fs.SetOutput(stdout)
-		}
-	}
+// argument with exitUsage, the error and a short usage line on stderr.
+func parseFlags(fs *flagSet, args []string, stdout, stderr io.Writer) (code int, done bool) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.help(stdout)
 			return exitOK, true
 		}
-		return exitUsage, true // the flag package has said why, and shown the usage
+		fmt.Fprintf(stderr, "shardcache %s: %s\n", fs.Name(), flagError(err))
+		shortUsage(stderr, fs.Name())
+		return exitUsage, true
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "shardcache %s: unexpected argument %q (flags come as -name value)\n", fs.Name(), fs.Arg(0))
+		fmt.Fprintf(stderr, "shardcache %s: unexpected argument %q (flags come as --name value)\n", fs.Name(), fs.Arg(0))
+		shortUsage(stderr, fs.Name())
 		return exitUsage, true
 	}
 	return 0, false
@@ -142,9 +149,8 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, do
 
 // badInput reports a bad value and returns exitUsage.
 func badInput(stderr io.Writer, cmd string, format string, args ...any) int {
-	msg := fmt.Sprintf(format, args...)
-	fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, strings.TrimSpace(msg))
-	fmt.Fprintf(stderr, "Run \"shardcache help %s\" for the flags.\n", cmd)
+	fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, cleanText(fmt.Sprintf(format, args...)))
+	shortUsage(stderr, cmd)
 	return exitUsage
 }
 

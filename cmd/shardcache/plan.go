@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -21,7 +22,8 @@ const planAbout = `Computes, from the placements themselves, each node's share o
 before and after the change and its ideal share by weight, the fraction of
 keys that change server and from which node to which, and the hit rate and
 database load expected right after the switch, switching at once (mod-N,
-ring) or with a dual-ring migration. With no flags: 8 nodes down to 6.
+ring) or with a dual-ring migration. With neither --from nor --to: a demo
+change, 8 nodes down to 6; give one and give the other.
 
 ` + fromKindHelp + `
 
@@ -37,8 +39,14 @@ JSON (--json) fields, all fractions of all keys:
   moved          keys whose node changes: by name from ring to ring
                  (ring.Moved), by server from any other kind
   server_moved   keys whose server (address) changes: what the hit rates
-                 count; it differs from moved when a node keeps its name
-                 on another server, or its server under another name
+                 and the migration count; it differs from moved when a node
+                 keeps its name on another server, or its server under
+                 another name
+  readdressed    keys that stay on their node by name, whose node changes
+                 address: in server_moved, not in moved
+  nodes          each node's weight, share and ideal share before and after;
+                 starts_without, for a node that changes address, is its
+                 share after the change, which its new server starts without
   min_moved      the least any placement must move: the ideal shares lost
   mod_n_moved    what hash(key) % N over the same lists' servers would move
   flows          from each node to each (from == to: keys that stay)
@@ -81,6 +89,10 @@ type planReport struct {
 	// ServerMoved is the fraction whose server changes: Moved, unless a node
 	// changes address but keeps its name, or the reverse.
 	ServerMoved float64 `json:"server_moved"`
+	// Readdressed is the fraction of keys that stay on their node by name
+	// while the node changes address: the ring does not move them, the
+	// migration, which routes by address, copies them.
+	Readdressed float64 `json:"readdressed"`
 	// Exact tells whether the fractions are exact; else they are counted
 	// over Samples keys and StdErr is the standard error of ServerMoved.
 	// Method says how they were found (ring.Change).
@@ -123,6 +135,9 @@ type planNode struct {
 	Addr   string    `json:"addr"`
 	Before *planSide `json:"before"` // nil when the node is not in --from
 	After  *planSide `json:"after"`  // nil when the node is not in --to
+	// StartsWithout is, for a node that keeps its name on another server,
+	// its share after the change: its new server starts without any of it.
+	StartsWithout float64 `json:"starts_without,omitempty"`
 }
 
 type planSide struct {
@@ -149,16 +164,16 @@ type planOutcome struct {
 }
 
 func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("plan", "Plan a change of cache nodes.", planAbout, stderr)
-	from := fs.String("from", formatNodes(sim.DefaultFrom()), "the nodes now: a node `list` (see below)")
-	to := fs.String("to", formatNodes(sim.DefaultTo()), "the nodes after the change: a node `list`")
+	fs := newFlagSet("plan", "Plan a change of cache nodes.", planAbout)
+	from := fs.String("from", "", "the nodes now: a node `list` (see below); with neither --from nor --to, the demo's "+demoFrom)
+	to := fs.String("to", "", "the nodes after the change: a node `list`; with neither, the demo's "+demoTo)
 	vnodes := fs.Int("vnodes", ring.DefaultVnodes, "ring points per unit of weight, as the client's Options.Vnodes")
-	kind := addFromKindFlags(fs)
+	kind := addFromKindFlags(fs.FlagSet)
 	hitRate := fs.Float64("hit-rate", 0.95, "the steady hit rate, in [0, 1), from which to expect the rate after the switch")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
 	keys := fs.Int64("keys", 0, "the keys in the whole cache: with it, plan estimates how long a sweep takes")
 	sweepRate := fs.Int("sweep-rate", client.DefaultSweepRate, "with --keys, the sweep's rate: keys read per second from each old node (shardcache sweep --rate)")
-	if code, done := parseFlags(fs, args, stdout); done {
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
 	if *keys < 0 || *sweepRate <= 0 {
@@ -175,13 +190,19 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := kind.check(set); err != nil {
 		return badInput(stderr, "plan", "%v", err)
 	}
-	fromNodes, err := parseNodes(*from)
+	fromNodes, toNodes, err := nodeLists(*from, *to, set)
 	if err != nil {
+		return badInput(stderr, "plan", "%v", err)
+	}
+	// The mistakes of a list come before the want of the other.
+	if _, err := kind.placement(fromNodes, *vnodes); fromNodes != nil && err != nil {
 		return badInput(stderr, "plan", "--from: %v", err)
 	}
-	toNodes, err := parseNodes(*to)
-	if err != nil {
+	if _, err := ring.New(toNodes, ring.WithVnodes(*vnodes)); toNodes != nil && err != nil {
 		return badInput(stderr, "plan", "--to: %v", err)
+	}
+	if err := bothLists(set); err != nil {
+		return badInput(stderr, "plan", "%v", err)
 	}
 	rep, err := makePlan(planInput{from: fromNodes, to: toNodes, kind: kind, vnodes: *vnodes, hitRate: *hitRate})
 	if err != nil {
@@ -194,13 +215,51 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(stderr, "shardcache plan: %v\n", err)
-			return exitFail
+			return failed(stderr, "plan", err)
 		}
 		return exitOK
 	}
 	writePlan(stdout, rep)
 	return exitOK
+}
+
+// The demo change, plan's and simulate's with neither --from nor --to.
+var (
+	demoFrom = fmt.Sprintf("%d nodes (%s)", len(sim.DefaultFrom()), nodeNames(sim.DefaultFrom()))
+	demoTo   = fmt.Sprintf("%d nodes (%s)", len(sim.DefaultTo()), nodeNames(sim.DefaultTo()))
+)
+
+// nodeLists reads the --from and --to lists given on the command line (set
+// names its flags), or with neither the demo change. A list not given is
+// nil, and bothLists refuses it once the given one is checked.
+func nodeLists(from, to string, set map[string]bool) (fromNodes, toNodes []ring.Node, err error) {
+	if !set["from"] && !set["to"] {
+		return sim.DefaultFrom(), sim.DefaultTo(), nil
+	}
+	if set["from"] {
+		if fromNodes, err = parseNodes(from); err != nil {
+			return nil, nil, fmt.Errorf("--from: %w", err)
+		}
+	}
+	if set["to"] {
+		if toNodes, err = parseNodes(to); err != nil {
+			return nil, nil, fmt.Errorf("--to: %w", err)
+		}
+	}
+	return fromNodes, toNodes, nil
+}
+
+// bothLists refuses --from without --to, and the reverse: the other list
+// would be the demo's, and a plan of a real fleet against it says nothing
+// true. set names the flags given on the command line.
+func bothLists(set map[string]bool) error {
+	switch {
+	case set["from"] && !set["to"]:
+		return errors.New("--from without --to: give the nodes after the change too (with neither, the demo change runs)")
+	case set["to"] && !set["from"]:
+		return errors.New("--to without --from: give the nodes before the change too (with neither, the demo change runs)")
+	}
+	return nil
 }
 
 // modulo is the mod-N placement of nodes that plan compares with: the ring's
@@ -313,11 +372,6 @@ func makePlan(in planInput) (*planReport, error) {
 			lost -= p.After.Ideal
 		}
 		rep.MinMoved = min(rep.MinMoved+max(lost, 0), 1) // rounding may add up past 1
-		switch {
-		case p.Before != nil && p.After != nil && p.Before.Addr != p.After.Addr:
-			rep.Notes = append(rep.Notes, fmt.Sprintf("%s changes address, %s to %s: its keys stay on the ring, but the new server starts empty",
-				p.Name, p.Before.Addr, p.After.Addr))
-		}
 	}
 
 	// Flows between rows: by name from ring to ring (ring.Flows), else
@@ -327,6 +381,16 @@ func makePlan(in planInput) (*planReport, error) {
 		for a, row := range ring.Flows(r, after) {
 			for b, share := range row {
 				rep.Flows = append(rep.Flows, planFlow{From: rowName(a), To: rowName(b), Share: share})
+				// A node that keeps its name on another server: the keys
+				// it keeps change server all the same.
+				if p := rows[a]; a == b && p.Before.Addr != p.After.Addr {
+					rep.Readdressed += share
+				}
+			}
+		}
+		for i, p := range rep.Nodes {
+			if p.Before != nil && p.After != nil && p.Before.Addr != p.After.Addr {
+				rep.Nodes[i].StartsWithout = p.After.Share
 			}
 		}
 	} else {
@@ -342,9 +406,9 @@ func makePlan(in planInput) (*planReport, error) {
 		}
 		return strings.Compare(x.To, y.To)
 	})
-	if d := rep.ServerMoved - rep.Moved; d > 1e-9 || d < -1e-9 {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("%.2f%% of keys change node but %.2f%% change server: the hit rates count servers",
-			100*rep.Moved, 100*rep.ServerMoved))
+	if d := rep.ServerMoved - rep.Moved - rep.Readdressed; d > 1e-9 || d < -1e-9 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s of keys change node but %s change server: the hit rates count servers",
+			pct(rep.Moved, 2), pct(rep.ServerMoved, 2)))
 	}
 
 	// Right after the switch, a read of a key that moved misses, unless a
@@ -399,10 +463,12 @@ func writePlan(w io.Writer, rep *planReport) {
 			nTo++
 		}
 	}
+	vnodes := count(rep.Vnodes, "vnode", "")
 	if rep.FromKind == "ring" {
-		fmt.Fprintf(w, "Plan: %d nodes → %d nodes, %d vnodes per unit of weight\n\n", nFrom, nTo, rep.Vnodes)
+		fmt.Fprintf(w, "Plan: %s → %s, %s per unit of weight\n\n", count(nFrom, "node", ""), count(nTo, "node", ""), vnodes)
 	} else {
-		fmt.Fprintf(w, "Plan: %s, %d servers → ring, %d nodes, %d vnodes per unit of weight\n\n", fromKindNames[rep.FromKind], nFrom, nTo, rep.Vnodes)
+		fmt.Fprintf(w, "Plan: %s, %s → ring, %s, %s per unit of weight\n\n",
+			fromKindNames[rep.FromKind], count(nFrom, "server", ""), count(nTo, "node", ""), vnodes)
 	}
 
 	tw := newTable(w, 0)
@@ -420,17 +486,33 @@ func writePlan(w io.Writer, rep *planReport) {
 		if n.Before != nil && n.Before.Name != "" {
 			name = n.Before.Name + " → " + n.Name // a foreign name, then ours
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s → %s\t%s\t%s\t%s\t%s\t\n", name, n.Addr, wb, wa, sb, ib, sa, ia)
+		addr := n.Addr
+		if n.StartsWithout > 0 {
+			addr = n.Before.Addr + " → " + n.After.Addr
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s → %s\t%s\t%s\t%s\t%s\t\n", name, addr, wb, wa, sb, ib, sa, ia)
 	}
 	tw.Flush()
 
 	fmt.Fprintf(w, "\nKeys that move: %s of all keys (the least any placement must move: %s; mod-N would move %s)\n",
 		pct(rep.Moved, 2), pct(rep.MinMoved, 2), pct(rep.ModNMoved, 2))
+	if rep.Readdressed > 0 {
+		fmt.Fprintf(w, "Keys that change server: %s of all keys (%s more than move). The ring places keys by name, so a node\n",
+			pct(rep.ServerMoved, 2), pct(rep.Readdressed, 2))
+		fmt.Fprintln(w, "that changes address keeps its keys on the ring; but its new server starts without them, and the")
+		fmt.Fprintln(w, "migration, which routes by address, copies them there. The hit rates below count them:")
+		for _, n := range rep.Nodes {
+			if n.StartsWithout > 0 {
+				fmt.Fprintf(w, "  %s changes address, %s to %s: its new server starts without %s's whole share, %s of all keys\n",
+					n.Name, n.Before.Addr, n.After.Addr, n.Name, pct(n.StartsWithout, 2))
+			}
+		}
+	}
 	if rep.Exact {
 		fmt.Fprintf(w, "How: %s.\n", rep.Method)
 	} else {
-		fmt.Fprintf(w, "How: %s, %d keys: the fractions are estimates, standard error %s on the keys that move.\n",
-			rep.Method, rep.Samples, pct(rep.StdErr, 3))
+		fmt.Fprintf(w, "How: %s, %s: the fractions are estimates, standard error %s on the keys that move.\n",
+			rep.Method, count(rep.Samples, "key", ""), pct(rep.StdErr, 3))
 	}
 	writeFlows(w, rep)
 
@@ -449,9 +531,9 @@ func writePlan(w io.Writer, rep *planReport) {
 	fmt.Fprintln(w, "`shardcache simulate` runs a workload through it and shows the recovery.")
 	if sw := rep.Sweep; sw != nil {
 		d := time.Duration(sw.Seconds * float64(time.Second)).Round(time.Second)
-		fmt.Fprintf(w, "\nSweep of %d keys at %d keys/s per old node: about %v, set by the largest old node, %s (%d keys to list);\n",
-			sw.Keys, sw.Rate, d, sw.Slowest, sw.Listed)
-		fmt.Fprintf(w, "%d keys to copy. With a sweep, the window must cover the rollout of the new nodes to every\n", sw.Copies)
+		fmt.Fprintf(w, "\nSweep of %s at %d keys/s per old node: about %v, set by the largest old node, %s (%s to list);\n",
+			count(sw.Keys, "key", ""), sw.Rate, d, sw.Slowest, count(sw.Listed, "key", ""))
+		fmt.Fprintf(w, "%s to copy. With a sweep, the window must cover the rollout of the new nodes to every\n", count(sw.Copies, "key", ""))
 		fmt.Fprintln(w, "process plus the sweep; without one, the longest TTL (and keys without expiry are lost).")
 	}
 	for _, n := range rep.Notes {

@@ -121,11 +121,11 @@ func TestPlanKindErrors(t *testing.T) {
 		{[]string{"--vnodes", "0"}, "--vnodes 0: want 1..16384", "--from"},
 		{[]string{"--from-kind", "jump"}, `--from-kind "jump": want one of ring, ketama, modulo, rendezvous`, ""},
 		{[]string{"--from-hash", "fnv1a"}, "--from-hash: only for --from-kind modulo or ketama", ""},
-		{[]string{"--from-kind", "ketama", "--from-hash", "crc32"}, "--from: shardcache/ring: unknown hash", ""},
+		{[]string{"--from-kind", "ketama", "--from-hash", "crc32"}, "--from: unknown hash", ""},
 		{[]string{"--from-kind", "rendezvous", "--from-hash-tag", "{}"}, "--from-hash-tag: only for --from-kind ketama or modulo", ""},
-		{[]string{"--from-kind", "modulo", "--from-hash", "md5"}, "--from: shardcache/ring: unknown hash", ""},
-		{[]string{"--from-kind", "ketama", "--from-hash-tag", "{"}, "--from: shardcache/ring: bad hash tag", ""},
-		{[]string{"--from-kind", "rendezvous", "--from", "a:1*2,b:1"}, "--from: shardcache/ring: bad node weight", ""},
+		{[]string{"--from-kind", "modulo", "--from-hash", "md5"}, "--from: unknown hash", ""},
+		{[]string{"--from-kind", "ketama", "--from-hash-tag", "{"}, "--from: bad hash tag", ""},
+		{[]string{"--from-kind", "rendezvous", "--from", "a:1*2,b:1"}, "--from: bad node weight", ""},
 	} {
 		code, _, errOut := runCmd(t, append([]string{"plan"}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(errOut, tc.want) || tc.lack != "" && strings.Contains(errOut, tc.lack) {

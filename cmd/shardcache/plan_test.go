@@ -158,3 +158,83 @@ func TestPlanManyNodes(t *testing.T) {
 		t.Errorf("want a list of flows:\n%s", out)
 	}
 }
+
+// TestPlanNeedsBothLists: one list alone is refused, not compared with the
+// demo's other list; with neither, the demo runs; a list's own mistake is
+// said before the missing one.
+func TestPlanNeedsBothLists(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan", "--from", "a=h:1,b=h:2"}, "--from without --to: give the nodes after the change too"},
+		{[]string{"plan", "--to", "a=h:1,b=h:2"}, "--to without --from: give the nodes before the change too"},
+		{[]string{"plan", "--json", "--from", "a=h:1"}, "--from without --to"},
+		{[]string{"simulate", "--from", "a=h:1,b=h:2"}, "--from without --to"},
+		{[]string{"simulate", "--to", "a=h:1"}, "--to without --from"},
+		{[]string{"plan", "--from", "a=h:1,a=h:2"}, "--from: duplicate node name"},
+	} {
+		code, out, errOut := runCmd(t, tc.args...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+	if code, out, _ := runCmd(t, "plan"); code != exitOK || !strings.Contains(out, "Plan: 8 nodes → 6 nodes") {
+		t.Errorf("plan alone: exit %d, want the demo:\n%s", code, out)
+	}
+}
+
+// TestPlanAddressChangeCounted: a node that keeps its name on another
+// server moves nothing on the ring, but its new server starts without its
+// share: plan says both, in the text and in the JSON.
+func TestPlanAddressChangeCounted(t *testing.T) {
+	from, to := "a=h:1,b=h:2,c=h:3", "a=h:1,b=h:20,c=h:3,d=h:4"
+	rep := planJSON(t, "--from", from, "--to", to)
+	flows := map[[2]string]float64{}
+	for _, f := range rep.Flows {
+		flows[[2]string{f.From, f.To}] = f.Share
+	}
+	if math.Abs(rep.Readdressed-flows[[2]string{"b", "b"}]) > 1e-12 || rep.Readdressed < 0.2 {
+		t.Errorf("readdressed %v, want b's keys that stay on b, %v", rep.Readdressed, flows[[2]string{"b", "b"}])
+	}
+	if math.Abs(rep.ServerMoved-(rep.Moved+rep.Readdressed)) > 1e-9 {
+		t.Errorf("server moved %v, want moved %v + readdressed %v", rep.ServerMoved, rep.Moved, rep.Readdressed)
+	}
+	for _, n := range rep.Nodes {
+		want := 0.0
+		if n.Name == "b" {
+			want = n.After.Share // all of it: its new server starts empty
+		}
+		if n.StartsWithout != want {
+			t.Errorf("%s starts without %v, want %v", n.Name, n.StartsWithout, want)
+		}
+	}
+	code, out, _ := runCmd(t, "plan", "--from", from, "--to", to)
+	var b planNode
+	for _, n := range rep.Nodes {
+		if n.Name == "b" {
+			b = n
+		}
+	}
+	for _, want := range []string{
+		"Keys that move: " + pct(rep.Moved, 2) + " of all keys",
+		"Keys that change server: " + pct(rep.ServerMoved, 2) + " of all keys (" + pct(rep.Readdressed, 2) + " more than move)",
+		"b changes address, h:2 to h:20: its new server starts without b's whole share, " + pct(b.After.Share, 2) + " of all keys",
+		"b     h:2 → h:20",
+	} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("exit %d, output lacks %q:\n%s", code, want, out)
+		}
+	}
+	if strings.Contains(out, "Note:") {
+		t.Errorf("a note beside the count that explains it:\n%s", out)
+	}
+	// No address changes: no such line, no field.
+	rep = planJSON(t, "--from", "a=h:1,b=h:2", "--to", "a=h:1,b=h:2,c=h:3")
+	if rep.Readdressed != 0 || rep.Nodes[1].StartsWithout != 0 {
+		t.Errorf("readdressed %v, b starts without %v; want 0", rep.Readdressed, rep.Nodes[1].StartsWithout)
+	}
+	if _, out, _ := runCmd(t, "plan", "--from", "a=h:1,b=h:2", "--to", "a=h:1,b=h:2,c=h:3"); strings.Contains(out, "change server") {
+		t.Errorf("a line on servers without an address change:\n%s", out)
+	}
+}

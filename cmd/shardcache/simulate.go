@@ -45,7 +45,8 @@ it jumps one --step after each step, so the default run, 20 minutes of
 traffic, takes seconds, and is the same for the same --seed. With --redis or
 --memcached the servers are real and so is the clock: each step lasts
 --real-step, and the TTL and window shrink in proportion; the modes share the
-servers, with keys of their own, and the results vary from run to run.
+servers, with keys of their own, and the results vary from run to run; a
+server that speaks the other protocol is refused before the run.
 Servers that want a password or TLS: --username, --password-file (or the
 password in $SHARDCACHE_REDIS_PASSWORD), --tls and the --tls-* flags. With
 no flags: 8 nodes down to 6, the collapse the README describes.
@@ -81,11 +82,11 @@ type simFlags struct {
 }
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("simulate", "Simulate a change of cache nodes under load.", simulateAbout, stderr)
+	fs := newFlagSet("simulate", "Simulate a change of cache nodes under load.", simulateAbout)
 	var f simFlags
 	d := sim.DefaultConfig()
-	fs.StringVar(&f.from, "from", formatNodes(d.From), "the nodes before the reshard: a node `list` (see below); on embedded servers only the names, weights and distinct addresses matter")
-	fs.StringVar(&f.to, "to", formatNodes(d.To), "the nodes after the reshard: a node `list`")
+	fs.StringVar(&f.from, "from", "", "the nodes before the reshard: a node `list` (see below); on embedded servers only the names, weights and distinct addresses matter; with neither --from nor --to, the demo's "+demoFrom)
+	fs.StringVar(&f.to, "to", "", "the nodes after the reshard: a node `list`; with neither, the demo's "+demoTo)
 	fs.IntVar(&f.vnodes, "vnodes", d.Vnodes, "ring points per unit of weight")
 	fs.IntVar(&f.keys, "keys", d.Keys, "distinct keys")
 	fs.Float64Var(&f.zipfS, "zipf-s", d.ZipfS, "Zipf exponent s > 1: key k (0 the most popular) is drawn with probability ∝ (v+k)^-s")
@@ -110,9 +111,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON, every step included, instead of tables")
 	fs.IntVar(&f.every, "every", 5, "print every Nth step in the table (the reshard and the extremes always)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar on stderr")
-	f.kind = addFromKindFlags(fs)
-	f.conn = addConnFlags(fs)
-	if code, done := parseFlags(fs, args, stdout); done {
+	f.kind = addFromKindFlags(fs.FlagSet)
+	f.conn = addConnFlags(fs.FlagSet)
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
 	set := map[string]bool{}
@@ -128,6 +129,14 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			return badInput(stderr, "simulate", "%v", err)
 		}
 		cfg.Connect = conn.apply
+		servers := make([]server, len(cfg.Servers))
+		for i, a := range cfg.Servers {
+			servers[i] = server{addr: a, name: a}
+		}
+		if err := checkBackend(ctx, cfg.Backend, servers, conn.tls,
+			func(got client.Backend) string { return "the servers as --" + got.String() }); err != nil {
+			return badInput(stderr, "simulate", "--%v %v", cfg.Backend, err)
+		}
 	}
 	if note != "" && !f.quiet {
 		fmt.Fprintln(stderr, note)
@@ -136,8 +145,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	var svg *os.File
 	if f.svg != "" {
 		if svg, err = os.Create(f.svg); err != nil {
-			fmt.Fprintf(stderr, "shardcache simulate: %v\n", err)
-			return exitFail
+			return failed(stderr, "simulate", err)
 		}
 		defer func() {
 			if svg != nil { // not written: do not leave an empty chart behind
@@ -155,7 +163,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if bar != nil {
 		bar.Finish()
 		if res != nil {
-			fmt.Fprintf(stderr, "%d modes × %d steps in %v\n", len(res.Modes), res.Config.Steps, res.Elapsed.Round(10*time.Millisecond))
+			fmt.Fprintf(stderr, "%s × %s in %v\n", count(len(res.Modes), "mode", ""), count(res.Config.Steps, "step", ""), res.Elapsed.Round(10*time.Millisecond))
 		}
 	}
 	switch {
@@ -165,8 +173,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintln(stderr, "shardcache simulate: interrupted")
 		return exitFail
 	case err != nil:
-		fmt.Fprintf(stderr, "shardcache simulate: %v\n", err)
-		return exitFail
+		return failed(stderr, "simulate", err)
 	}
 
 	if f.asJSON {
@@ -187,8 +194,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "shardcache simulate: %v\n", err)
-		return exitFail
+		return failed(stderr, "simulate", err)
 	}
 	return exitOK
 }
@@ -197,13 +203,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 // flags given on the command line. note, when not empty, tells how a run on
 // real servers scales time.
 func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err error) {
-	from, err := parseNodes(f.from)
+	from, to, err := nodeLists(f.from, f.to, set)
 	if err != nil {
-		return cfg, "", fmt.Errorf("--from: %w", err)
-	}
-	to, err := parseNodes(f.to)
-	if err != nil {
-		return cfg, "", fmt.Errorf("--to: %w", err)
+		return cfg, "", err
 	}
 	// sim.Config reads zero as "the default": explicit zeros are refused here.
 	checks := []struct {
@@ -237,6 +239,9 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 		}
 	}
 	if err := f.kind.check(set); err != nil {
+		return cfg, "", err
+	}
+	if err := bothLists(set); err != nil {
 		return cfg, "", err
 	}
 	cfg = sim.Config{
@@ -357,7 +362,7 @@ func describe(res *sim.Result, f *simFlags) string {
 	cfg := &res.Config
 	where := "embedded servers, simulated clock"
 	if cfg.Servers != nil {
-		where = fmt.Sprintf("%d %v servers, real time", len(cfg.Servers), cfg.Backend)
+		where = fmt.Sprintf("%s, real time", count(len(cfg.Servers), cfg.Backend.String()+" server", ""))
 	}
 	window := fmt.Sprintf("dual-ring window %v", cfg.Window)
 	if hasMode(res, sim.ModeSweep) {
@@ -371,9 +376,10 @@ func describe(res *sim.Result, f *simFlags) string {
 	if cfg.LoadLimit > 0 {
 		guard = fmt.Sprintf(", load limit %d per step", loadBudget(cfg))
 	}
-	return fmt.Sprintf("%s%s → %s (%s)\n%d keys (Zipf s=%g v=%g, %s without expiry), %d requests per %v step, %s writes, TTL %v, %s%s, seed %d",
+	return fmt.Sprintf("%s%s → %s (%s)\n%s (Zipf s=%g v=%g, %s without expiry), %s per %v step, %s writes, TTL %v, %s%s, seed %d",
 		fromKind, nodeNames(cfg.From), nodeNames(cfg.To), where,
-		cfg.Keys, cfg.ZipfS, cfg.ZipfV, pct(cfg.NoTTL, 0), cfg.Requests, cfg.Step, pct(max(cfg.WriteRatio, 0), 1), cfg.TTL, window, guard, f.seed)
+		count(cfg.Keys, "key", ""), cfg.ZipfS, cfg.ZipfV, pct(cfg.NoTTL, 0), count(cfg.Requests, "request", ""), cfg.Step,
+		pct(max(cfg.WriteRatio, 0), 1), cfg.TTL, window, guard, f.seed)
 }
 
 // loadBudget returns the loads per step that cfg.LoadLimit lets through.
@@ -432,18 +438,18 @@ func writeSimulation(w io.Writer, res *sim.Result, f *simFlags) {
 	for _, m := range res.Modes {
 		switch m.Mode {
 		case sim.ModeDualRing:
-			fmt.Fprintf(w, "dual-ring: %d reads found their key on its old owner after a miss on the new one, and copied it there (%d backfills).\n",
-				m.Total.FallbackHits, m.Backfills)
+			fmt.Fprintf(w, "dual-ring: %s found their key on its old owner after a miss on the new one, and copied it there (%s).\n",
+				count(m.Total.FallbackHits, "read", ""), count(m.Backfills, "backfill", ""))
 		case sim.ModeSweep:
-			fmt.Fprintf(w, "dual-ring+sweep: the sweep copied %d keys to their new owner at the reshard; %d reads found theirs on the old owner first.\n",
-				m.Swept, m.Total.FallbackHits)
+			fmt.Fprintf(w, "dual-ring+sweep: the sweep copied %s to their new owner at the reshard; %s found theirs on the old owner first.\n",
+				count(m.Swept, "key", ""), count(m.Total.FallbackHits, "read", ""))
 		}
 		if cfg.LoadLimit > 0 {
-			fmt.Fprintf(w, "%v: the load limit throttled %d reads (%s of them); peak loads %d in a step, the limit %d.\n",
-				m.Mode, m.Total.Throttled, pct(float64(m.Total.Throttled)/float64(max(m.Total.Reads, 1)), 2), peakLoads(m), loadBudget(cfg))
+			fmt.Fprintf(w, "%v: the load limit throttled %s (%s of them); peak loads %d in a step, the limit %d.\n",
+				m.Mode, count(m.Total.Throttled, "read", ""), pct(float64(m.Total.Throttled)/float64(max(m.Total.Reads, 1)), 2), peakLoads(m), loadBudget(cfg))
 		}
 		if m.Total.Errors > 0 {
-			fmt.Fprintf(w, "%v: %d cache operations failed (each counted as a miss).\n", m.Mode, m.Total.Errors)
+			fmt.Fprintf(w, "%v: %s failed (each counted as a miss).\n", m.Mode, count(m.Total.Errors, "cache operation", ""))
 		}
 		if m.Late > 0 {
 			late = append(late, fmt.Sprintf("%v %d", m.Mode, m.Late))

@@ -138,8 +138,8 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 			yl := y(min(float64(loadBudget(cfg)), pn.max))
 			p(`<line class="load-limit" x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#009e73" stroke-width="1.4" stroke-dasharray="8 3"/>`+"\n",
 				svgLeft, yl, svgLeft+plotWidth, yl)
-			p(`<text x="%d" y="%.1f" font-size="11" text-anchor="end" fill="#009e73">load limit: %d loads per step</text>`+"\n",
-				svgLeft+plotWidth-4, yl-4, loadBudget(cfg))
+			p(`<text x="%d" y="%.1f" font-size="11" text-anchor="end" fill="#009e73">load limit: %s per step</text>`+"\n",
+				svgLeft+plotWidth-4, yl-4, count(loadBudget(cfg), "load", ""))
 		}
 		for _, m := range res.Modes {
 			p(`<polyline class="series" data-panel="%s" data-mode="%s" fill="none" stroke="%s"%s stroke-width="1.6" stroke-linejoin="round" points="`,

@@ -21,14 +21,16 @@ remaining TTL (Redis DUMP, PTTL and RESTORE; Memcached mg and add), never
 over a value the new owner already has. Run it while the migration's window
 is open in the application: after the new node list reaches every process,
 before the window ends. It is safe to interrupt and run again, and to run
-from several machines at once: what is already copied is skipped.`
+from several machines at once: what is already copied is skipped. First it
+asks each server which protocol it speaks ("version"), and stops if that is
+not --backend's.`
 
 // sweepWindow is the sweep command's own migration window: the process
 // serves no traffic, so its window only has to outlast the sweep.
 const sweepWindow = 7 * 24 * time.Hour
 
 func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("sweep", "Copy the keys a change of nodes moves to their new owners.", sweepAbout, stderr)
+	fs := newFlagSet("sweep", "Copy the keys a change of nodes moves to their new owners.", sweepAbout)
 	backend := fs.String("backend", "redis", "the servers' protocol: redis or memcached")
 	from := fs.String("from", "", "the nodes before the change: a node `list` (see below)")
 	to := fs.String("to", "", "the nodes after the change: a node `list`")
@@ -36,8 +38,8 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	concurrency := fs.Int("concurrency", 0, "old nodes swept at once; 0 for all")
 	vnodes := fs.Int("vnodes", ring.DefaultVnodes, "ring points per unit of weight, as the client's Options.Vnodes")
 	quiet := fs.Bool("quiet", false, "no progress bar on stderr")
-	connFlags := addConnFlags(fs)
-	if code, done := parseFlags(fs, args, stdout); done {
+	connFlags := addConnFlags(fs.FlagSet)
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
 	var b client.Backend
@@ -66,6 +68,10 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	conn, err := connFlags.resolve(os.Getenv, stderr)
 	if err != nil {
 		return badInput(stderr, "sweep", "%v", err)
+	}
+	if err := checkBackend(ctx, b, nodeServers(fromNodes, toNodes), conn.tls,
+		func(got client.Backend) string { return "--backend " + got.String() }); err != nil {
+		return badInput(stderr, "sweep", "--backend %v: %v", b, err)
 	}
 	opts := client.Options{
 		Backend: b, Nodes: toNodes, Vnodes: *vnodes,
@@ -107,7 +113,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "shardcache sweep: interrupted: run it again to copy the rest")
 		return exitFail
 	case err != nil:
-		fmt.Fprintf(stderr, "shardcache sweep: %v\n", err)
+		failed(stderr, "sweep", err)
 		if errors.Is(err, client.ErrSweepUnsupported) {
 			fmt.Fprintln(stderr, "(Memcached needs lru_crawler metadump: version 1.4.31 or later, the LRU crawler on)")
 		}
@@ -116,11 +122,31 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return exitOK
 }
 
+// nodeServers returns the distinct servers of the lists, named as nodes.
+func nodeServers(lists ...[]ring.Node) []server {
+	var out []server
+	seen := map[string]bool{}
+	for _, nodes := range lists {
+		for _, n := range nodes {
+			if seen[n.Addr] {
+				continue
+			}
+			seen[n.Addr] = true
+			name := n.Addr
+			if n.Name != "" && n.Name != n.Addr {
+				name = fmt.Sprintf("node %s (%s)", n.Name, n.Addr)
+			}
+			out = append(out, server{addr: n.Addr, name: name})
+		}
+	}
+	return out
+}
+
 // writeSweep prints a sweep's summary.
 func writeSweep(w io.Writer, s client.SweepStatus, elapsed time.Duration) {
 	rate := float64(s.Scanned) / max(elapsed.Seconds(), 1e-9)
-	fmt.Fprintf(w, "Swept %d of %d old nodes in %v: %d keys listed, %.0f keys/s (%.0f per node)\n",
-		s.NodesDone, s.Nodes, elapsed.Round(time.Millisecond), s.Scanned, rate, rate/float64(max(s.Nodes, 1)))
+	fmt.Fprintf(w, "Swept %d of %s in %v: %s listed, %.0f keys/s (%.0f per node)\n",
+		s.NodesDone, count(s.Nodes, "old node", ""), elapsed.Round(time.Millisecond), count(s.Scanned, "key", ""), rate, rate/float64(max(s.Nodes, 1)))
 	tw := newTable(w, 0)
 	fmt.Fprintf(tw, "  copied to their new owner\t%d\n", s.Copied)
 	fmt.Fprintf(tw, "  already on their new owner (newer)\t%d\n", s.SkippedNewer)

@@ -309,7 +309,8 @@ func (c *Config) init() error {
 	}
 	if c.Servers != nil {
 		if want := len(serverAddrs(c)); len(c.Servers) != want {
-			return bad("%d servers for %d node addresses (%s)", len(c.Servers), want, strings.Join(serverAddrs(c), ", "))
+			return bad("%s for %s (%s)", count(len(c.Servers), "server", "servers"), count(want, "node address", "node addresses"),
+				strings.Join(serverAddrs(c), ", "))
 		}
 		if c.Backend != client.Redis && c.Backend != client.Memcached {
 			return bad("unknown backend %v", c.Backend)
@@ -459,4 +460,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// count writes n and the noun, singular when n is 1: "1 server", "2 servers".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

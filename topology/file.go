@@ -1,0 +1,116 @@
+package topology
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// DefaultDebounce is how long File waits after the last change in the
+// file's directory before it reads the file: long enough for an editor's
+// write, rename and chmod, or a ConfigMap's symlink swap, to settle.
+const DefaultDebounce = 100 * time.Millisecond
+
+// File is a Source reading a topology file (JSON, or YAML by its name, see
+// Parse), for configuration management and Kubernetes ConfigMaps.
+//
+// It watches the file's directory, not the file, so that it follows an
+// editor that writes a new file and renames it over the old one, and a
+// ConfigMap volume, whose files are symlinks through a "..data" link that
+// the kubelet swaps at each update. A file that cannot be read or parsed,
+// or that fails Check, is an Update with an error and changes nothing: the
+// next good content is sent as it comes. A topology without a "version"
+// gets its Digest as Version.
+type File struct {
+	// Path is the file to read.
+	Path string
+	// Debounce is the quiet time after a change before reading; 0 means
+	// DefaultDebounce.
+	Debounce time.Duration
+}
+
+// Watch implements Source.
+func (f *File) Watch(ctx context.Context) <-chan Update {
+	ch := make(chan Update)
+	go f.watch(ctx, ch)
+	return ch
+}
+
+func (f *File) watch(ctx context.Context, ch chan<- Update) {
+	defer close(ch)
+	debounce := f.Debounce
+	if debounce <= 0 {
+		debounce = DefaultDebounce
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		send(ctx, ch, Update{Err: fmt.Errorf("shardcache/topology: watch %s: %w", f.Path, err)})
+		return
+	}
+	defer w.Close()
+	// Watching before the first read misses no change in between.
+	if err := w.Add(filepath.Dir(f.Path)); err != nil {
+		send(ctx, ch, Update{Err: fmt.Errorf("shardcache/topology: watch %s: %w", filepath.Dir(f.Path), err)})
+		return
+	}
+
+	var good, bad []byte // the last content sent as a topology, and as an error
+	read := func() bool {
+		data, err := os.ReadFile(f.Path)
+		switch {
+		case err == nil && good != nil && bytes.Equal(data, good):
+			return true
+		case err == nil && bad != nil && bytes.Equal(data, bad):
+			return true // reported already
+		case err != nil:
+			bad = nil
+			return send(ctx, ch, Update{Err: err})
+		}
+		t, err := Parse(data, FormatOf(f.Path))
+		if err != nil {
+			bad = data
+			return send(ctx, ch, Update{Err: fmt.Errorf("%s: %w", f.Path, err)})
+		}
+		good, bad = data, nil
+		if t.Version == 0 {
+			t.Version = t.Digest()
+		}
+		return send(ctx, ch, Update{Topology: t})
+	}
+	if !read() {
+		return
+	}
+	timer := time.NewTimer(debounce)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-w.Events:
+			if !ok {
+				return
+			}
+			// Any change in the directory may be the file's: its own
+			// name, a temporary file renamed over it, or "..data".
+			timer.Reset(debounce)
+		case err, ok := <-w.Errors:
+			if !ok {
+				return
+			}
+			if !send(ctx, ch, Update{Err: fmt.Errorf("shardcache/topology: watch %s: %w", f.Path, err)}) {
+				return
+			}
+			timer.Reset(debounce) // an overflow may have hidden a change
+		case <-timer.C:
+			if !read() {
+				return
+			}
+		}
+	}
+}

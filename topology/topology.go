@@ -178,15 +178,15 @@ func checkNodes(nodes []ring.Node) error {
 		if total > MaxWeight {
 			return fmt.Errorf("%w: the nodes weigh %d in all, more than %d", ErrBadWeight, total, MaxWeight)
 		}
+		if addrs[n.Addr] {
+			return fmt.Errorf("%w: %q", ErrDuplicateAddr, n.Addr)
+		}
+		addrs[n.Addr] = true
 		if name := nameOf(n); names[name] {
 			return fmt.Errorf("%w: %q", ErrDuplicateName, name)
 		} else {
 			names[name] = true
 		}
-		if addrs[n.Addr] {
-			return fmt.Errorf("%w: %q", ErrDuplicateAddr, n.Addr)
-		}
-		addrs[n.Addr] = true
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,7 +23,7 @@ const waitTimeout = 10 * time.Second
 // A and AAAA (SetA), SRV (SetSRV), NXDOMAIN (SetNXDomain, and every name
 // never set) or an empty answer (SetEmpty). Records have a TTL of 0, and
 // every query is counted by name, so a test can wait until a client has
-// asked again (WaitQueries) instead of sleeping.
+// asked again (Answered, WaitQueries) instead of sleeping.
 type DNSServer struct {
 	// Addr is where the server listens, "127.0.0.1:PORT", UDP and TCP.
 	Addr string
@@ -32,8 +33,15 @@ type DNSServer struct {
 	mu      sync.Mutex
 	zone    map[string]dnsAnswer // by lower-case FQDN
 	queries map[string]int       // by lower-case FQDN
-	changed chan struct{}        // closed and replaced at each query
+	waiters []dnsWaiter          // of Answered, until their count is reached
 	servers []*dns.Server        // nil when stopped
+}
+
+// dnsWaiter is a channel to close once name has had n queries.
+type dnsWaiter struct {
+	name string
+	n    int
+	ch   chan struct{}
 }
 
 // SRV is one target of an SRV record.
@@ -53,7 +61,7 @@ type dnsAnswer struct {
 // stops in t.Cleanup.
 func DNS(t testing.TB) *DNSServer {
 	t.Helper()
-	s := &DNSServer{t: t, zone: map[string]dnsAnswer{}, queries: map[string]int{}, changed: make(chan struct{})}
+	s := &DNSServer{t: t, zone: map[string]dnsAnswer{}, queries: map[string]int{}}
 	t.Cleanup(s.Stop)
 	var err error
 	for range attempts {
@@ -109,24 +117,29 @@ func (s *DNSServer) Queries(name string) int {
 	return s.queries[fqdn(name)]
 }
 
+// Answered returns a channel closed once the server has answered n
+// queries for name in all, so that a test can wait for it and for
+// something else at once.
+func (s *DNSServer) Answered(name string, n int) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := make(chan struct{})
+	if s.queries[fqdn(name)] >= n {
+		close(ch)
+		return ch
+	}
+	s.waiters = append(s.waiters, dnsWaiter{fqdn(name), n, ch})
+	return ch
+}
+
 // WaitQueries waits until the server has answered n queries for name in
 // all, and fails the test after 10 s. Call it from the test's goroutine.
 func (s *DNSServer) WaitQueries(name string, n int) {
 	s.t.Helper()
-	deadline := time.NewTimer(waitTimeout)
-	defer deadline.Stop()
-	for {
-		s.mu.Lock()
-		got, changed := s.queries[fqdn(name)], s.changed
-		s.mu.Unlock()
-		if got >= n {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			s.t.Fatalf("testserver: DNS: %d queries for %s after %v, want %d", got, name, waitTimeout, n)
-		}
+	select {
+	case <-s.Answered(name, n):
+	case <-time.After(waitTimeout):
+		s.t.Fatalf("testserver: DNS: %d queries for %s after %v, want %d", s.Queries(name), name, waitTimeout, n)
 	}
 }
 
@@ -164,8 +177,13 @@ func (s *DNSServer) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 			}
 		}
 	}
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.waiters = slices.DeleteFunc(s.waiters, func(w dnsWaiter) bool {
+		if s.queries[w.name] >= w.n {
+			close(w.ch)
+			return true
+		}
+		return false
+	})
 	s.mu.Unlock()
 	_ = w.WriteMsg(m) // a client that went away is not the test's failure
 }

@@ -93,7 +93,8 @@ func Parse(data []byte, f Format) (*Topology, error) {
 		err = decodeJSON(data, &list, &doc)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrParse, err)
+		// yaml lists its errors a line each: one line reads better in a log.
+		return nil, fmt.Errorf("%w: %s", ErrParse, strings.Join(strings.Fields(err.Error()), " "))
 	}
 	if list != nil {
 		doc.Nodes = list

@@ -4,6 +4,7 @@
 //	shardcache plan [flags]       exact shares, keys moved and flows of a change
 //	shardcache simulate [flags]   a workload through the change, in three modes
 //	shardcache sweep [flags]      copy the keys a change moves to their new owners
+//	shardcache topology COMMAND   publish, show, status, watch a fleet's topology
 //
 // plan computes from the ring itself: each node's share of the keys before
 // and after, the fraction of keys that move and where they go, and the hit
@@ -18,6 +19,11 @@
 // sweep copies, during a migration's window, every key whose owner changes
 // to its new owner, with its type and remaining TTL, showing its progress
 // and a summary.
+//
+// topology publishes a change of nodes to a fleet through etcd, with a start
+// and a window every process shares (printing the plan first), shows the
+// topology at etcd, in a file or in DNS, says how many processes run each
+// version, and watches it change.
 //
 // Run "shardcache help COMMAND" for a command's flags. Bad input exits with
 // status 2, a failure while running with status 1.
@@ -60,6 +66,7 @@ var commands = []command{
 	{"plan", "exact shares, keys moved and flows of a change of nodes", runPlan},
 	{"simulate", "a workload through the change: mod-N, ring, ring + dual-ring", runSimulate},
 	{"sweep", "copy the keys a change moves to their new owners, during the window", runSweep},
+	{"topology", "publish, show, watch a fleet's topology (etcd, a file, DNS); status", runTopology},
 }
 
 // run runs the command line args (without the program name) and returns the

@@ -38,6 +38,10 @@ var (
 	// ErrConflict is a Publish whose expected revision is not the key's:
 	// someone published in between. Read the key again, and decide again.
 	ErrConflict = errors.New("shardcache/etcdsource: the topology changed since it was read")
+	// ErrBadValue is a key holding something that is not a valid topology
+	// (it wraps topology's error too). A watcher reports it and keeps its
+	// last topology.
+	ErrBadValue = errors.New("shardcache/etcdsource: the key holds no valid topology")
 	// ErrBadID is a process id that is empty or holds a "/".
 	ErrBadID = errors.New("shardcache/etcdsource: bad process id")
 )
@@ -81,7 +85,7 @@ func (s *Source) Get(ctx context.Context) (*topology.Topology, error) {
 func (s *Source) decode(value []byte, rev int64) (*topology.Topology, error) {
 	t, err := topology.Parse(value, topology.JSON)
 	if err != nil {
-		return nil, fmt.Errorf("etcd %s revision %d: %w", s.Key, rev, err)
+		return nil, fmt.Errorf("%w: %s revision %d: %w", ErrBadValue, s.Key, rev, err)
 	}
 	t.Version = rev
 	return t, nil

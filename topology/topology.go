@@ -2,7 +2,6 @@ package topology
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -154,15 +153,13 @@ func (t *Topology) Check() error {
 	return nil
 }
 
-// checkNodes checks a node list as ring.New would, and more strictly: a
+// checkNodes checks a node list as ring.New does, and more strictly: a
 // name or an address with spaces or control characters is an error, not
-// trimmed.
+// trimmed, and weights are bounded.
 func checkNodes(nodes []ring.Node) error {
 	if len(nodes) == 0 {
 		return ErrNoNodes
 	}
-	names := make(map[string]bool, len(nodes))
-	addrs := make(map[string]bool, len(nodes))
 	total := 0
 	for i, n := range nodes {
 		if err := CheckAddr(n.Addr); err != nil {
@@ -172,23 +169,34 @@ func checkNodes(nodes []ring.Node) error {
 			return fmt.Errorf("%w: node %d: %q (spaces around it, or a control character)", ErrBadName, i+1, n.Name)
 		}
 		if n.Weight < 0 || n.Weight > MaxWeight {
-			return fmt.Errorf("%w: node %q: %d (want 1..%d, or 0 for 1)", ErrBadWeight, nameOf(n), n.Weight, MaxWeight)
+			return fmt.Errorf("%w: node %d (%s): %d (want 1..%d, or 0 for 1)", ErrBadWeight, i+1, n.Addr, n.Weight, MaxWeight)
 		}
 		total += max(n.Weight, 1)
-		if total > MaxWeight {
-			return fmt.Errorf("%w: the nodes weigh %d in all, more than %d", ErrBadWeight, total, MaxWeight)
-		}
-		if addrs[n.Addr] {
-			return fmt.Errorf("%w: %q", ErrDuplicateAddr, n.Addr)
-		}
-		addrs[n.Addr] = true
-		if name := nameOf(n); names[name] {
-			return fmt.Errorf("%w: %q", ErrDuplicateName, name)
-		} else {
-			names[name] = true
-		}
 	}
-	return nil
+	if total > MaxWeight {
+		return fmt.Errorf("%w: the nodes weigh %d in all, more than %d", ErrBadWeight, total, MaxWeight)
+	}
+	_, err := normalized(nodes)
+	return err
+}
+
+// normalized returns nodes as the ring places them: sorted by name, the
+// name defaulting to the address and the weight 0 to 1 (ring's defaults,
+// which live there alone), or ring's refusal of duplicates as this
+// package's error.
+func normalized(nodes []ring.Node) ([]ring.Node, error) {
+	r, err := ring.New(nodes, ring.WithVnodes(1)) // one point per unit of weight: cheap
+	switch {
+	case errors.Is(err, ring.ErrDuplicateName):
+		return nil, fmt.Errorf("%w: %w", ErrDuplicateName, err)
+	case errors.Is(err, ring.ErrDuplicateAddr):
+		return nil, fmt.Errorf("%w: %w", ErrDuplicateAddr, err)
+	case errors.Is(err, ring.ErrNoNodes):
+		return nil, ErrNoNodes
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrBadAddr, err)
+	}
+	return r.Nodes(), nil
 }
 
 // CheckAddr checks that addr is HOST:PORT with a port in 1..65535, as
@@ -207,14 +215,6 @@ func CheckAddr(addr string) error {
 	return nil
 }
 
-// nameOf returns a node's name on the ring: its Name, or its address.
-func nameOf(n ring.Node) string {
-	if n.Name == "" {
-		return n.Addr
-	}
-	return n.Name
-}
-
 // Validate reports whether a process that runs prev may apply next: next
 // must pass Check, and must not remove more than its MaxRemovedShare
 // (DefaultMaxRemovedShare when zero) of prev's total weight. The weight a
@@ -229,35 +229,37 @@ func Validate(prev, next *Topology) error {
 	if err := next.Check(); err != nil {
 		return err
 	}
-	if prev == nil || len(prev.Nodes) == 0 {
+	if prev == nil {
 		return nil
 	}
+	from, err := normalized(prev.Nodes)
+	if err != nil {
+		return nil // nothing a process ran: nothing to remove from
+	}
+	to, _ := normalized(next.Nodes) // Check passed
 	limit := next.MaxRemovedShare
 	if limit == 0 {
 		limit = DefaultMaxRemovedShare
 	}
-	if removed := RemovedShare(prev.Nodes, next.Nodes); removed > limit+1e-12 {
+	if removed := removedShare(from, to); removed > limit+1e-12 {
 		return fmt.Errorf("%w: %.1f%% of the weight, more than %.1f%% (set MaxRemovedShare, publish --max-removed-share, to allow it for this change)",
 			ErrTooMuchRemoved, 100*removed, 100*limit)
 	}
 	return nil
 }
 
-// RemovedShare returns the fraction of the total weight of from that the
-// change to to removes, node by node by name (see Validate).
-func RemovedShare(from, to []ring.Node) float64 {
+// removedShare returns the fraction of the total weight of from that the
+// change to to removes, node by node by name (see Validate); both are
+// normalized.
+func removedShare(from, to []ring.Node) float64 {
 	after := make(map[string]int, len(to))
 	for _, n := range to {
-		after[nameOf(n)] = max(n.Weight, 1)
+		after[n.Name] = n.Weight
 	}
 	total, removed := 0, 0
 	for _, n := range from {
-		w := max(n.Weight, 1)
-		total += w
-		removed += max(w-after[nameOf(n)], 0)
-	}
-	if total == 0 {
-		return 0
+		total += n.Weight
+		removed += max(n.Weight-after[n.Name], 0)
 	}
 	return float64(removed) / float64(total)
 }
@@ -294,13 +296,14 @@ func (t *Topology) canonical() []byte {
 		b = append(b, s...)
 	}
 	nodes := func(ns []ring.Node) {
-		ns = slices.Clone(ns)
-		slices.SortFunc(ns, func(a, b ring.Node) int { return cmp.Compare(nameOf(a), nameOf(b)) })
+		if n, err := normalized(ns); err == nil {
+			ns = n
+		} // else as given: such a topology fails Check, and is equal only to itself
 		put(strconv.Itoa(len(ns)))
 		for _, n := range ns {
-			put(nameOf(n))
+			put(n.Name)
 			put(n.Addr)
-			put(strconv.Itoa(max(n.Weight, 1)))
+			put(strconv.Itoa(n.Weight))
 		}
 	}
 	nodes(t.Nodes)

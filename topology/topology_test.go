@@ -121,8 +121,8 @@ func TestValidateRemovedShare(t *testing.T) {
 	// Weight lowered counts too: 4 → 1 of a total of 4+1+1 removes half.
 	heavy := &Topology{Nodes: []ring.Node{{Name: "a", Addr: "h:1", Weight: 4}, {Name: "b", Addr: "h:2"}, {Name: "c", Addr: "h:3"}}}
 	light := &Topology{Nodes: []ring.Node{{Name: "a", Addr: "h:1", Weight: 1}, {Name: "b", Addr: "h:2"}, {Name: "c", Addr: "h:3"}}}
-	if got := RemovedShare(heavy.Nodes, light.Nodes); got != 0.5 {
-		t.Errorf("RemovedShare = %v, want 0.5", got)
+	if err := Validate(heavy, light); err != nil {
+		t.Errorf("Validate removing half of the weight: %v", err)
 	}
 	lighter := light.Clone()
 	lighter.Nodes = lighter.Nodes[:2]

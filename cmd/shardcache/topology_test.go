@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -58,7 +59,9 @@ func wantIn(t *testing.T, what, out string, wants ...string) {
 func TestTopologyPublish(t *testing.T) {
 	srv := testserver.Etcd(t)
 	etcd := []string{"--etcd", srv.Addr, "--key", "/shardcache/cli"}
-	publish := func(args ...string) []string { return append(append([]string{"topology", "publish"}, etcd...), args...) }
+	publish := func(args ...string) []string {
+		return append(append([]string{"topology", "publish"}, etcd...), args...)
+	}
 	show := append([]string{"topology", "show"}, etcd...)
 	src := etcdSource(t, srv.Addr, "/shardcache/cli")
 
@@ -279,3 +282,97 @@ func TestTopologyBadInput(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestTopologyWatchChild is "shardcache topology watch" in a process of its
+// own, for TestTopologyWatchProcesses; it does nothing in a normal run.
+func TestTopologyWatchChild(t *testing.T) {
+	args := os.Getenv("SHARDCACHE_WATCH_CHILD")
+	if args == "" {
+		t.Skip("run by TestTopologyWatchProcesses")
+	}
+	os.Exit(run(context.Background(), strings.Split(args, "\x1f"), os.Stdout, os.Stderr))
+}
+
+// TestTopologyWatchProcesses has three OS processes follow one etcd key,
+// and checks that a publish reaches each of them within a second.
+func TestTopologyWatchProcesses(t *testing.T) {
+	if os.Getenv("SHARDCACHE_WATCH_CHILD") != "" {
+		t.Skip("a child process")
+	}
+	srv := testserver.Etcd(t)
+	src := etcdSource(t, srv.Addr, "/shardcache/fleet")
+	rev, err := src.Publish(t.Context(), &topology.Topology{Nodes: mustNodes(t, fourNodes)}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join([]string{"topology", "watch", "--etcd", srv.Addr, "--key", "/shardcache/fleet", "--count", "2"}, "\x1f")
+	type child struct {
+		cmd   *exec.Cmd
+		lines chan string
+		err   strings.Builder
+	}
+	var children []*child
+	for range 3 {
+		c := &child{lines: make(chan string, 2)}
+		c.cmd = exec.Command(os.Args[0], "-test.run=^TestTopologyWatchChild$", "-test.count=1")
+		c.cmd.Env = append(os.Environ(), "SHARDCACHE_WATCH_CHILD="+args)
+		c.cmd.Stderr = &c.err
+		out, err := c.cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				c.lines <- sc.Text()
+			}
+			close(c.lines)
+		}()
+		children = append(children, c)
+	}
+	line := func(i int, c *child) string {
+		t.Helper()
+		select {
+		case l, ok := <-c.lines:
+			if !ok {
+				t.Fatalf("process %d ended early: %v\n%s", i, c.cmd.Wait(), c.err.String())
+			}
+			return l
+		case <-time.After(10 * time.Second):
+			t.Fatalf("process %d: no line within 10 s\n%s", i, c.err.String())
+		}
+		return ""
+	}
+	for i, c := range children {
+		wantIn(t, "first line", line(i, c), "version "+itoa(rev)+":")
+	}
+	m := &topology.Migration{From: mustNodes(t, fourNodes), Start: time.Now().Add(time.Minute).Truncate(time.Second), Window: time.Hour}
+	published := time.Now()
+	rev2, err := src.Publish(t.Context(), &topology.Topology{Nodes: mustNodes(t, fiveNodes), Migration: m}, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var latencies []time.Duration
+	for i, c := range children {
+		l := line(i, c)
+		latencies = append(latencies, time.Since(published))
+		// Each reports the same start and window, written by the publisher.
+		wantIn(t, "second line", l, "version "+itoa(rev2)+": 5 nodes", "start "+m.Start.Format(time.RFC3339)+", window 1h0m0s")
+	}
+	t.Logf("publish to receipt in 3 processes (read in turn): %v", latencies)
+	for i, d := range latencies {
+		if d > time.Second {
+			t.Errorf("process %d received the publish after %v, want within 1 s", i, d)
+		}
+	}
+	for i, c := range children {
+		for range c.lines {
+		}
+		if err := c.cmd.Wait(); err != nil {
+			t.Errorf("process %d: %v\n%s", i, err, c.err.String())
+		}
+	}
+}

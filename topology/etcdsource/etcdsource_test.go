@@ -249,3 +249,34 @@ func TestRegisterStatus(t *testing.T) {
 }
 
 func itoa(n int64) string { return fmt.Sprint(n) }
+
+// BenchmarkPublishToReceipt measures a Publish (read, validate, compare and
+// write) until a watcher of the key has received the topology.
+func BenchmarkPublishToReceipt(b *testing.B) {
+	srv := testserver.Etcd(b)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cli.Close()
+	src := &Source{Client: cli, Key: "/shardcache/bench"}
+	ctx, cancel := context.WithCancel(b.Context())
+	defer cancel()
+	rev, err := src.Publish(ctx, &topology.Topology{Nodes: nodes(4)}, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ch := src.Watch(ctx)
+	<-ch
+	for i := 0; b.Loop(); i++ {
+		if rev, err = src.Publish(ctx, &topology.Topology{Nodes: nodes(4 + i%2)}, rev); err != nil {
+			b.Fatal(err)
+		}
+		if u := <-ch; u.Err != nil || u.Topology.Version != rev {
+			b.Fatalf("update %+v, want version %d", u, rev)
+		}
+	}
+	cancel()
+	for range ch {
+	}
+}

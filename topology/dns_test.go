@@ -14,6 +14,32 @@ import (
 
 const srvName = "_memcache._tcp.cache.test."
 
+// receive returns the next update within 10 s, failing the test otherwise.
+func receive(t *testing.T, ch <-chan Update) Update {
+	t.Helper()
+	select {
+	case u, ok := <-ch:
+		if !ok {
+			t.Fatal("the stream closed")
+		}
+		return u
+	case <-time.After(10 * time.Second):
+		t.Fatal("no update within 10 s")
+	}
+	return Update{}
+}
+
+// wantNodes receives the next update and checks that it is a topology of
+// n nodes.
+func wantNodes(t *testing.T, ch <-chan Update, n int) *Topology {
+	t.Helper()
+	u := receive(t, ch)
+	if u.Err != nil || u.Topology == nil || len(u.Topology.Nodes) != n {
+		t.Fatalf("update %+v (error %v), want a topology of %d nodes", u.Topology, u.Err, n)
+	}
+	return u.Topology
+}
+
 // targets returns SRV targets cache-0.cache.test .. cache-(n-1).
 func targets(n int) []testserver.SRV {
 	srvs := make([]testserver.SRV, n)

@@ -7,16 +7,19 @@
 // from (other nodes, or another kind as the CLI's --from-kind: ketama,
 // modulo, rendezvous), a start time and a window, written once by the
 // publisher and so identical in every process whenever it received them.
-// It is encoded as the CLI's node files are (Parse, Marshal): a list of
-// {name, addr, weight}, or an object holding such a list as "nodes" beside
-// "version", "migration" and "max_removed_share"; an unknown field is an
-// error.
+// Package topology/topofile encodes it as the CLI's node files are (JSON or
+// YAML): a list of {name, addr, weight}, or an object holding such a list
+// as "nodes" beside "version", "migration" and "max_removed_share"; an
+// unknown field is an error.
 //
-// A Source streams topologies (Watch): File follows a file (config
-// management, a Kubernetes ConfigMap), DNS resolves A/AAAA or SRV records
-// (a Kubernetes headless service), and package topology/etcdsource follows
-// an etcd key, publishes to it and counts the processes on each version. A
+// A Source streams topologies (Watch): DNS resolves A/AAAA or SRV records
+// (a Kubernetes headless service), topofile.Source follows a file (config
+// management, a Kubernetes ConfigMap), and etcdsource.Source follows an
+// etcd key, publishes to it and counts the processes on each version. A
 // source reports errors as they come and never sends an empty topology.
+// The sources with dependencies live in packages of their own, so that this
+// one, which a client imports, needs nothing but the standard library and
+// ring.
 //
 // Validate is what a client asks before it applies a topology: no nodes,
 // duplicate names or addresses, a malformed address or weight, a window

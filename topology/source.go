@@ -2,8 +2,9 @@ package topology
 
 import "context"
 
-// Source is where topologies come from: a file (File), DNS (DNS), etcd
-// (package topology/etcdsource). A client follows one through Watch.
+// Source is where topologies come from: DNS (DNS), a file (package
+// topology/topofile), etcd (package topology/etcdsource). A client follows
+// one through Watch.
 type Source interface {
 	// Watch returns a stream of updates: first the current topology, or
 	// the error that kept the source from reading it, then one update per

@@ -42,7 +42,6 @@ var (
 	ErrBadShare       = errors.New("shardcache/topology: bad max removed share (want a fraction in (0, 1])")
 	ErrTooMuchRemoved = errors.New("shardcache/topology: the change removes too much of the weight at once")
 	ErrNilTopology    = errors.New("shardcache/topology: nil topology")
-	ErrParse          = errors.New("shardcache/topology: cannot parse")
 )
 
 // Topology is one version of a fleet's cache nodes: the placement every

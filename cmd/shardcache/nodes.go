@@ -8,6 +8,7 @@ import (
 
 	"github.com/shardcache/shardcache/ring"
 	"github.com/shardcache/shardcache/topology"
+	"github.com/shardcache/shardcache/topology/topofile"
 )
 
 // nodesHelp documents the node-list grammar, for --help.
@@ -80,10 +81,10 @@ func checkAddr(addr string) error {
 
 // readNodes reads the nodes of a JSON or YAML node file, strictly: an
 // unknown field is an error, so that a misspelt "wieght" does not pass for
-// weight 1. The file may be a whole topology (topology.Parse); its nodes
+// weight 1. The file may be a whole topology (topofile.Parse); its nodes
 // are the ones after any migration it describes.
 func readNodes(path string) ([]ring.Node, error) {
-	t, err := topology.ReadFile(path)
+	t, err := topofile.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/shardcache/shardcache/ring"
 	"github.com/shardcache/shardcache/topology"
 	"github.com/shardcache/shardcache/topology/etcdsource"
+	"github.com/shardcache/shardcache/topology/topofile"
 )
 
 const topologyAbout = `A fleet of processes follows one topology, from etcd (one key, watched),
@@ -171,7 +172,7 @@ func (f *sourceFlags) source() (topology.Source, func(), error) {
 	case f.etcd != "":
 		return f.etcdSource()
 	case f.file != "":
-		return &topology.File{Path: f.file}, func() {}, nil
+		return &topofile.Source{Path: f.file}, func() {}, nil
 	}
 	return f.dnsSource(), func() {}, nil
 }
@@ -189,7 +190,7 @@ func (f *sourceFlags) get(ctx context.Context) (*topology.Topology, error) {
 		defer closeSrc()
 		return src.Get(ctx)
 	case f.file != "":
-		t, err := topology.ReadFile(f.file)
+		t, err := topofile.ReadFile(f.file)
 		if err == nil && t.Version == 0 {
 			t.Version = t.Digest() // as the File source does
 		}
@@ -445,11 +446,11 @@ func runTopologyShow(ctx context.Context, args []string, stdout, stderr io.Write
 		return exitFail
 	}
 	if *asJSON || *asYAML {
-		f := topology.JSON
+		f := topofile.JSON
 		if *asYAML {
-			f = topology.YAML
+			f = topofile.YAML
 		}
-		data, err := t.Marshal(f)
+		data, err := topofile.Marshal(t, f)
 		if err != nil {
 			fmt.Fprintf(stderr, "shardcache %s: %v\n", cmd, err)
 			return exitFail

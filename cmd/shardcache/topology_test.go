@@ -18,6 +18,7 @@ import (
 	"github.com/shardcache/shardcache/internal/testserver"
 	"github.com/shardcache/shardcache/topology"
 	"github.com/shardcache/shardcache/topology/etcdsource"
+	"github.com/shardcache/shardcache/topology/topofile"
 )
 
 const (
@@ -116,7 +117,7 @@ func TestTopologyPublish(t *testing.T) {
 	}
 
 	// show --json is the topology's encoding, version included.
-	got, err := topology.Parse([]byte(mustRun(t, append(show, "--json")...)), topology.JSON)
+	got, err := topofile.Parse([]byte(mustRun(t, append(show, "--json")...)), topofile.JSON)
 	if err != nil || got.Version != third.Version || !got.Equal(third) {
 		t.Fatalf("show --json: %+v, %v; want %+v", got, err, third)
 	}

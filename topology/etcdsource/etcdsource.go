@@ -1,5 +1,5 @@
 // Package etcdsource keeps a fleet's topology in etcd v3: one key holds the
-// encoded topology (JSON, topology.Parse), watched by every process, its mod
+// encoded topology (JSON, topofile.Parse), watched by every process, its mod
 // revision the topology's Version; Publish writes it with a compare on the
 // revision it replaces, so two publishers cannot clobber each other; each
 // process registers the version it runs under a lease, so that Status can
@@ -26,6 +26,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/shardcache/shardcache/topology"
+	"github.com/shardcache/shardcache/topology/topofile"
 )
 
 // Errors of the package, wrapped with the key.
@@ -69,7 +70,7 @@ type Source struct {
 func (s *Source) processes() string { return s.Key + "/processes/" }
 
 // Get reads the topology at the key, its mod revision as Version, and
-// checks it (topology.Parse). An absent key is ErrNotFound.
+// checks it (topofile.Parse). An absent key is ErrNotFound.
 func (s *Source) Get(ctx context.Context) (*topology.Topology, error) {
 	resp, err := s.Client.Get(ctx, s.Key)
 	if err != nil {
@@ -83,7 +84,7 @@ func (s *Source) Get(ctx context.Context) (*topology.Topology, error) {
 
 // decode parses a value as the topology of revision rev.
 func (s *Source) decode(value []byte, rev int64) (*topology.Topology, error) {
-	t, err := topology.Parse(value, topology.JSON)
+	t, err := topofile.Parse(value, topofile.JSON)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s revision %d: %w", ErrBadValue, s.Key, rev, err)
 	}
@@ -209,7 +210,7 @@ func (s *Source) Publish(ctx context.Context, next *topology.Topology, expected 
 	}
 	doc := next.Clone()
 	doc.Version = 0 // the revision is the version
-	value, err := doc.Marshal(topology.JSON)
+	value, err := topofile.Marshal(doc, topofile.JSON)
 	if err != nil {
 		return 0, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/shardcache/shardcache/internal/testserver"
 	"github.com/shardcache/shardcache/ring"
 	"github.com/shardcache/shardcache/topology"
+	"github.com/shardcache/shardcache/topology/topofile"
 )
 
 // TestMain fails the package's tests if any goroutine outlives them.
@@ -114,7 +115,7 @@ func TestPublishWatch(t *testing.T) {
 	if _, err := src.Client.Put(ctx, src.Key, `[{"addr": "h:1", "wieght": 2}]`); err != nil {
 		t.Fatal(err)
 	}
-	if u := next(t, ch, time.Second); !errors.Is(u.Err, topology.ErrParse) || u.Topology != nil {
+	if u := next(t, ch, time.Second); !errors.Is(u.Err, topofile.ErrParse) || u.Topology != nil {
 		t.Fatalf("update of a bad value: %+v, want ErrParse", u)
 	}
 	if _, err := src.Client.Delete(ctx, src.Key); err != nil {

@@ -1,4 +1,4 @@
-package topology
+package topofile
 
 import (
 	"errors"
@@ -9,24 +9,25 @@ import (
 	"time"
 
 	"github.com/shardcache/shardcache/ring"
+	"github.com/shardcache/shardcache/topology"
 )
 
 func TestParse(t *testing.T) {
 	nodes := []ring.Node{{Name: "a", Addr: "cache-a:6379", Weight: 2}, {Addr: "cache-b:6379", Weight: 1}}
 	start := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
-	full := &Topology{
+	full := &topology.Topology{
 		Version: 8, Nodes: nodes, MaxRemovedShare: 0.75,
-		Migration: &Migration{From: nodes[:1], FromKind: KindKetama, FromHash: "md5", FromHashTag: "{}", Start: start, Window: 90 * time.Minute},
+		Migration: &topology.Migration{From: nodes[:1], FromKind: topology.KindKetama, FromHash: "md5", FromHashTag: "{}", Start: start, Window: 90 * time.Minute},
 	}
 	for _, tc := range []struct {
 		name string
 		f    Format
 		in   string
-		want *Topology
+		want *topology.Topology
 	}{
-		{"json list", JSON, `[{"name": "a", "addr": "cache-a:6379", "weight": 2}, {"addr": "cache-b:6379"}]`, &Topology{Nodes: nodes}},
-		{"json object", JSON, `{"nodes": [{"name": "a", "addr": "cache-a:6379", "weight": 2}, {"addr": "cache-b:6379"}]}`, &Topology{Nodes: nodes}},
-		{"yaml list", YAML, "- name: a\n  addr: cache-a:6379\n  weight: 2\n- addr: cache-b:6379\n", &Topology{Nodes: nodes}},
+		{"json list", JSON, `[{"name": "a", "addr": "cache-a:6379", "weight": 2}, {"addr": "cache-b:6379"}]`, &topology.Topology{Nodes: nodes}},
+		{"json object", JSON, `{"nodes": [{"name": "a", "addr": "cache-a:6379", "weight": 2}, {"addr": "cache-b:6379"}]}`, &topology.Topology{Nodes: nodes}},
+		{"yaml list", YAML, "- name: a\n  addr: cache-a:6379\n  weight: 2\n- addr: cache-b:6379\n", &topology.Topology{Nodes: nodes}},
 		{"json full", JSON, `{"version": 8, "nodes": [{"name": "a", "addr": "cache-a:6379", "weight": 2}, {"addr": "cache-b:6379"}],
 			"migration": {"from": [{"name": "a", "addr": "cache-a:6379", "weight": 2}], "from_kind": "ketama", "from_hash": "md5",
 			"from_hash_tag": "{}", "start": "2026-05-01T10:00:00Z", "window": "1h30m"}, "max_removed_share": 0.75}`, full},
@@ -51,7 +52,7 @@ max_removed_share: 0.75
 	}
 	// Round trips.
 	for _, f := range []Format{JSON, YAML} {
-		data, err := full.Marshal(f)
+		data, err := Marshal(full, f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,20 +78,20 @@ func TestParseRefusals(t *testing.T) {
 		{"two documents", JSON, `[{"addr": "h:1"}] [{"addr": "h:2"}]`, ErrParse},
 		{"broken yaml", YAML, "- addr: [h:1\n", ErrParse},
 		{"empty yaml", YAML, "", ErrParse},
-		{"empty list", JSON, `[]`, ErrNoNodes},
-		{"object without nodes", JSON, `{"version": 3}`, ErrNoNodes},
-		{"weight 0 written", JSON, `[{"addr": "h:1", "weight": 0}]`, ErrBadWeight},
-		{"weight negative", YAML, "- addr: h:1\n  weight: -2\n", ErrBadWeight},
-		{"no address", YAML, "- name: a\n", ErrBadAddr},
-		{"padded address", JSON, `[{"addr": " h:1"}]`, ErrBadAddr},
-		{"padded address, yaml", YAML, "- addr: 'h:1 '\n", ErrBadAddr},
-		{"duplicate names", JSON, `[{"name": "a", "addr": "h:1"}, {"name": "a", "addr": "h:2"}]`, ErrDuplicateName},
-		{"duplicate addresses", JSON, `[{"addr": "h:1"}, {"addr": "h:1"}]`, ErrDuplicateAddr},
+		{"empty list", JSON, `[]`, topology.ErrNoNodes},
+		{"object without nodes", JSON, `{"version": 3}`, topology.ErrNoNodes},
+		{"weight 0 written", JSON, `[{"addr": "h:1", "weight": 0}]`, topology.ErrBadWeight},
+		{"weight negative", YAML, "- addr: h:1\n  weight: -2\n", topology.ErrBadWeight},
+		{"no address", YAML, "- name: a\n", topology.ErrBadAddr},
+		{"padded address", JSON, `[{"addr": " h:1"}]`, topology.ErrBadAddr},
+		{"padded address, yaml", YAML, "- addr: 'h:1 '\n", topology.ErrBadAddr},
+		{"duplicate names", JSON, `[{"name": "a", "addr": "h:1"}, {"name": "a", "addr": "h:2"}]`, topology.ErrDuplicateName},
+		{"duplicate addresses", JSON, `[{"addr": "h:1"}, {"addr": "h:1"}]`, topology.ErrDuplicateAddr},
 		{"bad start", JSON, `{"nodes": [{"addr": "h:1"}], "migration": {"start": "tomorrow", "window": "1h"}}`, ErrParse},
-		{"bad window", JSON, `{"nodes": [{"addr": "h:1"}], "migration": {"start": "2026-05-01T10:00:00Z", "window": "an hour"}}`, ErrBadWindow},
-		{"window without a start", JSON, `{"nodes": [{"addr": "h:1"}], "migration": {"window": "1h"}}`, ErrNoStart},
-		{"unknown kind", JSON, `{"nodes": [{"addr": "h:1"}], "migration": {"from_kind": "jump", "start": "2026-05-01T10:00:00Z"}}`, ErrBadKind},
-		{"share above 1", JSON, `{"nodes": [{"addr": "h:1"}], "max_removed_share": 2}`, ErrBadShare},
+		{"bad window", JSON, `{"nodes": [{"addr": "h:1"}], "migration": {"start": "2026-05-01T10:00:00Z", "window": "an hour"}}`, topology.ErrBadWindow},
+		{"window without a start", JSON, `{"nodes": [{"addr": "h:1"}], "migration": {"window": "1h"}}`, topology.ErrNoStart},
+		{"unknown kind", JSON, `{"nodes": [{"addr": "h:1"}], "migration": {"from_kind": "jump", "start": "2026-05-01T10:00:00Z"}}`, topology.ErrBadKind},
+		{"share above 1", JSON, `{"nodes": [{"addr": "h:1"}], "max_removed_share": 2}`, topology.ErrBadShare},
 	} {
 		got, err := Parse([]byte(tc.in), tc.f)
 		if !errors.Is(err, tc.want) || got != nil {

@@ -1,4 +1,11 @@
-package topology
+// Package topofile is a topology as a file holds it: its JSON and YAML
+// encoding, the CLI's node files extended (Parse, Marshal, ReadFile), and a
+// topology.Source that watches a file (Source), for configuration
+// management and Kubernetes ConfigMaps.
+//
+// It is a package of its own so that the client, which imports topology,
+// needs neither yaml nor fsnotify.
+package topofile
 
 import (
 	"bytes"
@@ -12,7 +19,12 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/shardcache/shardcache/ring"
+	"github.com/shardcache/shardcache/topology"
 )
+
+// ErrParse is a file or a value that does not decode: bad syntax, an
+// unknown field, a start that is not RFC 3339.
+var ErrParse = errors.New("shardcache/topofile: cannot parse")
 
 // Format is an encoding of a topology.
 type Format int
@@ -60,12 +72,12 @@ type fileNode struct {
 // fileMigration is a Migration as a file writes it: Start in RFC 3339,
 // Window as a Go duration ("1h30m").
 type fileMigration struct {
-	From        []fileNode `json:"from,omitempty" yaml:"from,omitempty"`
-	FromKind    Kind       `json:"from_kind,omitempty" yaml:"from_kind,omitempty"`
-	FromHash    string     `json:"from_hash,omitempty" yaml:"from_hash,omitempty"`
-	FromHashTag string     `json:"from_hash_tag,omitempty" yaml:"from_hash_tag,omitempty"`
-	Start       string     `json:"start,omitempty" yaml:"start,omitempty"`
-	Window      string     `json:"window,omitempty" yaml:"window,omitempty"`
+	From        []fileNode    `json:"from,omitempty" yaml:"from,omitempty"`
+	FromKind    topology.Kind `json:"from_kind,omitempty" yaml:"from_kind,omitempty"`
+	FromHash    string        `json:"from_hash,omitempty" yaml:"from_hash,omitempty"`
+	FromHashTag string        `json:"from_hash_tag,omitempty" yaml:"from_hash_tag,omitempty"`
+	Start       string        `json:"start,omitempty" yaml:"start,omitempty"`
+	Window      string        `json:"window,omitempty" yaml:"window,omitempty"`
 }
 
 // Parse decodes a topology in format f and checks it (Check). The document
@@ -82,8 +94,8 @@ type fileMigration struct {
 // where every field but nodes is optional, and "from" defaults to the
 // nodes (a change of kind alone). An unknown field is an error, so that a
 // misspelt "wieght" does not pass for weight 1; nothing is trimmed. Syntax
-// errors wrap ErrParse; the others wrap Check's.
-func Parse(data []byte, f Format) (*Topology, error) {
+// errors wrap ErrParse; the others wrap topology.Check's.
+func Parse(data []byte, f Format) (*topology.Topology, error) {
 	var list []fileNode
 	var doc fileTopology
 	var err error
@@ -99,12 +111,12 @@ func Parse(data []byte, f Format) (*Topology, error) {
 	if list != nil {
 		doc.Nodes = list
 	}
-	t := &Topology{Version: doc.Version, MaxRemovedShare: doc.MaxRemovedShare}
+	t := &topology.Topology{Version: doc.Version, MaxRemovedShare: doc.MaxRemovedShare}
 	if t.Nodes, err = fromFile(doc.Nodes); err != nil {
 		return nil, err
 	}
 	if fm := doc.Migration; fm != nil {
-		m := &Migration{FromKind: fm.FromKind, FromHash: fm.FromHash, FromHashTag: fm.FromHashTag}
+		m := &topology.Migration{FromKind: fm.FromKind, FromHash: fm.FromHash, FromHashTag: fm.FromHashTag}
 		if len(fm.From) > 0 {
 			if m.From, err = fromFile(fm.From); err != nil {
 				return nil, fmt.Errorf("migration from: %w", err)
@@ -117,7 +129,7 @@ func Parse(data []byte, f Format) (*Topology, error) {
 		}
 		if fm.Window != "" {
 			if m.Window, err = time.ParseDuration(fm.Window); err != nil {
-				return nil, fmt.Errorf("%w: %q: want a duration such as 1h30m", ErrBadWindow, fm.Window)
+				return nil, fmt.Errorf("%w: %q: want a duration such as 1h30m", topology.ErrBadWindow, fm.Window)
 			}
 		}
 		t.Migration = m
@@ -131,14 +143,14 @@ func Parse(data []byte, f Format) (*Topology, error) {
 // fromFile converts a file's nodes, refusing an explicit weight below 1.
 func fromFile(list []fileNode) ([]ring.Node, error) {
 	if len(list) == 0 {
-		return nil, ErrNoNodes
+		return nil, topology.ErrNoNodes
 	}
 	nodes := make([]ring.Node, len(list))
 	for i, f := range list {
 		nodes[i] = ring.Node{Name: f.Name, Addr: f.Addr, Weight: 1}
 		if f.Weight != nil {
 			if *f.Weight < 1 {
-				return nil, fmt.Errorf("%w: node %d: weight %d: want a whole number >= 1", ErrBadWeight, i+1, *f.Weight)
+				return nil, fmt.Errorf("%w: node %d: weight %d: want a whole number >= 1", topology.ErrBadWeight, i+1, *f.Weight)
 			}
 			nodes[i].Weight = *f.Weight
 		}
@@ -183,9 +195,9 @@ func decodeYAML(data []byte, list *[]fileNode, doc *fileTopology) error {
 }
 
 // Marshal encodes t in format f, as an object (see Parse), indented.
-func (t *Topology) Marshal(f Format) ([]byte, error) {
+func Marshal(t *topology.Topology, f Format) ([]byte, error) {
 	if t == nil {
-		return nil, ErrNilTopology
+		return nil, topology.ErrNilTopology
 	}
 	doc := fileTopology{Version: t.Version, Nodes: toFile(t.Nodes), MaxRemovedShare: t.MaxRemovedShare}
 	if m := t.Migration; m != nil {
@@ -230,7 +242,7 @@ func toFile(nodes []ring.Node) []fileNode {
 
 // ReadFile reads and parses a topology file, in the format its name
 // implies (FormatOf). Errors name the file.
-func ReadFile(path string) (*Topology, error) {
+func ReadFile(path string) (*topology.Topology, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err

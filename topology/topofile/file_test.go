@@ -1,4 +1,4 @@
-package topology
+package topofile
 
 import (
 	"context"
@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/shardcache/shardcache/topology"
 )
 
 // receive returns the next update within 10 s, failing the test otherwise.
-func receive(t *testing.T, ch <-chan Update) Update {
+func receive(t *testing.T, ch <-chan topology.Update) topology.Update {
 	t.Helper()
 	select {
 	case u, ok := <-ch:
@@ -22,12 +24,12 @@ func receive(t *testing.T, ch <-chan Update) Update {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no update within 10 s")
 	}
-	return Update{}
+	return topology.Update{}
 }
 
 // wantNodes receives the next update and checks that it is a topology of
 // n nodes.
-func wantNodes(t *testing.T, ch <-chan Update, n int) *Topology {
+func wantNodes(t *testing.T, ch <-chan topology.Update, n int) *topology.Topology {
 	t.Helper()
 	u := receive(t, ch)
 	if u.Err != nil || u.Topology == nil || len(u.Topology.Nodes) != n {
@@ -49,9 +51,9 @@ func nodeList(n int) string {
 }
 
 // watchFile starts a File source on path and stops it at the test's end.
-func watchFile(t *testing.T, path string) <-chan Update {
+func watchFile(t *testing.T, path string) <-chan topology.Update {
 	ctx, cancel := context.WithCancel(context.Background())
-	ch := (&File{Path: path, Debounce: 20 * time.Millisecond}).Watch(ctx)
+	ch := (&Source{Path: path, Debounce: 20 * time.Millisecond}).Watch(ctx)
 	t.Cleanup(func() {
 		cancel()
 		for range ch { // closed once the watcher has stopped
@@ -156,9 +158,9 @@ func TestFileBadKeepsLastGood(t *testing.T) {
 		want error
 	}{
 		{`[{"addr": "10.0.0.1:11211", "wieght": 2}]`, ErrParse},
-		{`[]`, ErrNoNodes},
-		{`[{"addr": "10.0.0.1:11211"}, {"addr": "10.0.0.1:11211"}]`, ErrDuplicateAddr},
-		{`[{"addr": "10.0.0.1:11211 "}]`, ErrBadAddr},
+		{`[]`, topology.ErrNoNodes},
+		{`[{"addr": "10.0.0.1:11211"}, {"addr": "10.0.0.1:11211"}]`, topology.ErrDuplicateAddr},
+		{`[{"addr": "10.0.0.1:11211 "}]`, topology.ErrBadAddr},
 	} {
 		write(t, path, bad.text)
 		if u := receive(t, ch); !errors.Is(u.Err, bad.want) || u.Topology != nil {

@@ -1,4 +1,4 @@
-package topology
+package topofile
 
 import (
 	"bytes"
@@ -9,24 +9,36 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/shardcache/shardcache/topology"
 )
 
-// DefaultDebounce is how long File waits after the last change in the
+// send delivers u on ch unless ctx ends first, and reports whether it did.
+func send(ctx context.Context, ch chan<- topology.Update, u topology.Update) bool {
+	select {
+	case ch <- u:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// DefaultDebounce is how long Source waits after the last change in the
 // file's directory before it reads the file: long enough for an editor's
 // write, rename and chmod, or a ConfigMap's symlink swap, to settle.
 const DefaultDebounce = 100 * time.Millisecond
 
-// File is a Source reading a topology file (JSON, or YAML by its name, see
+// Source is a topology.Source reading a topology file (JSON, or YAML by its name, see
 // Parse), for configuration management and Kubernetes ConfigMaps.
 //
 // It watches the file's directory, not the file, so that it follows an
 // editor that writes a new file and renames it over the old one, and a
 // ConfigMap volume, whose files are symlinks through a "..data" link that
 // the kubelet swaps at each update. A file that cannot be read or parsed,
-// or that fails Check, is an Update with an error and changes nothing: the
+// or that fails topology.Check, is an Update with an error and changes nothing: the
 // next good content is sent as it comes. A topology without a "version"
 // gets its Digest as Version.
-type File struct {
+type Source struct {
 	// Path is the file to read.
 	Path string
 	// Debounce is the quiet time after a change before reading; 0 means
@@ -34,14 +46,14 @@ type File struct {
 	Debounce time.Duration
 }
 
-// Watch implements Source.
-func (f *File) Watch(ctx context.Context) <-chan Update {
-	ch := make(chan Update)
+// Watch implements topology.Source.
+func (f *Source) Watch(ctx context.Context) <-chan topology.Update {
+	ch := make(chan topology.Update)
 	go f.watch(ctx, ch)
 	return ch
 }
 
-func (f *File) watch(ctx context.Context, ch chan<- Update) {
+func (f *Source) watch(ctx context.Context, ch chan<- topology.Update) {
 	defer close(ch)
 	debounce := f.Debounce
 	if debounce <= 0 {
@@ -49,13 +61,13 @@ func (f *File) watch(ctx context.Context, ch chan<- Update) {
 	}
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		send(ctx, ch, Update{Err: fmt.Errorf("shardcache/topology: watch %s: %w", f.Path, err)})
+		send(ctx, ch, topology.Update{Err: fmt.Errorf("shardcache/topofile: watch %s: %w", f.Path, err)})
 		return
 	}
 	defer w.Close()
 	// Watching before the first read misses no change in between.
 	if err := w.Add(filepath.Dir(f.Path)); err != nil {
-		send(ctx, ch, Update{Err: fmt.Errorf("shardcache/topology: watch %s: %w", filepath.Dir(f.Path), err)})
+		send(ctx, ch, topology.Update{Err: fmt.Errorf("shardcache/topofile: watch %s: %w", filepath.Dir(f.Path), err)})
 		return
 	}
 
@@ -69,18 +81,18 @@ func (f *File) watch(ctx context.Context, ch chan<- Update) {
 			return true // reported already
 		case err != nil:
 			bad = nil
-			return send(ctx, ch, Update{Err: err})
+			return send(ctx, ch, topology.Update{Err: err})
 		}
 		t, err := Parse(data, FormatOf(f.Path))
 		if err != nil {
 			bad = data
-			return send(ctx, ch, Update{Err: fmt.Errorf("%s: %w", f.Path, err)})
+			return send(ctx, ch, topology.Update{Err: fmt.Errorf("%s: %w", f.Path, err)})
 		}
 		good, bad = data, nil
 		if t.Version == 0 {
 			t.Version = t.Digest()
 		}
-		return send(ctx, ch, Update{Topology: t})
+		return send(ctx, ch, topology.Update{Topology: t})
 	}
 	if !read() {
 		return
@@ -103,7 +115,7 @@ func (f *File) watch(ctx context.Context, ch chan<- Update) {
 			if !ok {
 				return
 			}
-			if !send(ctx, ch, Update{Err: fmt.Errorf("shardcache/topology: watch %s: %w", f.Path, err)}) {
+			if !send(ctx, ch, topology.Update{Err: fmt.Errorf("shardcache/topofile: watch %s: %w", f.Path, err)}) {
 				return
 			}
 			timer.Reset(debounce) // an overflow may have hidden a change

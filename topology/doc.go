@@ -43,37 +43,52 @@
 // process then goes through the phases of PhaseAt, whenever it received the
 // topology:
 //
-//   - Before S: read the old placement alone. Write the old owner and delete
-//     k on the new owner; delete on both.
+//   - Before S: read the old placement alone. A write sets the old owner
+//     and deletes k on the new owner; a delete goes to both, old first.
 //   - During [S, S+W): read the new owner first, fall back to the old one on
-//     a miss and backfill the new owner (add if absent, so that a write in
-//     between wins); write and delete both owners.
-//   - After S+W: the new placement alone.
+//     a miss and backfill the new owner (add if absent, then confirm that
+//     the old owner still holds k, as the client's backfill does: a write
+//     or a delete in between wins); write and delete both owners.
+//   - After S+W: read the new placement alone.
 //
 // Why no read is stale, when every process received the topology before S:
 //
 //   - Before S every read goes to O(k), and every write reaches O(k), from
 //     processes on the old topology as from those waiting for S: O is
 //     exactly what one cache would be.
-//   - Nothing is written to N(k) before S; only deletes reach it. Setting
-//     N(k) there would not do: a process that has not received the topology
-//     yet updates O(k) alone and would leave the earlier copy on N(k) stale,
-//     and two processes setting both owners concurrently can leave them
-//     different. A delete is idempotent: whatever the order, N(k) holds no
-//     copy from before S.
+//   - Nothing is set on N(k) before S; only deletes reach it. Setting N(k)
+//     there would not do: a process that has not received the topology yet
+//     updates O(k) alone and would leave the earlier copy on N(k) stale. A
+//     delete leaves nothing behind: N(k) holds no copy from before S.
 //   - From S every process writes both owners, so N(k) holds either nothing
 //     (and the read falls back to O(k), which has every write), or a copy
 //     backfilled from O(k) or written after S, which every later write
-//     replaces on both. The old owner is not written to after S+W and
-//     nobody reads it.
+//     replaces on both, and which a delete removes from both.
+//
+// # Clocks
+//
+// Processes agree on S and S+W, not on the instant their clocks reach
+// them. With clocks within a skew ε of each other (DefaultClockSkew; StepAt
+// and NextChange take it):
+//
+//   - Backfills start at S+ε, not S: a process still Before by its clock
+//     deletes on N(k) what it replaces on O(k), and a backfill that read
+//     O(k) before the write and lands after the delete would bring back the
+//     old value. From S+ε every writer sets both owners, and the backfill's
+//     add-if-absent loses to them.
+//   - Writes and deletes keep reaching O(k) until S+W+ε: a process still
+//     During by its clock may read O(k) as a fallback, and backfill from it.
 //
 // What it does not cover: the races of cache-aside on one node (a reader
 // that read the database before a writer's invalidation, and sets after
 // it), which leases solve (client.Options.Lease) and which the protocol
-// neither adds nor removes; and a copy of k that N(k) holds from a time
-// before the previous migration, when it last owned k, if k's TTL outlives
-// the time since (publish a migration back to a placement only once such
-// copies have expired).
+// neither adds nor removes; two processes setting one key at the same
+// instant, whose sets may land in different orders on the two owners (as
+// in any dual write: invalidating with Delete converges, setting may not);
+// and a copy of k that N(k) holds from a time before the previous
+// migration, when it last owned k, if k's TTL outlives the time since
+// (publish a migration back to a placement only once such copies have
+// expired).
 //
 // A process started mid-window (a restart, a scale-up) reads the topology
 // from its source before it serves, and joins the phase its clock gives:
@@ -92,7 +107,7 @@
 //
 //   - It enters the phase Before, whatever the clock says, and serves no
 //     read from N: it reads the old placement alone. That read is fresh
-//     during the window, because every process writes O(k) until S+W.
+//     during the window, because every process writes O(k) until S+W+ε.
 //   - It deletes, on its new owner, every key it wrote or deleted since S
 //     (the client keeps a bounded log of the keys it wrote recently; a
 //     process that was on the old topology writes nothing else).
@@ -113,6 +128,7 @@
 // than the lead, so that a process cut off for longer drops out of the
 // count.
 //
-// PhaseAt, Late and NextChange are the pure part of this: given a topology
-// and an instant, which phase, and when it changes. The client acts.
+// PhaseAt, StepAt, NextChange and Late are the pure part of this: given a
+// topology, an instant and the clock skew, which phase and what to do, and
+// when that changes. The client acts.
 package topology

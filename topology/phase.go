@@ -1,6 +1,15 @@
 package topology
 
-import "time"
+import (
+	"slices"
+	"time"
+)
+
+// DefaultClockSkew is how far apart the clocks of two processes of a fleet
+// are assumed to be at most, when a client is not told otherwise. NTP keeps
+// a fleet within milliseconds; a second leaves room. The protocol is
+// correct only if it holds (see the package doc, "Clocks").
+const DefaultClockSkew = time.Second
 
 // Phase is where a process stands in a topology's rollout at an instant;
 // see the package doc for what a process does in each.
@@ -10,13 +19,13 @@ type Phase int
 const (
 	// Steady: the topology has no migration. The new placement alone.
 	Steady Phase = iota
-	// Before the start: read the old placement; write the old owner and
-	// delete on the new one; delete on both.
+	// Before the start: read the old placement; a write sets the old owner
+	// and deletes on the new one; a delete goes to both.
 	Before
 	// During the window: read the new owner first, fall back to the old
 	// one and backfill the new; write and delete both.
 	During
-	// After the window: the new placement alone.
+	// After the window: read the new placement alone.
 	After
 )
 
@@ -49,6 +58,65 @@ func (t *Topology) PhaseAt(now time.Time) Phase {
 	return After
 }
 
+// Step is what a process does at an instant, given that the other
+// processes' clocks may be up to a skew away from its own: the phase, and
+// the two things that wait for every clock to have passed a boundary.
+type Step struct {
+	Phase Phase
+	// Backfill: copy what a read finds on the old owner to the new one.
+	// During the window, from Start+skew only: until then a process whose
+	// clock is behind may still be in Before, deleting on the new owner
+	// what it replaces on the old one, and a backfill landing after its
+	// delete would bring back the value it replaced.
+	Backfill bool
+	// WriteOld: writes and deletes still go to the old owner as well as
+	// the new one. Before and During, and After until End+skew: until then
+	// a process whose clock is behind may still read the old owner as a
+	// fallback, and must find every write there.
+	WriteOld bool
+}
+
+// StepAt returns the step of t at now for clocks within skew of each other
+// (DefaultClockSkew when skew is negative, none when it is zero).
+func (t *Topology) StepAt(now time.Time, skew time.Duration) Step {
+	if skew < 0 {
+		skew = DefaultClockSkew
+	}
+	s := Step{Phase: t.PhaseAt(now)}
+	switch s.Phase {
+	case Before:
+		s.WriteOld = true
+	case During:
+		s.WriteOld = true
+		s.Backfill = !now.Before(t.Migration.Start.Add(skew))
+	case After:
+		s.WriteOld = now.Before(t.Migration.End().Add(skew))
+	}
+	return s
+}
+
+// NextChange returns when StepAt(now, skew) changes next, and false when it
+// never does (Steady, or After past End+skew): a client sets one timer for
+// it rather than checking the clock on every call.
+func (t *Topology) NextChange(now time.Time, skew time.Duration) (time.Time, bool) {
+	if skew < 0 {
+		skew = DefaultClockSkew
+	}
+	m := t.Migration
+	if m == nil {
+		return time.Time{}, false
+	}
+	at := []time.Time{m.Start, m.Start.Add(skew), m.End(), m.End().Add(skew)}
+	slices.SortFunc(at, time.Time.Compare)
+	cur := t.StepAt(now, skew)
+	for _, a := range at {
+		if now.Before(a) && t.StepAt(a, skew) != cur {
+			return a, true
+		}
+	}
+	return time.Time{}, false
+}
+
 // Late reports whether a process that received t at received got it after
 // its migration started: it ran the old placement alone while others were
 // already reading the new one, and must repair before it serves (see the
@@ -56,17 +124,4 @@ func (t *Topology) PhaseAt(now time.Time) Phase {
 // late.
 func (t *Topology) Late(received time.Time) bool {
 	return t.Migration != nil && !received.Before(t.Migration.Start)
-}
-
-// NextChange returns when the phase of t after now changes next, and false
-// when it never does (Steady, After): a client sets one timer for it
-// rather than checking the clock on every call.
-func (t *Topology) NextChange(now time.Time) (time.Time, bool) {
-	switch t.PhaseAt(now) {
-	case Before:
-		return t.Migration.Start, true
-	case During:
-		return t.Migration.End(), true
-	}
-	return time.Time{}, false
 }

@@ -13,6 +13,23 @@ import (
 	"github.com/shardcache/shardcache/topology"
 )
 
+// RetryWatch is the pause before Source tries again to watch a directory
+// it could not watch.
+const RetryWatch = time.Second
+
+// watchDir returns a watcher of dir.
+func watchDir(dir string) (*fsnotify.Watcher, error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("shardcache/topofile: watch %s: %w", dir, err)
+	}
+	if err := w.Add(dir); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("shardcache/topofile: watch %s: %w", dir, err)
+	}
+	return w, nil
+}
+
 // send delivers u on ch unless ctx ends first, and reports whether it did.
 func send(ctx context.Context, ch chan<- topology.Update, u topology.Update) bool {
 	select {
@@ -36,8 +53,9 @@ const DefaultDebounce = 100 * time.Millisecond
 // ConfigMap volume, whose files are symlinks through a "..data" link that
 // the kubelet swaps at each update. A file that cannot be read or parsed,
 // or that fails topology.Check, is an Update with an error and changes nothing: the
-// next good content is sent as it comes. A topology without a "version"
-// gets its Digest as Version.
+// next good content is sent as it comes. A directory that cannot be
+// watched (not created yet) is an error too, tried again each RetryWatch.
+// A topology without a "version" gets its Digest as Version.
 type Source struct {
 	// Path is the file to read.
 	Path string
@@ -59,17 +77,25 @@ func (f *Source) watch(ctx context.Context, ch chan<- topology.Update) {
 	if debounce <= 0 {
 		debounce = DefaultDebounce
 	}
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		send(ctx, ch, topology.Update{Err: fmt.Errorf("shardcache/topofile: watch %s: %w", f.Path, err)})
-		return
+	// Watching before the first read misses no change in between. A
+	// directory that cannot be watched (not there yet) is an error, and
+	// tried again each RetryWatch.
+	var w *fsnotify.Watcher
+	for {
+		var err error
+		if w, err = watchDir(filepath.Dir(f.Path)); err == nil {
+			break
+		}
+		if !send(ctx, ch, topology.Update{Err: err}) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(RetryWatch):
+		}
 	}
 	defer w.Close()
-	// Watching before the first read misses no change in between.
-	if err := w.Add(filepath.Dir(f.Path)); err != nil {
-		send(ctx, ch, topology.Update{Err: fmt.Errorf("shardcache/topofile: watch %s: %w", filepath.Dir(f.Path), err)})
-		return
-	}
 
 	var good, bad []byte // the last content sent as a topology, and as an error
 	read := func() bool {

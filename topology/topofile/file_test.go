@@ -180,3 +180,28 @@ func TestFileMissingAtStart(t *testing.T) {
 	write(t, path, nodeList(2))
 	wantNodes(t, ch, 2)
 }
+
+// TestFileDirectoryLater checks that a directory missing at the start is
+// an error, watched once it exists.
+func TestFileDirectoryLater(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "config")
+	path := filepath.Join(dir, "topology.json")
+	ch := watchFile(t, path)
+	if u := receive(t, ch); !errors.Is(u.Err, os.ErrNotExist) || u.Topology != nil {
+		t.Fatalf("first update without the directory: %+v, want os.ErrNotExist", u)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, path, nodeList(2))
+	for {
+		u := receive(t, ch)
+		if u.Err != nil {
+			continue // retried before the directory was there
+		}
+		if len(u.Topology.Nodes) != 2 {
+			t.Fatalf("update %+v, want 2 nodes", u.Topology)
+		}
+		break
+	}
+}

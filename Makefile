@@ -5,18 +5,18 @@ BENCH    ?= .
 COUNT    ?= 1
 FUZZTIME ?= 30s
 
-# Server binaries the integration tests start (internal/testserver); the
-# Debian packages have the same names. prometheus brings promtool, which
-# checks and tests docs/alerts.yml.
-SERVERS := redis-server memcached nutcracker prometheus
+# Server binaries the integration tests start (internal/testserver), as
+# BINARY or BINARY:PACKAGE where the Debian package is named otherwise.
+# prometheus brings promtool, which checks and tests docs/alerts.yml.
+SERVERS := redis-server memcached nutcracker prometheus etcd:etcd-server
 
 .PHONY: deps test bench fuzz simulate chaos
 
 # deps installs the servers with apt-get, only when one is missing.
 deps:
 	@PATH="$$PATH:/usr/sbin:/usr/local/sbin"; missing=""; \
-	for bin in $(SERVERS); do \
-		command -v $$bin >/dev/null 2>&1 || missing="$$missing $$bin"; \
+	for s in $(SERVERS); do \
+		command -v $${s%%:*} >/dev/null 2>&1 || missing="$$missing $${s#*:}"; \
 	done; \
 	[ -n "$$missing" ] || exit 0; \
 	if ! command -v apt-get >/dev/null 2>&1; then \

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/shardcache/shardcache/ring"
+	"github.com/shardcache/shardcache/topology"
 )
 
 // fromKindHelp documents --from-kind, for the help of plan and simulate.
@@ -26,7 +27,13 @@ off it to our ring is planned before it is done:
 The --to nodes are always our ring.`
 
 // fromKinds are the placements --from-kind names.
-var fromKinds = []string{"ring", "ketama", "modulo", "rendezvous"}
+var fromKinds = func() []string {
+	kinds := make([]string, len(topology.Kinds))
+	for i, k := range topology.Kinds {
+		kinds[i] = string(k)
+	}
+	return kinds
+}()
 
 // fromKindNames says what each kind is, for reports.
 var fromKindNames = map[string]string{
@@ -67,25 +74,5 @@ func (k *fromKind) check(set map[string]bool) error {
 
 // placement builds the placement of nodes; vnodes is the ring's.
 func (k *fromKind) placement(nodes []ring.Node, vnodes int) (ring.Locator, error) {
-	switch k.kind {
-	case "ketama":
-		hash := ring.KetamaMD5
-		if k.hash != "" {
-			hash = ring.KetamaKeyHash(k.hash)
-		}
-		return ring.NewKetama(nodes, ring.WithKetamaHashTag(k.tag), ring.WithKetamaKeyHash(hash))
-	case "modulo":
-		slots, err := ring.ModuloSlots(nodes)
-		if err != nil {
-			return nil, err
-		}
-		hash := ring.ModuloCRC32
-		if k.hash != "" {
-			hash = ring.ModuloHash(k.hash)
-		}
-		return ring.NewModulo(slots, ring.WithModuloHash(hash), ring.WithModuloHashTag(k.tag))
-	case "rendezvous":
-		return ring.NewRendezvous(nodes)
-	}
-	return ring.New(nodes, ring.WithVnodes(vnodes))
+	return topology.Placement(topology.Kind(k.kind), k.hash, k.tag, nodes, vnodes)
 }

@@ -4,6 +4,7 @@
 //	shardcache plan [flags]       exact shares, keys moved and flows of a change
 //	shardcache simulate [flags]   a workload through the change, in three modes
 //	shardcache sweep [flags]      copy the keys a change moves to their new owners
+//	shardcache topology COMMAND   publish, show, status, watch a fleet's topology
 //	shardcache version            the version, from the module's build information
 //
 // plan computes from the ring itself: each node's share of the keys before
@@ -19,6 +20,11 @@
 // sweep copies, during a migration's window, every key whose owner changes
 // to its new owner, with its type and remaining TTL, showing its progress
 // and a summary.
+//
+// topology publishes a change of nodes to a fleet through etcd, with a start
+// and a window every process shares (printing the plan first), shows the
+// topology at etcd, in a file or in DNS, says how many processes run each
+// version, and watches it change.
 //
 // Run "shardcache help COMMAND" for a command's flags, spelled --name (a
 // single dash works too). Bad input exits with status 2 and a short usage
@@ -61,6 +67,7 @@ var commands = []command{
 	{"plan", "exact shares, keys moved and flows of a change of nodes", runPlan},
 	{"simulate", "a workload through the change: mod-N, ring, ring + dual-ring", runSimulate},
 	{"sweep", "copy the keys a change moves to their new owners, during the window", runSweep},
+	{"topology", "publish, show, watch a fleet's topology (etcd, a file, DNS); status", runTopology},
 	{"version", "the version of this build", runVersion},
 }
 

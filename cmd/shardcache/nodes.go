@@ -1,18 +1,14 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"os"
 	"strconv"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/shardcache/shardcache/ring"
+	"github.com/shardcache/shardcache/topology"
+	"github.com/shardcache/shardcache/topology/topofile"
 )
 
 // nodesHelp documents the node-list grammar, for --help.
@@ -23,13 +19,6 @@ The name places the node on the ring: keep it when a server changes address.
 Or a file: @FILE, or a path ending in .json, .yaml or .yml, holding a list of
 {name, addr, weight} objects (or {"nodes": [...]}), name and weight optional:
   [{"name": "a", "addr": "cache-a:6379", "weight": 2}, {"addr": "cache-b:6379"}]`
-
-// fileNode is a node as a JSON or YAML file writes it.
-type fileNode struct {
-	Name   string `json:"name" yaml:"name"`
-	Addr   string `json:"addr" yaml:"addr"`
-	Weight *int   `json:"weight" yaml:"weight"`
-}
 
 // parseNodes reads a node list: the grammar of nodesHelp, or a file.
 func parseNodes(s string) ([]ring.Node, error) {
@@ -81,84 +70,25 @@ func parseNode(s string) (ring.Node, error) {
 	return n, nil
 }
 
-// checkAddr checks that addr is HOST:PORT with a port number.
+// checkAddr checks that addr is HOST:PORT with a port number, and holds no
+// space or character of the grammar (topology.CheckAddr).
 func checkAddr(addr string) error {
-	if err := ring.CheckAddr(addr); err != nil {
-		return fmt.Errorf("address %q: want HOST:PORT with a port in 1..65535", addr)
-	}
-	host, _, _ := net.SplitHostPort(addr)
-	if strings.ContainsAny(host, "=*, \t") {
-		return fmt.Errorf("address %q: host %q holds a character of the node-list grammar", addr, host)
+	if err := topology.CheckAddr(addr); err != nil {
+		return fmt.Errorf("address %q: want HOST:PORT with a port in 1..65535, without spaces, '=', '*' or ','", addr)
 	}
 	return nil
 }
 
-// readNodes reads a JSON or YAML node file, strictly: an unknown field is an
-// error, so that a misspelt "wieght" does not pass for weight 1.
+// readNodes reads the nodes of a JSON or YAML node file, strictly: an
+// unknown field is an error, so that a misspelt "wieght" does not pass for
+// weight 1. The file may be a whole topology (topofile.Parse); its nodes
+// are the ones after any migration it describes.
 func readNodes(path string) ([]ring.Node, error) {
-	data, err := os.ReadFile(path)
+	t, err := topofile.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var list []fileNode
-	var wrapped struct {
-		Nodes []fileNode `json:"nodes" yaml:"nodes"`
-	}
-	if lower := strings.ToLower(path); strings.HasSuffix(lower, ".yaml") || strings.HasSuffix(lower, ".yml") {
-		err = decodeYAML(data, &list, &wrapped)
-	} else {
-		err = decodeJSON(data, &list, &wrapped)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if list == nil {
-		list = wrapped.Nodes
-	}
-	if len(list) == 0 {
-		return nil, fmt.Errorf("%s: no nodes", path)
-	}
-	nodes := make([]ring.Node, len(list))
-	for i, f := range list {
-		if err := checkAddr(f.Addr); err != nil {
-			return nil, fmt.Errorf("%s: node %d: %w", path, i+1, err)
-		}
-		nodes[i] = ring.Node{Name: f.Name, Addr: f.Addr, Weight: 1}
-		if f.Weight != nil {
-			if *f.Weight < 1 {
-				return nil, fmt.Errorf("%s: node %d: weight %d: want a whole number >= 1", path, i+1, *f.Weight)
-			}
-			nodes[i].Weight = *f.Weight
-		}
-	}
-	return nodes, nil
-}
-
-// decodeJSON decodes a list into list, or an object into wrapped.
-func decodeJSON(data []byte, list *[]fileNode, wrapped any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '[' {
-		return dec.Decode(list)
-	}
-	return dec.Decode(wrapped)
-}
-
-// decodeYAML decodes a sequence into list, or a mapping into wrapped.
-func decodeYAML(data []byte, list *[]fileNode, wrapped any) error {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return err
-	}
-	if len(doc.Content) == 0 {
-		return errors.New("empty file")
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if doc.Content[0].Kind == yaml.SequenceNode {
-		return dec.Decode(list)
-	}
-	return dec.Decode(wrapped)
+	return t.Nodes, nil
 }
 
 // nodeNames returns the names of nodes (addresses when unnamed), joined.

@@ -172,6 +172,9 @@ func (c *Client) GetOrLoad(ctx context.Context, key string, ttl time.Duration, l
 	if err != nil {
 		return nil, err
 	}
+	if load == nil {
+		return nil, fmt.Errorf("%w: GetOrLoad without a loader", ErrBadOptions)
+	}
 	v, err := c.get(ctx, r, key)
 	if err == nil {
 		return c.answer(v)
@@ -345,6 +348,9 @@ func (c *Client) releaseLease(ctx context.Context, r route, l *lease, key string
 func (c *Client) GetMultiOrLoad(ctx context.Context, keys []string, ttl time.Duration, load func(ctx context.Context, missing []string) (map[string][]byte, error)) (map[string][]byte, error) {
 	if err := checkTTL(ttl); err != nil {
 		return nil, err
+	}
+	if load == nil {
+		return nil, fmt.Errorf("%w: GetMultiOrLoad without a loader", ErrBadOptions)
 	}
 	found, err := c.getMulti(ctx, keys)
 	if found == nil {

@@ -2,11 +2,15 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/shardcache/shardcache/internal/testserver"
 	"github.com/shardcache/shardcache/ring"
@@ -126,4 +130,72 @@ func TestLogger(t *testing.T) {
 	if at := rec.find("resharded at once"); len(at) != 1 || !strings.Contains(at[0].attrs["new"], "b="+ss[1].Addr) {
 		t.Fatalf("cut-over lines %+v; want one, b in the new placement", at)
 	}
+}
+
+// goRedisLog records what go-redis's process-wide logger is given.
+type goRedisLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *goRedisLog) Printf(_ context.Context, format string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf(format, v...))
+}
+
+func (l *goRedisLog) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestGoRedisLoggerUntouched: New leaves go-redis's process-wide logger as
+// the application set it, and the client's own failed dials never reach it
+// (they are errors the caller and Health see), while an unrelated go-redis
+// client in the same process logs its failed dials as before.
+func TestGoRedisLoggerUntouched(t *testing.T) {
+	rec := &goRedisLog{}
+	redis.SetLogger(rec)
+	t.Cleanup(func() { redis.SetLogger(&goRedisLog{}) }) // go-redis has no getter for the previous one
+	closed := blackHoleClosed(t)
+	c, err := New(Options{Nodes: []ring.Node{{Name: "a", Addr: closed}}, FailureThreshold: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 3 {
+		if _, err := c.Get(t.Context(), "k"); err == nil {
+			t.Fatal("Get from a closed port succeeded")
+		}
+	}
+	if n := rec.count(closed); n != 0 {
+		t.Errorf("go-redis logged %d lines about the client's node:\n%q", n, rec.lines)
+	}
+	other := redis.NewClient(&redis.Options{Addr: closed, DialerRetries: 1, MaxRetries: -1})
+	defer other.Close()
+	if err := other.Ping(t.Context()).Err(); err == nil {
+		t.Fatal("Ping of a closed port succeeded")
+	}
+	if n := rec.count("failed to dial"); n == 0 {
+		t.Errorf("an unrelated go-redis client's failed dial was not logged: the client replaced go-redis's logger (%q)", rec.lines)
+	}
+}
+
+// blackHoleClosed returns the address of a port nothing listens on.
+func blackHoleClosed(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }

@@ -90,6 +90,9 @@ type SweepStatus struct {
 // migration, or when the window ends before the sweep does. The window must
 // cover the sweep: at its end the old nodes are dropped.
 func (c *Client) Sweep(ctx context.Context, opts SweepOptions) (SweepStatus, error) {
+	if err := checkCtx(ctx); err != nil {
+		return SweepStatus{}, err
+	}
 	if opts.Concurrency < 0 {
 		return SweepStatus{}, fmt.Errorf("%w: sweep Concurrency %d", ErrBadOptions, opts.Concurrency)
 	}

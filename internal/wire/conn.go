@@ -241,3 +241,22 @@ func (r byteReader) ReadByte() (byte, error) {
 	_, err := r.c.Read(b[:])
 	return b[0], err
 }
+
+// NewConn returns nc with its buffers, outside any pool: for a protocol's
+// tests and fuzzing, which read answers from bytes.
+func NewConn(nc net.Conn) *Conn { return newConn(nc, nil) }
+
+// BytesConn is a net.Conn that reads b and discards what is written: the
+// connection of a fuzz target.
+type BytesConn struct {
+	R *bytes.Reader
+}
+
+func (c BytesConn) Read(p []byte) (int, error)     { return c.R.Read(p) }
+func (BytesConn) Write(p []byte) (int, error)      { return len(p), nil }
+func (BytesConn) Close() error                     { return nil }
+func (BytesConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (BytesConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (BytesConn) SetDeadline(time.Time) error      { return nil }
+func (BytesConn) SetReadDeadline(time.Time) error  { return nil }
+func (BytesConn) SetWriteDeadline(time.Time) error { return nil }

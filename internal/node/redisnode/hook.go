@@ -16,9 +16,13 @@ import (
 // package's own and those sent through Node.Redis alike, from one hook: a
 // single command as one call of the kind its name says (opOf); a pipeline
 // the package sent as one call of the kind its context carries (withOp);
-// any other pipeline, such as a batch of the auto-pipeliner, command by
-// command, each with the batch's outcome and time, so that the calls
-// batched together count as the calls they are.
+// any other pipeline command by command, each with the pipeline's time.
+// The auto-pipeliner's batches are the exception: go-redis runs them on
+// context.Background(), and reading a batched command's result inside the
+// batch costs go-redis a stack trace to tell which goroutine asks, so the
+// hook leaves them to autoPipe, which tells the observer of each command
+// once its batch is done (a pipeline sent through Node.Redis on
+// context.Background() is skipped with them).
 
 // hook reports the commands of a node's go-redis client to its observer.
 type hook struct {
@@ -79,6 +83,15 @@ func observed(err error) error {
 
 func (k hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if ctx == context.Background() { // an auto-pipeliner's batch: see above
+			err := next(ctx, cmds)
+			if k.near != nil {
+				for _, cmd := range cmds {
+					k.near.evict(cmd)
+				}
+			}
+			return err
+		}
 		start := k.obs.Begin()
 		err := next(ctx, cmds)
 		if op, ok := ctx.Value(opKey{}).(node.Op); ok {

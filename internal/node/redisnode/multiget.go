@@ -135,15 +135,16 @@ func (p *goPending) Recv(out []node.Answer) error {
 
 // queuedPending is an MGET in the auto-pipeliner's next batch.
 type queuedPending struct {
-	a   *autoPipe
-	cmd *redis.SliceCmd
-	fut redis.AutoFuture
-	ctx context.Context
+	a     *autoPipe
+	cmd   *redis.SliceCmd
+	fut   redis.AutoFuture
+	ctx   context.Context
+	start time.Time
 }
 
 func (n *Node) queued(ctx context.Context, keys []string) node.Pending {
 	n.ap.calls.Add(1)
-	q := &queuedPending{a: n.ap, cmd: mgetCmd(ctx, keys), ctx: ctx}
+	q := &queuedPending{a: n.ap, cmd: mgetCmd(ctx, keys), ctx: ctx, start: n.obs.Begin()}
 	q.fut = n.ap.ap.Submit(ctx, q.cmd)
 	return q
 }
@@ -151,9 +152,11 @@ func (n *Node) queued(ctx context.Context, keys []string) node.Pending {
 func (q *queuedPending) Recv(out []node.Answer) error {
 	err := q.fut.WaitContext(q.ctx)
 	q.a.calls.Add(-1)
+	q.a.obs.Done(q.ctx, node.OpGetMulti, q.start, observed(err))
 	if err != nil {
 		return mapErr(q.ctx, err)
 	}
+	countKeys(q.a.obs, node.OpGetMulti, q.cmd)
 	return fill(q.ctx, q.cmd, out)
 }
 

@@ -172,7 +172,7 @@ func New(cfg Config) (*Node, error) {
 			n.Close()
 			return nil, fmt.Errorf("auto-pipeline of %s: %w", cfg.Addr, err)
 		}
-		n.ap = &autoPipe{ap: ap}
+		n.ap = &autoPipe{ap: ap, obs: n.obs}
 	}
 	return n, nil
 }

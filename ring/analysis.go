@@ -24,15 +24,22 @@ func (r *Ring) Shares() map[string]float64 {
 // IdealShares returns the share each node would own on a perfect ring:
 // its weight over the total weight.
 func (r *Ring) IdealShares() map[string]float64 {
-	total := 0
-	for _, n := range r.nodes {
-		total += n.Weight
-	}
+	total := totalWeight(r.nodes)
 	s := make(map[string]float64, len(r.nodes))
 	for _, n := range r.nodes {
-		s[n.Name] = float64(n.Weight) / float64(total)
+		s[n.Name] = n.Weight / total
 	}
 	return s
+}
+
+// totalWeight returns the sum of the weights of nodes, in their order (by
+// Name in a Ring), so that the float sum is a function of the set.
+func totalWeight(nodes []Node) float64 {
+	total := 0.0
+	for _, n := range nodes {
+		total += n.Weight
+	}
+	return total
 }
 
 // Moved returns the fraction of the hash space whose owner differs between

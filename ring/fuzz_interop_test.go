@@ -2,6 +2,7 @@ package ring
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"testing"
 )
@@ -10,11 +11,12 @@ import (
 // nodes or option: they build, or return one of the ring's typed errors;
 // and any key, hash tag or not, is located on one of their nodes.
 func FuzzInterop(f *testing.F) {
-	f.Add("a", "h:11211", 1, "", "h:1", 3, "{}", "crc32", "{user}:1")
-	f.Add("", "", 0, "", "", 0, "", "", "")
-	f.Add("x", "a:1", -1, "x", "a:1", 1<<40, "{", "md5", "}{")
-	f.Fuzz(func(t *testing.T, n1, a1 string, w1 int, n2, a2 string, w2 int, tag, hash, key string) {
-		w1, w2 = w1%100000, w2%100000 // ketama's points follow the shares, not the weights: only the sum is bounded
+	f.Add("a", "h:11211", 1.0, "", "h:1", 3.0, "{}", "crc32", "{user}:1")
+	f.Add("", "", 0.0, "", "", 0.0, "", "", "")
+	f.Add("x", "a:1", -1.0, "x", "a:1", float64(1<<40), "{", "md5", "}{")
+	f.Add("a", "h:11211", 1.5, "", "h:1", math.NaN(), "", "", "k")
+	f.Fuzz(func(t *testing.T, n1, a1 string, w1 float64, n2, a2 string, w2 float64, tag, hash, key string) {
+		w1, w2 = math.Mod(w1, 100000), math.Mod(w2, 100000) // ketama's points follow the shares, not the weights: only the sum is bounded
 		nodes := []Node{{Name: n1, Addr: a1, Weight: w1}, {Name: n2, Addr: a2, Weight: w2}}
 		typed := func(err error) {
 			for _, e := range []error{ErrNoNodes, ErrDuplicateName, ErrDuplicateAddr, ErrEmptyAddr, ErrBadWeight, ErrBadHash, ErrBadHashTag, ErrLongName} {

@@ -2,6 +2,7 @@ package ring
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/twmb/murmur3"
@@ -39,13 +40,15 @@ func FuzzLocate(f *testing.F) {
 // FuzzNew checks that New never panics and either builds a ring or returns
 // one of its typed errors.
 func FuzzNew(f *testing.F) {
-	f.Add("a", "a:1", 1, "b", "b:1", 2, 16)
-	f.Add("", "", 0, "", "", 0, 0)
-	f.Add("x", "a:1", -1, "x", "a:1", 1<<40, -3)
-	f.Fuzz(func(t *testing.T, n1, a1 string, w1 int, n2, a2 string, w2, vnodes int) {
+	f.Add("a", "a:1", 1.0, "b", "b:1", 2.0, 16)
+	f.Add("", "", 0.0, "", "", 0.0, 0)
+	f.Add("x", "a:1", -1.0, "x", "a:1", float64(1<<40), -3)
+	f.Add("a", "a:1", 1.05, "b", "b:1", math.Inf(1), 512)
+	f.Add("a", "a:1", 0.001, "b", "b:1", math.NaN(), 100)
+	f.Fuzz(func(t *testing.T, n1, a1 string, w1 float64, n2, a2 string, w2 float64, vnodes int) {
 		// Keep rings small so the fuzzer spends its time on inputs, not on
 		// building rings of millions of points (limits are tested in ring_test).
-		vnodes, w1, w2 = vnodes%1024, w1%64, w2%64
+		vnodes, w1, w2 = vnodes%1024, math.Mod(w1, 64), math.Mod(w2, 64)
 		r, err := New([]Node{{Name: n1, Addr: a1, Weight: w1}, {Name: n2, Addr: a2, Weight: w2}}, WithVnodes(vnodes))
 		if err != nil {
 			for _, e := range []error{ErrNoNodes, ErrDuplicateName, ErrDuplicateAddr, ErrEmptyAddr, ErrBadAddr, ErrBadWeight, ErrBadVnodes} {

@@ -102,7 +102,7 @@ func TestKetamaPoints(t *testing.T) {
 	} {
 		var ns []Node
 		for i, w := range tc.weights {
-			ns = append(ns, Node{Addr: fmt.Sprintf("10.0.1.%d:11211", i+1), Weight: w})
+			ns = append(ns, Node{Addr: fmt.Sprintf("10.0.1.%d:11211", i+1), Weight: float64(w)})
 		}
 		if got := mustKetama(t, ns).Points(); fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("weights %v: points %v, want %v", tc.weights, got, tc.want)

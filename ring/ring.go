@@ -8,8 +8,11 @@
 //   - Every hash is murmur3 x64_128 with seed 0, truncated to its first 64-bit
 //     half (github.com/twmb/murmur3 StringSum64, equal to spaolacci/murmur3
 //     Sum64). The ring is the 64-bit space [0, 2^64).
-//   - A node of weight w owns vnodes×w points. Point i (0-based) is the hash of
-//     the UTF-8 bytes of Name + "#VN" + decimal(i), for example "cache-a#VN0".
+//   - A node of weight w owns round(w×vnodes) points (half away from zero),
+//     exactly w×vnodes for a whole w. Point i (0-based) is the hash of the
+//     UTF-8 bytes of Name + "#VN" + decimal(i), for example "cache-a#VN0".
+//     With WithEqualize a node owns a prefix of the same sequence, of a
+//     length chosen from the whole membership (see WithEqualize).
 //   - A key is hashed as its bytes, unless it holds a hash tag: if the key
 //     contains '{' and a later '}' with at least one byte between the first
 //     '{' and the first '}' after it, only those bytes are hashed (as Redis
@@ -35,6 +38,7 @@ package ring
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"net"
 	"slices"
@@ -68,7 +72,12 @@ var (
 	ErrBadAddr       = errors.New("shardcache/ring: bad node address (want host:port, port 1-65535)")
 	ErrBadWeight     = errors.New("shardcache/ring: bad node weight")
 	ErrBadVnodes     = errors.New("shardcache/ring: bad vnode count")
+	ErrBadTolerance  = errors.New("shardcache/ring: bad equalization tolerance")
 )
+
+// MaxWeight is the largest weight a node may have: beyond it no placement
+// could give it its points (MaxPoints at one vnode).
+const MaxWeight = MaxPoints
 
 // Node is a physical cache server.
 type Node struct {
@@ -77,8 +86,20 @@ type Node struct {
 	Name string
 	// Addr is where to connect, "host:port".
 	Addr string
-	// Weight is the node's relative capacity: 0 means 1, negative is an error.
-	Weight int
+	// Weight is the node's relative capacity: 0 means 1. It is fractional,
+	// so that a correction of a few percent (1.05) needs no rescaling of
+	// the whole fleet; a whole weight places keys exactly as the integer
+	// weights of earlier versions did, and a node file's "weight": 2 still
+	// reads as 2. Negative, NaN, infinite or above MaxWeight is
+	// ErrBadWeight. A Ring gives a node round(Weight×vnodes) points; Ketama,
+	// Modulo and Rendezvous, which reproduce placements of whole weights,
+	// take whole weights only.
+	Weight float64
+	// Zone is the failure domain the node is in (an availability zone, a
+	// rack): LocateN spreads a key's replicas over distinct zones first.
+	// It plays no part in where a key's first node is. Nodes without a zone
+	// are all in the zone "".
+	Zone string
 }
 
 // Locator maps keys to nodes. *Ring implements it; the client and the
@@ -94,7 +115,9 @@ type Locator interface {
 type Option func(*config)
 
 type config struct {
-	vnodes int
+	vnodes    int
+	equalize  bool
+	tolerance float64 // of the equalization; 0 means DefaultTolerance
 }
 
 // WithVnodes sets the number of points per unit of weight (default
@@ -106,19 +129,28 @@ func WithVnodes(n int) Option {
 // Ring is an immutable weighted consistent-hash ring.
 type Ring struct {
 	// Inputs.
-	nodes  []Node // sorted by Name, weights normalised (0 becomes 1)
-	vnodes int
+	nodes     []Node // sorted by Name, weights normalised (0 becomes 1)
+	vnodes    int
+	tolerance float64 // of the equalization, 0 for a classic ring
 
 	// Internal data.
 	// points are sorted by hash, with distinct hashes: the ring itself. The
 	// analysis walks them; Locate reads them only for the few hashes its
 	// table cannot place alone.
 	points []point
+	// counts[i] is the length of the prefix of nodes[i]'s point sequence
+	// the ring holds: round(Weight×vnodes), or what equalization made it.
+	counts []int
 
 	// The table Locate reads (see "The look-up table"), of 16-bit entries up
 	// to narrowNodes nodes and of 32-bit entries beyond: exactly one is set.
 	narrow *table[uint16]
 	wide   *table[uint32]
+
+	// zones[i] numbers nodes[i].Zone among the ring's distinct zones, of
+	// which there are nzones: LocateN compares numbers, not strings.
+	zones  []int32
+	nzones int
 }
 
 // point is one virtual node: a position on the ring and the index of its node.
@@ -136,32 +168,91 @@ func New(nodes []Node, opts ...Option) (*Ring, error) {
 	if cfg.vnodes < 1 || cfg.vnodes > MaxVnodes {
 		return nil, fmt.Errorf("%w: %d (want 1..%d)", ErrBadVnodes, cfg.vnodes, MaxVnodes)
 	}
+	if cfg.equalize && cfg.tolerance == 0 {
+		cfg.tolerance = DefaultTolerance
+	}
+	if cfg.equalize && !(cfg.tolerance >= MinTolerance && cfg.tolerance < 1) {
+		return nil, fmt.Errorf("%w: %v (want %v to 1, 1 excluded)", ErrBadTolerance, cfg.tolerance, MinTolerance)
+	}
 	ns, err := normalize(nodes)
 	if err != nil {
 		return nil, err
 	}
-	total := 0
-	for _, n := range ns {
-		if n.Weight > MaxPoints/cfg.vnodes || total+n.Weight*cfg.vnodes > MaxPoints {
-			return nil, fmt.Errorf("%w: node %q: weight %d × %d vnodes exceeds %d points in the ring",
-				ErrBadWeight, n.Name, n.Weight, cfg.vnodes, MaxPoints)
-		}
-		total += n.Weight * cfg.vnodes
+	counts, err := classicCounts(ns, cfg.vnodes)
+	if err != nil {
+		return nil, err
 	}
+	if cfg.equalize {
+		counts = equalize(ns, counts, cfg.tolerance)
+	}
+	return build(ns, counts, cfg.vnodes, cfg.tolerance), nil
+}
 
-	pts := make([]point, 0, total)
-	var buf []byte
-	for i, n := range ns {
-		buf = append(buf[:0], n.Name...)
-		buf = append(buf, "#VN"...)
-		base := len(buf)
-		for v := 0; v < n.Weight*cfg.vnodes; v++ {
-			buf = strconv.AppendInt(buf[:base], int64(v), 10)
-			pts = append(pts, point{murmur3.Sum64(buf), int32(i)})
-		}
+// build returns the ring of ns, node i holding the first counts[i] points
+// of its sequence.
+func build(ns []Node, counts []int, vnodes int, tolerance float64) *Ring {
+	total := 0
+	for _, c := range counts {
+		total += c
 	}
-	// Nodes are sorted by name, so on equal hashes the smaller owner index is
-	// the node whose name sorts first: it keeps the point.
+	pts := make([]point, 0, total)
+	for i, n := range ns {
+		pts = appendPoints(pts, n.Name, int32(i), 0, counts[i])
+	}
+	sortPoints(pts)
+	pts = slices.CompactFunc(pts, func(a, b point) bool { return a.hash == b.hash })
+
+	r := &Ring{nodes: ns, vnodes: vnodes, tolerance: tolerance, points: slices.Clip(pts), counts: counts}
+	if len(ns) <= narrowNodes {
+		r.narrow = newTable[uint16](r.points, len(ns))
+	} else {
+		r.wide = newTable[uint32](r.points, len(ns))
+	}
+	r.zones, r.nzones = numberZones(ns)
+	return r
+}
+
+// classicCounts returns each node's number of points: its weight times
+// vnodes, rounded. It returns ErrBadWeight for a node that would get none,
+// or for a ring of more than MaxPoints points.
+func classicCounts(ns []Node, vnodes int) ([]int, error) {
+	counts := make([]int, len(ns))
+	total := 0
+	for i, n := range ns {
+		// Exact for a whole weight: w×vnodes is below 2^53.
+		c := math.Round(n.Weight * float64(vnodes))
+		if c > float64(MaxPoints-total) {
+			return nil, fmt.Errorf("%w: node %q: weight %v × %d vnodes exceeds %d points in the ring",
+				ErrBadWeight, n.Name, n.Weight, vnodes, MaxPoints)
+		}
+		if c < 1 {
+			return nil, fmt.Errorf("%w: node %q: weight %v × %d vnodes is less than one point",
+				ErrBadWeight, n.Name, n.Weight, vnodes)
+		}
+		counts[i] = int(c)
+		total += counts[i]
+	}
+	return counts, nil
+}
+
+// appendPoints appends points from to to-1 of the node called name, of
+// index owner: the hashes of name + "#VN" + decimal(v).
+func appendPoints(pts []point, name string, owner int32, from, to int) []point {
+	buf := make([]byte, 0, len(name)+3+20)
+	buf = append(buf, name...)
+	buf = append(buf, "#VN"...)
+	base := len(buf)
+	for v := from; v < to; v++ {
+		buf = strconv.AppendInt(buf[:base], int64(v), 10)
+		pts = append(pts, point{murmur3.Sum64(buf), owner})
+	}
+	return pts
+}
+
+// sortPoints sorts points by hash. Nodes are sorted by name, so on equal
+// hashes the smaller owner index is the node whose name sorts first: it
+// comes first, and keeps the point once the others are compacted away.
+func sortPoints(pts []point) {
 	slices.SortFunc(pts, func(a, b point) int {
 		if a.hash != b.hash {
 			if a.hash < b.hash {
@@ -171,15 +262,22 @@ func New(nodes []Node, opts ...Option) (*Ring, error) {
 		}
 		return int(a.owner - b.owner)
 	})
-	pts = slices.CompactFunc(pts, func(a, b point) bool { return a.hash == b.hash })
+}
 
-	r := &Ring{nodes: ns, vnodes: cfg.vnodes, points: slices.Clip(pts)}
-	if len(ns) <= narrowNodes {
-		r.narrow = newTable[uint16](r.points, len(ns))
-	} else {
-		r.wide = newTable[uint32](r.points, len(ns))
+// numberZones numbers the distinct zones of ns in order of first
+// appearance (ns is sorted by name, so the numbers depend on the set only).
+func numberZones(ns []Node) (zones []int32, n int) {
+	zones = make([]int32, len(ns))
+	num := map[string]int32{}
+	for i, nd := range ns {
+		z, ok := num[nd.Zone]
+		if !ok {
+			z = int32(len(num))
+			num[nd.Zone] = z
+		}
+		zones[i] = z
 	}
-	return r, nil
+	return zones, len(num)
 }
 
 // normalize validates nodes and returns a copy sorted by Name with defaults
@@ -197,8 +295,8 @@ func normalize(nodes []Node) ([]Node, error) {
 		if err := CheckAddr(n.Addr); err != nil {
 			return nil, fmt.Errorf("node %d (name %q): %w", i, n.Name, err)
 		}
-		if n.Weight < 0 {
-			return nil, fmt.Errorf("%w: node %q: %d (want >= 0)", ErrBadWeight, n.Addr, n.Weight)
+		if !(n.Weight >= 0 && n.Weight <= MaxWeight) { // NaN fails both
+			return nil, fmt.Errorf("%w: node %q: %v (want 0 to %d)", ErrBadWeight, n.Addr, n.Weight, MaxWeight)
 		}
 		if n.Name == "" {
 			n.Name = n.Addr
@@ -459,7 +557,7 @@ func (r *Ring) Locate(key string) Node {
 	// Field by field: "return r.nodes[i]" copies the node through the stack
 	// in 16-byte moves and reloads it in 8-byte halves, 2 ns more.
 	n := &r.nodes[i]
-	return Node{Name: n.Name, Addr: n.Addr, Weight: n.Weight}
+	return Node{Name: n.Name, Addr: n.Addr, Weight: n.Weight, Zone: n.Zone}
 }
 
 // Nodes returns the ring's nodes sorted by Name, with defaults applied (Name

@@ -72,7 +72,7 @@ func parseNode(s string) (ring.Node, error) {
 		if err != nil || w < 1 {
 			return n, fmt.Errorf("weight %q: want a whole number >= 1", weight)
 		}
-		n.Weight, s = w, strings.TrimSpace(addr)
+		n.Weight, s = float64(w), strings.TrimSpace(addr)
 	}
 	if err := checkAddr(s); err != nil {
 		return n, err
@@ -128,7 +128,7 @@ func readNodes(path string) ([]ring.Node, error) {
 			if *f.Weight < 1 {
 				return nil, fmt.Errorf("%s: node %d: weight %d: want a whole number >= 1", path, i+1, *f.Weight)
 			}
-			nodes[i].Weight = *f.Weight
+			nodes[i].Weight = float64(*f.Weight)
 		}
 	}
 	return nodes, nil

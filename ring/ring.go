@@ -23,15 +23,18 @@
 //   - When two points hash to the same value, the point of the node whose Name
 //     sorts first (byte order) keeps the position and the other is dropped.
 //     The result depends only on the set of nodes, not on their order.
+//   - A key's n replicas (AppendLocateN) are its owner, then the nodes of
+//     the points that follow clockwise, each node once, nodes of distinct
+//     zones first (see Replicas in replicas.go).
 //
-// A Ring is immutable and safe for concurrent use. Shares, Moved and Flows
-// compute exact fractions of the hash space from the arcs between points; no
-// keys are sampled.
+// A Ring is immutable and safe for concurrent use. Shares, ReplicaShares,
+// Moved and Flows compute exact fractions of the hash space from the arcs
+// between points; no keys are sampled.
 //
 // Beside Ring, the package reproduces the placements fleets run before they
 // adopt it, so that a migration can start from them without a cold cache:
 // Ketama (twemproxy, libmemcached), Modulo (gomemcache's ServerList, any
-// hash % N) and Rendezvous (go-redis's Ring), each a Locator; Compare gives
+// hash % N) and Rendezvous (go-redis's Ring), each a LocatorN; Compare gives
 // the share of keys that changes server between any two placements.
 package ring
 
@@ -171,8 +174,8 @@ func New(nodes []Node, opts ...Option) (*Ring, error) {
 	if cfg.equalize && cfg.tolerance == 0 {
 		cfg.tolerance = DefaultTolerance
 	}
-	if cfg.equalize && !(cfg.tolerance >= MinTolerance && cfg.tolerance < 1) {
-		return nil, fmt.Errorf("%w: %v (want %v to 1, 1 excluded)", ErrBadTolerance, cfg.tolerance, MinTolerance)
+	if cfg.equalize && !(cfg.tolerance > 0 && cfg.tolerance < 1) { // NaN fails
+		return nil, fmt.Errorf("%w: %v (want above 0 and below 1)", ErrBadTolerance, cfg.tolerance)
 	}
 	ns, err := normalize(nodes)
 	if err != nil {
@@ -561,7 +564,7 @@ func (r *Ring) Locate(key string) Node {
 }
 
 // Nodes returns the ring's nodes sorted by Name, with defaults applied (Name
-// set, Weight at least 1). The slice is a copy.
+// set, a Weight of 0 made 1). The slice is a copy.
 func (r *Ring) Nodes() []Node {
 	return slices.Clone(r.nodes)
 }

@@ -93,10 +93,10 @@ type equalizer struct {
 }
 
 // equalize returns the equalized point counts of ns, from their classic
-// counts.
-func equalize(ns []Node, classic []int, tol float64) []int {
+// counts, and the points of the ring they make (see ringPoints).
+func equalize(ns []Node, classic []int, tol float64) ([]int, []point) {
 	if len(ns) < 2 {
-		return append([]int(nil), classic...)
+		return classic, ringPoints(ns, classic)
 	}
 	e := newEqualizer(ns, classic)
 	lo, hi, aimLo, aimHi := bands(ns, tol)
@@ -127,24 +127,31 @@ func equalize(ns []Node, classic []int, tol float64) []int {
 			break
 		}
 	}
-	return e.counts
+	// The points held, as ringPoints would make them: in candidate order,
+	// the first of equal hashes kept.
+	pts := make([]point, 0, e.total)
+	for k, c := range e.cands {
+		if e.held(k) && (len(pts) == 0 || pts[len(pts)-1].hash != c.hash) {
+			pts = append(pts, point{c.hash, c.owner})
+		}
+	}
+	return e.counts, pts
 }
 
 // newEqualizer returns the equalizer of ns holding counts points each, with
-// room for a quarter more and 16: more than any node of the tests needed
-// (they changed by a fifth at most).
+// room for more (see headroom).
 func newEqualizer(ns []Node, counts []int) *equalizer {
 	e := &equalizer{at: make([][]int32, len(ns)), counts: append([]int(nil), counts...), owned: make([]uint64, len(ns))}
 	room := 0
 	for _, c := range counts {
-		room += c + c/4 + 16
+		room += c + headroom(c)
 		e.total += c
 	}
 	e.cands = make([]candidate, 0, room)
 	var pts []point
 	for i, n := range ns {
 		c := counts[i]
-		pts = appendPoints(pts[:0], n.Name, int32(i), 0, c+c/4+16)
+		pts = appendPoints(pts[:0], n.Name, int32(i), 0, c+headroom(c))
 		for v, p := range pts {
 			e.cands = append(e.cands, candidate{p.hash, p.owner, int32(v)})
 		}
@@ -181,6 +188,15 @@ func newEqualizer(ns []Node, counts []int) *equalizer {
 	}
 	e.owned[firstOwner] += first - prev // the wrapping arc
 	return e
+}
+
+// headroom returns how many points a node of c classic points may gain. A
+// classic share is off by about 1/sqrt(c), relative, so a node may need
+// some sqrt(c) points more, six times that at most for any fleet tried (a
+// fifth of 512 points at most, against 136 here), or a quarter more when
+// that is larger.
+func headroom(c int) int {
+	return max(c/4, int(6*math.Sqrt(float64(c)))) + 16
 }
 
 // held reports whether candidate k is a point its node holds.

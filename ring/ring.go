@@ -185,15 +185,18 @@ func New(nodes []Node, opts ...Option) (*Ring, error) {
 	if err != nil {
 		return nil, err
 	}
+	var pts []point
 	if cfg.equalize {
-		counts = equalize(ns, counts, cfg.tolerance)
+		counts, pts = equalize(ns, counts, cfg.tolerance)
+	} else {
+		pts = ringPoints(ns, counts)
 	}
-	return build(ns, counts, cfg.vnodes, cfg.tolerance), nil
+	return build(ns, counts, pts, cfg.vnodes, cfg.tolerance), nil
 }
 
-// build returns the ring of ns, node i holding the first counts[i] points
-// of its sequence.
-func build(ns []Node, counts []int, vnodes int, tolerance float64) *Ring {
+// ringPoints returns the points of a ring of ns, node i holding the first
+// counts[i] points of its sequence: sorted, of distinct hashes.
+func ringPoints(ns []Node, counts []int) []point {
 	total := 0
 	for _, c := range counts {
 		total += c
@@ -203,7 +206,12 @@ func build(ns []Node, counts []int, vnodes int, tolerance float64) *Ring {
 		pts = appendPoints(pts, n.Name, int32(i), 0, counts[i])
 	}
 	sortPoints(pts)
-	pts = slices.CompactFunc(pts, func(a, b point) bool { return a.hash == b.hash })
+	return slices.CompactFunc(pts, func(a, b point) bool { return a.hash == b.hash })
+}
+
+// build returns the ring of ns whose node i holds counts[i] points, pts
+// (see ringPoints).
+func build(ns []Node, counts []int, pts []point, vnodes int, tolerance float64) *Ring {
 
 	r := &Ring{nodes: ns, vnodes: vnodes, tolerance: tolerance, points: slices.Clip(pts), counts: counts}
 	if len(ns) <= narrowNodes {

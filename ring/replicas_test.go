@@ -158,7 +158,9 @@ func TestLocateNMatchesDefinition(t *testing.T) {
 		for i := range order {
 			order[i] = int32(i)
 		}
-		score := func(o int32) uint64 { return mix64(xxhash.Sum64String(HashTag(key)) ^ xxhash.Sum64String(rv.nodes[o].Name)) }
+		score := func(o int32) uint64 {
+			return mix64(xxhash.Sum64String(HashTag(key)) ^ xxhash.Sum64String(rv.nodes[o].Name))
+		}
 		slices.SortFunc(order, func(a, b int32) int { return cmp.Compare(score(b), score(a)) })
 		return pick(rv.nodes, refPick(order, zonesOf(rv.nodes), n))
 	}})

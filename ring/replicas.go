@@ -161,17 +161,38 @@ func (r *Ring) AppendLocateN(dst []Node, key string, n int) []Node {
 		return dst
 	}
 	p := newPicker(r.zones, r.nzones, n)
-	p.walk(r.index(Hash(key)), len(r.points), func(i int) int32 { return r.points[i].owner })
+	if r.narrow != nil {
+		walkTable(r.narrow, Hash(key), r.points, &p)
+	} else {
+		walkTable(r.wide, Hash(key), r.points, &p)
+	}
 	return p.appendNodes(dst, r.nodes)
 }
 
+// walkTable runs p from the first point at or after h. It reads the points'
+// owners from the table's more, a quarter of the bytes of points, and
+// points themselves only where more is too coarse to tell.
+func walkTable[E uint16 | uint32](t *table[E], h uint64, points []point, p *picker) {
+	mask := uint32(t.mask)
+	p.walk(t.index(h, points), len(t.more), func(i int) int32 { return int32(t.more[i] & mask) })
+}
+
 // index returns the index in points of the first point at or after h,
-// wrapping round to 0.
-func (r *Ring) index(h uint64) int {
-	if r.narrow != nil {
-		return r.narrow.search(h, r.points)
+// wrapping round to 0: a scan of more over h's group, as in scan.
+func (t *table[E]) index(h uint64, points []point) int {
+	g := h >> t.group
+	i, end := int(t.start[g]), int(t.start[g+1])
+	at, mask := t.inGroup(h), uint32(t.mask)
+	for i < end && t.more[i]&^mask < at {
+		i++
 	}
-	return r.wide.search(h, r.points)
+	for i < end && t.more[i]&^mask == at && points[i].hash < h { // too close for more
+		i++
+	}
+	if i == len(points) {
+		return 0
+	}
+	return i
 }
 
 // ReplicaShares returns, by Name, the fraction of the keys of which each

@@ -56,8 +56,9 @@ import (
 // given 0: every node's share within 1% of its fair share.
 const DefaultTolerance = 0.01
 
-// equalizeSweeps bounds the sweeps. The fleets of the tests settle in
-// under 5.
+// equalizeSweeps bounds the sweeps: the fleets of the tests settle in a
+// few, and sweeps stop as soon as one brings no node nearer, so the bound
+// only caps the time a pathological ring may take.
 const equalizeSweeps = 32
 
 // WithEqualize makes New equalize the ring: each node's point count is

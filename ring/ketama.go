@@ -173,11 +173,12 @@ func NewKetama(nodes []Node, opts ...KetamaOption) (*Ketama, error) {
 	}
 	total := 0
 	for i := range named {
-		named[i].Weight = max(named[i].Weight, 1)
 		w := named[i].Weight
 		if w != math.Trunc(w) {
 			return nil, fmt.Errorf("%w: node %q: %v (twemproxy and libmemcached weights are whole numbers)", ErrBadWeight, named[i].Name, w)
 		}
+		w = max(w, 1) // normalize checked it; 0 counts as 1
+		named[i].Weight = w
 		if total += int(w); total > math.MaxInt32 {
 			return nil, fmt.Errorf("%w: node %q: weights add up to more than %d", ErrBadWeight, named[i].Name, math.MaxInt32)
 		}

@@ -180,6 +180,9 @@ func TestNewKetamaErrors(t *testing.T) {
 		{[]Node{{Name: "a"}}, nil, ErrEmptyAddr},
 		{[]Node{{Addr: "a:1", Weight: -2}}, nil, ErrBadWeight},
 		{[]Node{{Addr: "a:1", Weight: math.MaxInt32}, {Addr: "b:1", Weight: 2}}, nil, ErrBadWeight},
+		{[]Node{{Addr: "a:1", Weight: 1.5}}, nil, ErrBadWeight}, // twemproxy's weights are whole
+		{[]Node{{Addr: "a:1", Weight: 0.5}}, nil, ErrBadWeight},
+		{[]Node{{Addr: "a:1", Weight: math.NaN()}}, nil, ErrBadWeight},
 		// "h:11211" is named "h", as is the second node.
 		{[]Node{{Addr: "h:11211"}, {Name: "h", Addr: "g:1"}}, nil, ErrDuplicateName},
 		{[]Node{{Addr: "h:1"}, {Name: "x", Addr: "h:1"}}, nil, ErrDuplicateAddr},

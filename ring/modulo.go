@@ -346,7 +346,7 @@ func ModuloSlots(nodes []Node) ([]string, error) {
 		if n.Addr == "" {
 			return nil, fmt.Errorf("%w: node %d (name %q)", ErrEmptyAddr, i, n.Name)
 		}
-		if !(n.Weight >= 0) || n.Weight != math.Trunc(n.Weight) { // NaN and ±Inf fail
+		if !(n.Weight >= 0) || n.Weight != math.Trunc(n.Weight) { // NaN and -Inf fail here, +Inf below
 			return nil, fmt.Errorf("%w: node %q: %v (want a whole number >= 0: a slot list repeats an address)", ErrBadWeight, n.Addr, n.Weight)
 		}
 		if n.Weight > MaxModuloSlots-float64(total) {

@@ -17,14 +17,17 @@ package ring
 // its continuum, a Modulo its slots (slot i, i+1, ... wrapping round), and a
 // Rendezvous its shards by descending score, its natural top-n.
 
-// LocatorN is a Locator that also places a key's replicas. *Ring, *Ketama,
-// *Modulo and *Rendezvous implement it.
+// LocatorN is a Locator that also places a key's replicas: its owner, then
+// the next distinct nodes in the placement's order (clockwise on a ring),
+// nodes of zones not used yet first, so that n replicas over n zones or
+// more are in n zones. *Ring, *Ketama, *Modulo and *Rendezvous implement
+// it (see Replicas in replicas.go for each one's order).
 type LocatorN interface {
 	Locator
 	// AppendLocateN appends the n distinct nodes that keep key to dst, the
 	// node of Locate first, and returns the extended slice: every node when
 	// n is more than there are, none when n < 1. It allocates only to grow
-	// dst, or for more than maxPickedOnStack nodes.
+	// dst, or to remember more than 8 nodes chosen.
 	AppendLocateN(dst []Node, key string, n int) []Node
 }
 

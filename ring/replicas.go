@@ -1,5 +1,7 @@
 package ring
 
+import "slices"
+
 // Replicas.
 //
 // A key kept on n nodes is kept on the n distinct nodes that follow it on
@@ -60,10 +62,11 @@ type picker struct {
 	n     int
 }
 
-// newPicker returns a picker of n nodes among nodes of the given zones, of
-// which there are nzones.
-func newPicker(zones []int32, nzones, n int) picker {
-	p := picker{zones: zones, want: min(n, len(zones))}
+// init readies p to choose n nodes among nodes of the given zones, of
+// which there are nzones. (In place: a picker returned by value is copied
+// through the stack, which costs a tenth of a look-up.)
+func (p *picker) init(zones []int32, nzones, n int) {
+	p.zones, p.want = zones, min(n, len(zones))
 	p.spread = min(p.want, nzones)
 	if nzones < 2 {
 		p.spread = 0 // one zone: the distinct-zone walk would stop at the owner, as the other does
@@ -71,7 +74,6 @@ func newPicker(zones []int32, nzones, n int) picker {
 	if p.want > maxPickedOnStack {
 		p.big = make([]int32, 0, p.want)
 	}
-	return p
 }
 
 // chosen returns the nodes chosen so far.
@@ -120,13 +122,16 @@ func (p *picker) offer(o int32) {
 	p.add(o)
 }
 
-// walk runs the picker over a circle of size points from start, owner(i)
-// being the node of point i: a first walk choosing one node per zone, then
-// a second from start again choosing the distinct nodes still wanted.
-func (p *picker) walk(start, size int, owner func(int) int32) {
+// walk runs p over the circle of points whose owners are owners[i]&mask,
+// from start: a first walk choosing one node per zone, then a second from
+// start again choosing the distinct nodes still wanted. (A function of the
+// owners' type, not a method taking a func, so that the walk makes no
+// call per point.)
+func walk[T int32 | uint32](p *picker, start int, owners []T, mask T) {
+	size := len(owners)
 	if p.spreading() {
 		for k, i := 0, start; k < size && p.spreading(); k++ {
-			p.offer(owner(i))
+			p.offer(int32(owners[i] & mask))
 			if i++; i == size {
 				i = 0
 			}
@@ -134,7 +139,7 @@ func (p *picker) walk(start, size int, owner func(int) int32) {
 		p.spread = p.n // a zone no point reached: the second walk fills
 	}
 	for k, i := 0, start; k < size && !p.done(); k++ {
-		p.offer(owner(i))
+		p.offer(int32(owners[i] & mask))
 		if i++; i == size {
 			i = 0
 		}
@@ -146,11 +151,17 @@ func (p *picker) walk(start, size int, owner func(int) int32) {
 	}
 }
 
-// appendNodes appends the chosen nodes to dst.
+// appendNodes appends the chosen nodes to dst. Field by field into dst's
+// room, as Ring.Locate does: append(dst, node) builds the node on the
+// stack and reads it back in other widths, which stalls on every node.
 func (p *picker) appendNodes(dst []Node, nodes []Node) []Node {
-	for _, o := range p.chosen() {
+	chosen := p.chosen()
+	dst = slices.Grow(dst, len(chosen))
+	for _, o := range chosen {
 		n := &nodes[o]
-		dst = append(dst, Node{Name: n.Name, Addr: n.Addr, Weight: n.Weight, Zone: n.Zone})
+		dst = dst[:len(dst)+1]
+		d := &dst[len(dst)-1]
+		d.Name, d.Addr, d.Weight, d.Zone = n.Name, n.Addr, n.Weight, n.Zone
 	}
 	return dst
 }
@@ -163,21 +174,17 @@ func (r *Ring) AppendLocateN(dst []Node, key string, n int) []Node {
 	if n < 1 {
 		return dst
 	}
-	p := newPicker(r.zones, r.nzones, n)
-	if r.narrow != nil {
-		walkTable(r.narrow, Hash(key), r.points, &p)
+	var p picker
+	p.init(r.zones, r.nzones, n)
+	// The owners are read from the table's more, a quarter of the bytes of
+	// points, which are read only where more is too coarse to tell.
+	if t := r.narrow; t != nil {
+		walk(&p, t.index(Hash(key), r.points), t.more, uint32(t.mask))
 	} else {
-		walkTable(r.wide, Hash(key), r.points, &p)
+		t := r.wide
+		walk(&p, t.index(Hash(key), r.points), t.more, t.mask)
 	}
 	return p.appendNodes(dst, r.nodes)
-}
-
-// walkTable runs p from the first point at or after h. It reads the points'
-// owners from the table's more, a quarter of the bytes of points, and
-// points themselves only where more is too coarse to tell.
-func walkTable[E uint16 | uint32](t *table[E], h uint64, points []point, p *picker) {
-	mask := uint32(t.mask)
-	p.walk(t.index(h, points), len(t.more), func(i int) int32 { return int32(t.more[i] & mask) })
 }
 
 // index returns the index in points of the first point at or after h,
@@ -211,7 +218,10 @@ func (r *Ring) ReplicaShares(n int) map[string]float64 {
 	if n < 1 {
 		return s
 	}
-	owner := func(i int) int32 { return r.points[i].owner }
+	owners := make([]int32, len(r.points))
+	for i, p := range r.points {
+		owners[i] = p.owner
+	}
 	last := len(r.points) - 1
 	for i := range r.points {
 		// The arc (points[i-1], points[i]]: every hash in it starts the walk
@@ -222,8 +232,9 @@ func (r *Ring) ReplicaShares(n int) map[string]float64 {
 		} else {
 			arc = float64(r.points[i].hash - r.points[i-1].hash)
 		}
-		p := newPicker(r.zones, r.nzones, n)
-		p.walk(i, len(r.points), owner)
+		var p picker
+		p.init(r.zones, r.nzones, n)
+		walk(&p, i, owners, -1)
 		for _, o := range p.chosen() {
 			s[r.nodes[o].Name] += arc / space
 		}
@@ -246,8 +257,9 @@ func (k *Ketama) AppendLocateN(dst []Node, key string, n int) []Node {
 	} else {
 		h = KetamaHash(key)
 	}
-	p := newPicker(k.zones, k.nzones, n)
-	p.walk(k.index(h), len(k.values), func(i int) int32 { return k.owners[i] })
+	var p picker
+	p.init(k.zones, k.nzones, n)
+	walk(&p, k.index(h), k.owners, -1)
 	return p.appendNodes(dst, k.nodes)
 }
 
@@ -259,8 +271,9 @@ func (m *Modulo) AppendLocateN(dst []Node, key string, n int) []Node {
 		return dst
 	}
 	h := m.sum(m.tag.of(key))
-	p := newPicker(m.zones, 1, n)
-	p.walk(int(h%uint64(len(m.slots))), len(m.slots), func(i int) int32 { return m.server[i] })
+	var p picker
+	p.init(m.zones, 1, n)
+	walk(&p, int(h%uint64(len(m.slots))), m.server, -1)
 	return p.appendNodes(dst, m.nodes)
 }
 
@@ -273,7 +286,8 @@ func (r *Rendezvous) AppendLocateN(dst []Node, key string, n int) []Node {
 		return dst
 	}
 	kh := RendezvousHash(key)
-	p := newPicker(r.zones, r.nzones, n)
+	var p picker
+	p.init(r.zones, r.nzones, n)
 	// Each choice is the best score among the nodes the picker would take:
 	// the next node of the walk down the scores.
 	for !p.done() {

@@ -211,19 +211,16 @@ func (t *table[E]) index(h uint64, points []point) int {
 // number of nodes); with n = 1 they are Shares. A node's memory is its
 // fraction times the keys, and the fleet's the sum: n times one copy.
 func (r *Ring) ReplicaShares(n int) map[string]float64 {
-	s := make(map[string]float64, len(r.nodes))
-	for _, nd := range r.nodes {
-		s[nd.Name] = 0
-	}
-	if n < 1 {
-		return s
-	}
+	copies := make([]float64, len(r.nodes)) // by node index
 	owners := make([]int32, len(r.points))
 	for i, p := range r.points {
 		owners[i] = p.owner
 	}
 	last := len(r.points) - 1
 	for i := range r.points {
+		if n < 1 {
+			break
+		}
 		// The arc (points[i-1], points[i]]: every hash in it starts the walk
 		// at point i. The first wraps round from the last point.
 		var arc float64
@@ -236,8 +233,12 @@ func (r *Ring) ReplicaShares(n int) map[string]float64 {
 		p.init(r.zones, r.nzones, n)
 		walk(&p, i, owners, -1)
 		for _, o := range p.chosen() {
-			s[r.nodes[o].Name] += arc / space
+			copies[o] += arc / space
 		}
+	}
+	s := make(map[string]float64, len(r.nodes))
+	for i, nd := range r.nodes {
+		s[nd.Name] = copies[i]
 	}
 	return s
 }

@@ -271,7 +271,7 @@ func (e *equalizer) bestStep() bool {
 			if !e.canStep(i, up) {
 				continue
 			}
-			if gain, _ := e.try(i, up); gain > bestGain {
+			if gain := e.try(i, up); gain > bestGain {
 				bestGain, best, bestUp = gain, i, up
 			}
 			e.step(i, !up)
@@ -284,13 +284,13 @@ func (e *equalizer) bestStep() bool {
 }
 
 // try makes node i's step up or down and returns how much it lowered
-// excess (negative if it raised it), and whether it brought a node outside
-// its band nearer. The caller undoes it with step(i, !up).
-func (e *equalizer) try(i int, up bool) (gain float64, helps bool) {
+// excess (negative if it raised it). The caller undoes it with
+// step(i, !up).
+func (e *equalizer) try(i int, up bool) float64 {
 	before := e.owned[i]
 	other, arc := e.step(i, up)
 	if arc == 0 || other == int32(i) {
-		return 0, false
+		return 0
 	}
 	// The step moved arc between i and other: their excess before, from
 	// owned now, and after.
@@ -300,9 +300,8 @@ func (e *equalizer) try(i int, up bool) (gain float64, helps bool) {
 	} else {
 		was -= arc
 	}
-	xi, xo := outside(before, e.lo[i], e.hi[i]), outside(was, e.lo[other], e.hi[other])
-	yi, yo := outside(e.owned[i], e.lo[i], e.hi[i]), outside(e.owned[other], e.lo[other], e.hi[other])
-	return xi + xo - yi - yo, yi < xi || yo < xo
+	return outside(before, e.lo[i], e.hi[i]) + outside(was, e.lo[other], e.hi[other]) -
+		outside(e.owned[i], e.lo[i], e.hi[i]) - outside(e.owned[other], e.lo[other], e.hi[other])
 }
 
 // step adds node i's next point (up) or drops its last, and returns the

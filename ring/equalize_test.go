@@ -223,3 +223,72 @@ func TestCompareEqualization(t *testing.T) {
 		t.Errorf("no change: %+v, want nothing moved and the equalized ring within 5%%", same)
 	}
 }
+
+// TestEqualizerTies checks the equalizer's arcs, kept step by step, against
+// a pass over the points held, on candidates placed by hand with the ties
+// hashes almost never make: two nodes' points at one hash, a node's own two
+// points at one hash, and the point at 0 that wraps.
+func TestEqualizerTies(t *testing.T) {
+	hashes := [][]uint64{
+		{100, 500, 500, 900, 1 << 63},       // node 0: its own tie at 500
+		{500, 100, 2000, 1<<63 + 5, 0},      // node 1: ties with node 0 at 500 and 100
+		{2000, 3000, 1 << 63, 7, 1<<64 - 1}, // node 2: ties at 2000 and 2^63
+	}
+	e := &equalizer{at: make([][]int32, 3), counts: []int{1, 1, 1}, owned: make([]uint64, 3)}
+	for i, hs := range hashes {
+		for v, h := range hs {
+			e.cands = append(e.cands, candidate{h, int32(i), int32(v)})
+		}
+		e.at[i] = make([]int32, len(hs))
+	}
+	slices.SortFunc(e.cands, func(a, b candidate) int {
+		if a.hash != b.hash {
+			return cmpUint(a.hash, b.hash)
+		}
+		if a.owner != b.owner {
+			return int(a.owner - b.owner)
+		}
+		return int(a.seq - b.seq)
+	})
+	for k, c := range e.cands {
+		e.at[c.owner][c.seq] = int32(k)
+	}
+	e.total = 3
+	copy(e.owned, passArcs(e))
+	rng := rand.New(rand.NewPCG(1, 1))
+	for range 2000 {
+		i, up := rng.IntN(3), rng.IntN(2) == 0
+		if up && e.counts[i] == len(hashes[i]) || !up && e.counts[i] == 1 {
+			continue
+		}
+		e.step(i, up)
+		if want := passArcs(e); !slices.Equal(e.owned, want) {
+			t.Fatalf("counts %v: arcs %v kept step by step, %v by a pass", e.counts, e.owned, want)
+		}
+	}
+}
+
+func cmpUint(a, b uint64) int {
+	if a < b {
+		return -1
+	}
+	return 1
+}
+
+// passArcs returns the hashes each node owns with the points e holds, by
+// the definition: sorted, the first of equal hashes kept, (previous,
+// hash] to the point at hash.
+func passArcs(e *equalizer) []uint64 {
+	var pts []point
+	for k, c := range e.cands {
+		if e.held(k) && (len(pts) == 0 || pts[len(pts)-1].hash != c.hash) {
+			pts = append(pts, point{c.hash, c.owner})
+		}
+	}
+	owned := make([]uint64, len(e.counts))
+	for k, p := range pts {
+		prev := pts[(k+len(pts)-1)%len(pts)].hash
+		owned[p.owner] += p.hash - prev
+	}
+	return owned
+}

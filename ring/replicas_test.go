@@ -122,6 +122,7 @@ func TestLocateNMatchesDefinition(t *testing.T) {
 		{"ring, zones and none", mixed, []Option{WithVnodes(40)}},
 		{"ring, one point each", zoned, []Option{WithVnodes(1)}},
 		{"equalized ring, zones", zoned, []Option{WithEqualize(0)}},
+		{"ring of 32-bit entries", equalNodes(narrowNodes + 1), []Option{WithVnodes(2)}},
 	} {
 		r := mustNew(t, tc.nodes, tc.opts...)
 		ps = append(ps, placement{tc.name, r, refRingN(r)})

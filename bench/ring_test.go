@@ -260,3 +260,37 @@ func BenchmarkLocate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRingPaired pairs ring look-ups that must cost the same, or
+// nearly, against the classic ring's Locate, at each fleet size:
+//
+//   - equalized: Locate on the equalized ring of the same fleet
+//     (ring.WithEqualize): the same table and search over about as many
+//     points, only their counts per node differ;
+//   - locate3: AppendLocateN of 3 replicas into a buffer of the caller's,
+//     what a client with Options.Replicas = 3 pays to place a key.
+func BenchmarkRingPaired(b *testing.B) {
+	for _, n := range nodeCounts {
+		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) {
+			classic := build(b, n).shardcache
+			equalized, err := ring.New(fleet(n), ring.WithEqualize(0))
+			if err != nil {
+				b.Fatal(err)
+			}
+			var s string
+			locate := func(r *ring.Ring) func(int) error {
+				return func(i int) error {
+					s = r.Locate(keys[i&keyMask]).Name
+					return nil
+				}
+			}
+			b.Run("equalized", pairedSerial(locate(classic), locate(equalized)))
+			var buf [3]ring.Node
+			b.Run("locate3", pairedSerial(locate(classic), func(i int) error {
+				s = classic.AppendLocateN(buf[:0], keys[i&keyMask], 3)[2].Name
+				return nil
+			}))
+			sink = s
+		})
+	}
+}

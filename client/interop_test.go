@@ -304,7 +304,7 @@ func TestTwemproxyKetamaMemcached(t *testing.T) {
 	})
 	nodes := make([]ring.Node, len(backends))
 	for i, b := range backends {
-		nodes[i] = ring.Node{Name: b.Name, Addr: b.Addr, Weight: b.Weight}
+		nodes[i] = ring.Node{Name: b.Name, Addr: b.Addr, Weight: float64(b.Weight)}
 	}
 	k, err := ring.NewKetama(nodes)
 	if err != nil {
@@ -347,7 +347,7 @@ func TestTwemproxyKetamaRedis(t *testing.T) {
 	}
 	nodes := make([]ring.Node, len(backends))
 	for i, b := range backends {
-		nodes[i] = ring.Node{Name: b.Name, Addr: b.Addr, Weight: b.Weight}
+		nodes[i] = ring.Node{Name: b.Name, Addr: b.Addr, Weight: float64(b.Weight)}
 	}
 	k, err := ring.NewKetama(nodes, ring.WithKetamaHashTag("{}"))
 	if err != nil {
@@ -476,7 +476,7 @@ func TestTwemproxyKetamaFNV1a64(t *testing.T) {
 	})
 	nodes := make([]ring.Node, len(backends))
 	for i, b := range backends {
-		nodes[i] = ring.Node{Name: b.Name, Addr: b.Addr, Weight: b.Weight}
+		nodes[i] = ring.Node{Name: b.Name, Addr: b.Addr, Weight: float64(b.Weight)}
 	}
 	k, err := ring.NewKetama(nodes, ring.WithKetamaKeyHash(ring.KetamaFNV1a64))
 	if err != nil {

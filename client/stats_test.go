@@ -54,7 +54,7 @@ func TestStats(t *testing.T) {
 		}
 		for _, n := range s.Nodes {
 			if !n.Current || n.Old || n.Node.Weight != 1 {
-				t.Errorf("%s: Current %v, Old %v, weight %d; want the current placement alone, weight 1", n.Node.Name, n.Current, n.Old, n.Node.Weight)
+				t.Errorf("%s: Current %v, Old %v, weight %v; want the current placement alone, weight 1", n.Node.Name, n.Current, n.Old, n.Node.Weight)
 			}
 		}
 		n0, n1, n2 := s.Nodes[0], s.Nodes[1], s.Nodes[2]

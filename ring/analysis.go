@@ -1,5 +1,11 @@
 package ring
 
+import (
+	"maps"
+	"math"
+	"slices"
+)
+
 // The analysis works on arcs: the half-open stretch of hash space (p[i-1], p[i]]
 // belongs to the owner of point p[i], and the stretch after the last point
 // wraps round to the first point's owner. Fractions are exact up to float64
@@ -24,15 +30,22 @@ func (r *Ring) Shares() map[string]float64 {
 // IdealShares returns the share each node would own on a perfect ring:
 // its weight over the total weight.
 func (r *Ring) IdealShares() map[string]float64 {
-	total := 0
-	for _, n := range r.nodes {
-		total += n.Weight
-	}
+	total := totalWeight(r.nodes)
 	s := make(map[string]float64, len(r.nodes))
 	for _, n := range r.nodes {
-		s[n.Name] = float64(n.Weight) / float64(total)
+		s[n.Name] = n.Weight / total
 	}
 	return s
+}
+
+// totalWeight returns the sum of the weights of nodes, in their order (by
+// Name in a Ring), so that the float sum is a function of the set.
+func totalWeight(nodes []Node) float64 {
+	total := 0.0
+	for _, n := range nodes {
+		total += n.Weight
+	}
+	return total
 }
 
 // Moved returns the fraction of the hash space whose owner differs between
@@ -99,4 +112,37 @@ func overlay(a, b *Ring, fn func(ownerA, ownerB int32, length float64)) {
 	// already counted, computed in float64 so a single boundary gives 2^64.
 	wrap := space - float64(prev-firstBoundary)
 	fn(a.points[0].owner, b.points[0].owner, wrap)
+}
+
+// Deviation returns how far the node furthest from its fair share is from
+// it, relative: the largest |share/ideal - 1| of Shares and IdealShares.
+// An equalized ring's is at most its tolerance once it settles (see
+// WithEqualize).
+func (r *Ring) Deviation() float64 {
+	shares, ideal := r.Shares(), r.IdealShares()
+	d := 0.0
+	for name, s := range shares {
+		d = max(d, math.Abs(s/ideal[name]-1))
+	}
+	return d
+}
+
+// Least returns the least share of keys that any placement with the
+// shares of from before and those of to after must move: the sum over
+// nodes, by Name, of the share each gains. Moved(from, to) is at least
+// Least(from, to); a classic ring moves exactly that when one node is added
+// or removed.
+func Least(from, to *Ring) float64 {
+	return gained(from.Shares(), to.Shares())
+}
+
+// gained returns the sum over names of the share after exceeds the share
+// before.
+func gained(before, after map[string]float64) float64 {
+	names := slices.Sorted(maps.Keys(after)) // in order: the sum is deterministic
+	g := 0.0
+	for _, n := range names {
+		g += max(after[n]-before[n], 0)
+	}
+	return g
 }

@@ -127,6 +127,10 @@ type Ketama struct {
 	// is len(values).
 	starts []int32
 	shift  uint // a hash's bucket is h >> shift
+
+	// zones[i] numbers nodes[i].Zone, of nzones distinct, for AppendLocateN.
+	zones  []int32
+	nzones int
 }
 
 // KetamaName returns the name twemproxy and libmemcached give a server of
@@ -169,8 +173,13 @@ func NewKetama(nodes []Node, opts ...KetamaOption) (*Ketama, error) {
 	}
 	total := 0
 	for i := range named {
-		named[i].Weight = max(named[i].Weight, 1)
-		if total += named[i].Weight; total > math.MaxInt32 {
+		w := named[i].Weight
+		if w != math.Trunc(w) {
+			return nil, fmt.Errorf("%w: node %q: %v (twemproxy and libmemcached weights are whole numbers)", ErrBadWeight, named[i].Name, w)
+		}
+		w = max(w, 1) // normalize checked it; 0 counts as 1
+		named[i].Weight = w
+		if total += int(w); total > math.MaxInt32 {
 			return nil, fmt.Errorf("%w: node %q: weights add up to more than %d", ErrBadWeight, named[i].Name, math.MaxInt32)
 		}
 	}
@@ -186,7 +195,7 @@ func NewKetama(nodes []Node, opts ...KetamaOption) (*Ketama, error) {
 		// As C computes it: pct, then pct*160/4*n in float, then + 1e-10 in
 		// double, back to float, floored. Each conversion rounds, so the
 		// compiler cannot fuse the operations.
-		pct := float32(node.Weight) / float32(total)
+		pct := float32(int(node.Weight)) / float32(total)
 		x := float32(float32(float32(pct*ketamaPointsPerServer)/4) * n)
 		digests := int(math.Floor(float64(float32(float64(x) + 0.0000000001))))
 		if last := strconv.Itoa(digests - 1); len(node.Name)+1+len(last) >= ketamaMaxHostLen {
@@ -228,6 +237,7 @@ func NewKetama(nodes []Node, opts ...KetamaOption) (*Ketama, error) {
 		k.starts[bucket] = int32(i)
 	}
 	k.starts[1<<b] = int32(len(k.values))
+	k.zones, k.nzones = numberZones(k.nodes)
 	return k, nil
 }
 

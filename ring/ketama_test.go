@@ -102,7 +102,7 @@ func TestKetamaPoints(t *testing.T) {
 	} {
 		var ns []Node
 		for i, w := range tc.weights {
-			ns = append(ns, Node{Addr: fmt.Sprintf("10.0.1.%d:11211", i+1), Weight: w})
+			ns = append(ns, Node{Addr: fmt.Sprintf("10.0.1.%d:11211", i+1), Weight: float64(w)})
 		}
 		if got := mustKetama(t, ns).Points(); fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("weights %v: points %v, want %v", tc.weights, got, tc.want)
@@ -180,6 +180,9 @@ func TestNewKetamaErrors(t *testing.T) {
 		{[]Node{{Name: "a"}}, nil, ErrEmptyAddr},
 		{[]Node{{Addr: "a:1", Weight: -2}}, nil, ErrBadWeight},
 		{[]Node{{Addr: "a:1", Weight: math.MaxInt32}, {Addr: "b:1", Weight: 2}}, nil, ErrBadWeight},
+		{[]Node{{Addr: "a:1", Weight: 1.5}}, nil, ErrBadWeight}, // twemproxy's weights are whole
+		{[]Node{{Addr: "a:1", Weight: 0.5}}, nil, ErrBadWeight},
+		{[]Node{{Addr: "a:1", Weight: math.NaN()}}, nil, ErrBadWeight},
 		// "h:11211" is named "h", as is the second node.
 		{[]Node{{Addr: "h:11211"}, {Name: "h", Addr: "g:1"}}, nil, ErrDuplicateName},
 		{[]Node{{Addr: "h:1"}, {Name: "x", Addr: "h:1"}}, nil, ErrDuplicateAddr},

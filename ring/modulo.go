@@ -124,6 +124,11 @@ type Modulo struct {
 	sum   func(string) uint64
 	width uint // bits of the hash: 32 or 64
 	crc32 bool // hash is ModuloCRC32, which Locate calls directly
+
+	// For AppendLocateN: server[i] is the index in nodes of slot i's
+	// server, and zones numbers the nodes' zones (all "": one zone).
+	server []int32
+	zones  []int32
 }
 
 // NewModulo returns the mod-N placement over addrs, in their order. It
@@ -161,12 +166,19 @@ func NewModulo(addrs []string, opts ...ModuloOption) (*Modulo, error) {
 		weight[a]++
 	}
 	for i := range m.nodes {
-		m.nodes[i].Weight = weight[m.nodes[i].Addr]
+		m.nodes[i].Weight = float64(weight[m.nodes[i].Addr])
 	}
 	slices.SortFunc(m.nodes, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
-	for i, a := range addrs {
-		m.slots[i] = Node{Name: a, Addr: a, Weight: weight[a]}
+	index := make(map[string]int32, len(m.nodes))
+	for i, n := range m.nodes {
+		index[n.Addr] = int32(i)
 	}
+	m.server = make([]int32, len(addrs))
+	for i, a := range addrs {
+		m.slots[i] = Node{Name: a, Addr: a, Weight: float64(weight[a])}
+		m.server[i] = index[a]
+	}
+	m.zones = make([]int32, len(m.nodes))
 	return m, nil
 }
 
@@ -334,16 +346,19 @@ func ModuloSlots(nodes []Node) ([]string, error) {
 		if n.Addr == "" {
 			return nil, fmt.Errorf("%w: node %d (name %q)", ErrEmptyAddr, i, n.Name)
 		}
-		if n.Weight < 0 {
-			return nil, fmt.Errorf("%w: node %q: %d (want >= 0)", ErrBadWeight, n.Addr, n.Weight)
+		if !(n.Weight >= 0) || n.Weight != math.Trunc(n.Weight) { // NaN and -Inf fail here, +Inf below
+			return nil, fmt.Errorf("%w: node %q: %v (want a whole number >= 0: a slot list repeats an address)", ErrBadWeight, n.Addr, n.Weight)
 		}
-		if total += max(n.Weight, 1); total > MaxModuloSlots {
+		if n.Weight > MaxModuloSlots-float64(total) {
+			return nil, fmt.Errorf("%w: node %q: more than %d slots in all", ErrBadWeight, n.Addr, MaxModuloSlots)
+		}
+		if total += max(int(n.Weight), 1); total > MaxModuloSlots {
 			return nil, fmt.Errorf("%w: node %q: more than %d slots in all", ErrBadWeight, n.Addr, MaxModuloSlots)
 		}
 	}
 	addrs := make([]string, 0, total)
 	for _, n := range nodes {
-		for range max(n.Weight, 1) {
+		for range max(int(n.Weight), 1) {
 			addrs = append(addrs, n.Addr)
 		}
 	}

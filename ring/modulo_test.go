@@ -117,6 +117,9 @@ func TestNewModuloErrors(t *testing.T) {
 	}{
 		{[]Node{{Addr: "x:1", Weight: -1}}, ErrBadWeight},
 		{[]Node{{Addr: "x:1", Weight: MaxModuloSlots + 1}}, ErrBadWeight},
+		{[]Node{{Addr: "x:1", Weight: 1.5}}, ErrBadWeight}, // a slot list repeats whole
+		{[]Node{{Addr: "x:1", Weight: math.Inf(1)}}, ErrBadWeight},
+		{[]Node{{Addr: "x:1", Weight: math.NaN()}}, ErrBadWeight},
 		{[]Node{{Name: "a"}}, ErrEmptyAddr},
 	} {
 		if _, err := ModuloSlots(tc.nodes); !errors.Is(err, tc.want) {

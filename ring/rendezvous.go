@@ -32,6 +32,10 @@ import (
 type Rendezvous struct {
 	nodes  []Node   // sorted by Name
 	hashes []uint64 // hashes[i] is the xxhash of nodes[i].Name
+
+	// zones[i] numbers nodes[i].Zone, of nzones distinct, for AppendLocateN.
+	zones  []int32
+	nzones int
 }
 
 // NewRendezvous returns go-redis Ring's placement over nodes: Name is the
@@ -48,7 +52,7 @@ func NewRendezvous(nodes []Node) (*Rendezvous, error) {
 	seen := make(map[uint64]string, len(ns))
 	for i, n := range ns {
 		if n.Weight != 1 {
-			return nil, fmt.Errorf("%w: node %q: %d (a go-redis Ring has no weights: want 0 or 1)", ErrBadWeight, n.Name, n.Weight)
+			return nil, fmt.Errorf("%w: node %q: %v (a go-redis Ring has no weights: want 0 or 1)", ErrBadWeight, n.Name, n.Weight)
 		}
 		r.hashes[i] = xxhash.Sum64String(n.Name)
 		if other, ok := seen[r.hashes[i]]; ok {
@@ -56,6 +60,7 @@ func NewRendezvous(nodes []Node) (*Rendezvous, error) {
 		}
 		seen[r.hashes[i]] = n.Name
 	}
+	r.zones, r.nzones = numberZones(ns)
 	return r, nil
 }
 

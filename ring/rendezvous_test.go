@@ -52,6 +52,7 @@ func TestNewRendezvousErrors(t *testing.T) {
 		{nil, ErrNoNodes},
 		{[]Node{{Name: "a"}}, ErrEmptyAddr},
 		{[]Node{{Addr: "a:1", Weight: 2}}, ErrBadWeight},
+		{[]Node{{Addr: "a:1", Weight: 0.5}}, ErrBadWeight},
 		{[]Node{{Name: "a", Addr: "a:1"}, {Name: "a", Addr: "b:1"}}, ErrDuplicateName},
 		{[]Node{{Name: "a", Addr: "a:1"}, {Name: "b", Addr: "a:1"}}, ErrDuplicateAddr},
 	} {

@@ -8,8 +8,11 @@
 //   - Every hash is murmur3 x64_128 with seed 0, truncated to its first 64-bit
 //     half (github.com/twmb/murmur3 StringSum64, equal to spaolacci/murmur3
 //     Sum64). The ring is the 64-bit space [0, 2^64).
-//   - A node of weight w owns vnodes×w points. Point i (0-based) is the hash of
-//     the UTF-8 bytes of Name + "#VN" + decimal(i), for example "cache-a#VN0".
+//   - A node of weight w owns round(w×vnodes) points (half away from zero),
+//     exactly w×vnodes for a whole w. Point i (0-based) is the hash of the
+//     UTF-8 bytes of Name + "#VN" + decimal(i), for example "cache-a#VN0".
+//     With WithEqualize a node owns a prefix of the same sequence, of a
+//     length chosen from the whole membership (see WithEqualize).
 //   - A key is hashed as its bytes, unless it holds a hash tag: if the key
 //     contains '{' and a later '}' with at least one byte between the first
 //     '{' and the first '}' after it, only those bytes are hashed (as Redis
@@ -20,21 +23,25 @@
 //   - When two points hash to the same value, the point of the node whose Name
 //     sorts first (byte order) keeps the position and the other is dropped.
 //     The result depends only on the set of nodes, not on their order.
+//   - A key's n replicas (AppendLocateN) are its owner, then the nodes of
+//     the points that follow clockwise, each node once, nodes of distinct
+//     zones first (see Replicas in replicas.go).
 //
-// A Ring is immutable and safe for concurrent use. Shares, Moved and Flows
-// compute exact fractions of the hash space from the arcs between points; no
-// keys are sampled.
+// A Ring is immutable and safe for concurrent use. Shares, ReplicaShares,
+// Moved and Flows compute exact fractions of the hash space from the arcs
+// between points; no keys are sampled.
 //
 // Beside Ring, the package reproduces the placements fleets run before they
 // adopt it, so that a migration can start from them without a cold cache:
 // Ketama (twemproxy, libmemcached), Modulo (gomemcache's ServerList, any
-// hash % N) and Rendezvous (go-redis's Ring), each a Locator; Compare gives
+// hash % N) and Rendezvous (go-redis's Ring), each a LocatorN; Compare gives
 // the share of keys that changes server between any two placements.
 package ring
 
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"net"
 	"slices"
@@ -68,7 +75,12 @@ var (
 	ErrBadAddr       = errors.New("shardcache/ring: bad node address (want host:port, port 1-65535)")
 	ErrBadWeight     = errors.New("shardcache/ring: bad node weight")
 	ErrBadVnodes     = errors.New("shardcache/ring: bad vnode count")
+	ErrBadTolerance  = errors.New("shardcache/ring: bad equalization tolerance")
 )
+
+// MaxWeight is the largest weight a node may have: beyond it no placement
+// could give it its points (MaxPoints at one vnode).
+const MaxWeight = MaxPoints
 
 // Node is a physical cache server.
 type Node struct {
@@ -77,8 +89,20 @@ type Node struct {
 	Name string
 	// Addr is where to connect, "host:port".
 	Addr string
-	// Weight is the node's relative capacity: 0 means 1, negative is an error.
-	Weight int
+	// Weight is the node's relative capacity: 0 means 1. It is fractional,
+	// so that a correction of a few percent (1.05) needs no rescaling of
+	// the whole fleet; a whole weight places keys exactly as the integer
+	// weights of earlier versions did, and a node file's "weight": 2 still
+	// reads as 2. Negative, NaN, infinite or above MaxWeight is
+	// ErrBadWeight. A Ring gives a node round(Weight×vnodes) points; Ketama,
+	// Modulo and Rendezvous, which reproduce placements of whole weights,
+	// take whole weights only.
+	Weight float64
+	// Zone is the failure domain the node is in (an availability zone, a
+	// rack): LocateN spreads a key's replicas over distinct zones first.
+	// It plays no part in where a key's first node is. Nodes without a zone
+	// are all in the zone "".
+	Zone string
 }
 
 // Locator maps keys to nodes. *Ring implements it; the client and the
@@ -94,7 +118,9 @@ type Locator interface {
 type Option func(*config)
 
 type config struct {
-	vnodes int
+	vnodes    int
+	equalize  bool
+	tolerance float64 // of the equalization; 0 means DefaultTolerance
 }
 
 // WithVnodes sets the number of points per unit of weight (default
@@ -106,19 +132,28 @@ func WithVnodes(n int) Option {
 // Ring is an immutable weighted consistent-hash ring.
 type Ring struct {
 	// Inputs.
-	nodes  []Node // sorted by Name, weights normalised (0 becomes 1)
-	vnodes int
+	nodes     []Node // sorted by Name, weights normalised (0 becomes 1)
+	vnodes    int
+	tolerance float64 // of the equalization, 0 for a classic ring
 
 	// Internal data.
 	// points are sorted by hash, with distinct hashes: the ring itself. The
 	// analysis walks them; Locate reads them only for the few hashes its
 	// table cannot place alone.
 	points []point
+	// counts[i] is the length of the prefix of nodes[i]'s point sequence
+	// the ring holds: round(Weight×vnodes), or what equalization made it.
+	counts []int
 
 	// The table Locate reads (see "The look-up table"), of 16-bit entries up
 	// to narrowNodes nodes and of 32-bit entries beyond: exactly one is set.
 	narrow *table[uint16]
 	wide   *table[uint32]
+
+	// zones[i] numbers nodes[i].Zone among the ring's distinct zones, of
+	// which there are nzones: LocateN compares numbers, not strings.
+	zones  []int32
+	nzones int
 }
 
 // point is one virtual node: a position on the ring and the index of its node.
@@ -136,32 +171,99 @@ func New(nodes []Node, opts ...Option) (*Ring, error) {
 	if cfg.vnodes < 1 || cfg.vnodes > MaxVnodes {
 		return nil, fmt.Errorf("%w: %d (want 1..%d)", ErrBadVnodes, cfg.vnodes, MaxVnodes)
 	}
+	if cfg.equalize && cfg.tolerance == 0 {
+		cfg.tolerance = DefaultTolerance
+	}
+	if cfg.equalize && !(cfg.tolerance > 0 && cfg.tolerance < 1) { // NaN fails
+		return nil, fmt.Errorf("%w: %v (want above 0 and below 1)", ErrBadTolerance, cfg.tolerance)
+	}
 	ns, err := normalize(nodes)
 	if err != nil {
 		return nil, err
 	}
-	total := 0
-	for _, n := range ns {
-		if n.Weight > MaxPoints/cfg.vnodes || total+n.Weight*cfg.vnodes > MaxPoints {
-			return nil, fmt.Errorf("%w: node %q: weight %d × %d vnodes exceeds %d points in the ring",
-				ErrBadWeight, n.Name, n.Weight, cfg.vnodes, MaxPoints)
-		}
-		total += n.Weight * cfg.vnodes
+	counts, err := classicCounts(ns, cfg.vnodes)
+	if err != nil {
+		return nil, err
 	}
+	var pts []point
+	if cfg.equalize {
+		counts, pts = equalize(ns, counts, cfg.tolerance)
+	} else {
+		pts = ringPoints(ns, counts)
+	}
+	return build(ns, counts, pts, cfg.vnodes, cfg.tolerance), nil
+}
 
-	pts := make([]point, 0, total)
-	var buf []byte
-	for i, n := range ns {
-		buf = append(buf[:0], n.Name...)
-		buf = append(buf, "#VN"...)
-		base := len(buf)
-		for v := 0; v < n.Weight*cfg.vnodes; v++ {
-			buf = strconv.AppendInt(buf[:base], int64(v), 10)
-			pts = append(pts, point{murmur3.Sum64(buf), int32(i)})
-		}
+// ringPoints returns the points of a ring of ns, node i holding the first
+// counts[i] points of its sequence: sorted, of distinct hashes.
+func ringPoints(ns []Node, counts []int) []point {
+	total := 0
+	for _, c := range counts {
+		total += c
 	}
-	// Nodes are sorted by name, so on equal hashes the smaller owner index is
-	// the node whose name sorts first: it keeps the point.
+	pts := make([]point, 0, total)
+	for i, n := range ns {
+		pts = appendPoints(pts, n.Name, int32(i), 0, counts[i])
+	}
+	sortPoints(pts)
+	return slices.CompactFunc(pts, func(a, b point) bool { return a.hash == b.hash })
+}
+
+// build returns the ring of ns whose node i holds counts[i] points, pts
+// (see ringPoints).
+func build(ns []Node, counts []int, pts []point, vnodes int, tolerance float64) *Ring {
+
+	r := &Ring{nodes: ns, vnodes: vnodes, tolerance: tolerance, points: slices.Clip(pts), counts: counts}
+	if len(ns) <= narrowNodes {
+		r.narrow = newTable[uint16](r.points, len(ns))
+	} else {
+		r.wide = newTable[uint32](r.points, len(ns))
+	}
+	r.zones, r.nzones = numberZones(ns)
+	return r
+}
+
+// classicCounts returns each node's number of points: its weight times
+// vnodes, rounded. It returns ErrBadWeight for a node that would get none,
+// or for a ring of more than MaxPoints points.
+func classicCounts(ns []Node, vnodes int) ([]int, error) {
+	counts := make([]int, len(ns))
+	total := 0
+	for i, n := range ns {
+		// Exact for a whole weight: w×vnodes is below 2^53.
+		c := math.Round(n.Weight * float64(vnodes))
+		if c > float64(MaxPoints-total) {
+			return nil, fmt.Errorf("%w: node %q: weight %v × %d vnodes exceeds %d points in the ring",
+				ErrBadWeight, n.Name, n.Weight, vnodes, MaxPoints)
+		}
+		if c < 1 {
+			return nil, fmt.Errorf("%w: node %q: weight %v × %d vnodes is less than one point",
+				ErrBadWeight, n.Name, n.Weight, vnodes)
+		}
+		counts[i] = int(c)
+		total += counts[i]
+	}
+	return counts, nil
+}
+
+// appendPoints appends points from to to-1 of the node called name, of
+// index owner: the hashes of name + "#VN" + decimal(v).
+func appendPoints(pts []point, name string, owner int32, from, to int) []point {
+	buf := make([]byte, 0, len(name)+3+20)
+	buf = append(buf, name...)
+	buf = append(buf, "#VN"...)
+	base := len(buf)
+	for v := from; v < to; v++ {
+		buf = strconv.AppendInt(buf[:base], int64(v), 10)
+		pts = append(pts, point{murmur3.Sum64(buf), owner})
+	}
+	return pts
+}
+
+// sortPoints sorts points by hash. Nodes are sorted by name, so on equal
+// hashes the smaller owner index is the node whose name sorts first: it
+// comes first, and keeps the point once the others are compacted away.
+func sortPoints(pts []point) {
 	slices.SortFunc(pts, func(a, b point) int {
 		if a.hash != b.hash {
 			if a.hash < b.hash {
@@ -171,15 +273,22 @@ func New(nodes []Node, opts ...Option) (*Ring, error) {
 		}
 		return int(a.owner - b.owner)
 	})
-	pts = slices.CompactFunc(pts, func(a, b point) bool { return a.hash == b.hash })
+}
 
-	r := &Ring{nodes: ns, vnodes: cfg.vnodes, points: slices.Clip(pts)}
-	if len(ns) <= narrowNodes {
-		r.narrow = newTable[uint16](r.points, len(ns))
-	} else {
-		r.wide = newTable[uint32](r.points, len(ns))
+// numberZones numbers the distinct zones of ns in order of first
+// appearance (ns is sorted by name, so the numbers depend on the set only).
+func numberZones(ns []Node) (zones []int32, n int) {
+	zones = make([]int32, len(ns))
+	num := map[string]int32{}
+	for i, nd := range ns {
+		z, ok := num[nd.Zone]
+		if !ok {
+			z = int32(len(num))
+			num[nd.Zone] = z
+		}
+		zones[i] = z
 	}
-	return r, nil
+	return zones, len(num)
 }
 
 // normalize validates nodes and returns a copy sorted by Name with defaults
@@ -197,8 +306,8 @@ func normalize(nodes []Node) ([]Node, error) {
 		if err := CheckAddr(n.Addr); err != nil {
 			return nil, fmt.Errorf("node %d (name %q): %w", i, n.Name, err)
 		}
-		if n.Weight < 0 {
-			return nil, fmt.Errorf("%w: node %q: %d (want >= 0)", ErrBadWeight, n.Addr, n.Weight)
+		if !(n.Weight >= 0 && n.Weight <= MaxWeight) { // NaN fails both
+			return nil, fmt.Errorf("%w: node %q: %v (want 0 to %d)", ErrBadWeight, n.Addr, n.Weight, MaxWeight)
 		}
 		if n.Name == "" {
 			n.Name = n.Addr
@@ -459,11 +568,11 @@ func (r *Ring) Locate(key string) Node {
 	// Field by field: "return r.nodes[i]" copies the node through the stack
 	// in 16-byte moves and reloads it in 8-byte halves, 2 ns more.
 	n := &r.nodes[i]
-	return Node{Name: n.Name, Addr: n.Addr, Weight: n.Weight}
+	return Node{Name: n.Name, Addr: n.Addr, Weight: n.Weight, Zone: n.Zone}
 }
 
 // Nodes returns the ring's nodes sorted by Name, with defaults applied (Name
-// set, Weight at least 1). The slice is a copy.
+// set, a Weight of 0 made 1). The slice is a copy.
 func (r *Ring) Nodes() []Node {
 	return slices.Clone(r.nodes)
 }

@@ -3,6 +3,7 @@ package ring
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
@@ -252,6 +253,36 @@ func TestWeights(t *testing.T) {
 	}
 }
 
+// TestFractionalWeights checks the rule for weights that are not whole: a
+// node gets round(Weight×vnodes) points, its fair share is its weight over
+// the total, and a whole weight written as a float places as it always did.
+func TestFractionalWeights(t *testing.T) {
+	r := mustNew(t, fractionalNodes(), WithVnodes(160))
+	want := map[string]int{"cache-a": 168, "cache-b": 80, "cache-c": 360, "cache-d": 160, "cache-e": 160}
+	if got := countsByName(r); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("points %v, want %v", got, want)
+	}
+	if got := r.IdealShares()["cache-a"]; math.Abs(got-1.05/5.803) > 1e-15 {
+		t.Errorf("IdealShares()[cache-a] = %v, want 1.05/5.803", got)
+	}
+	half := mustNew(t, []Node{{Addr: "a:1", Weight: 0.5}, {Addr: "b:1"}}, WithVnodes(3)) // 1.5 rounds up, away from zero
+	if half.counts[0] != 2 {
+		t.Errorf("weight 0.5 × 3 vnodes: %d points, want 2", half.counts[0])
+	}
+	// A 5% correction is 26 points at the default vnodes: its share moves
+	// by about 5%.
+	base := mustNew(t, equalNodes(4))
+	nodes := equalNodes(4)
+	nodes[0].Weight = 1.05
+	up := mustNew(t, nodes)
+	if got := up.Shares()["cache-00"] / base.Shares()["cache-00"]; got < 1.02 || got > 1.08 {
+		t.Errorf("weight 1 → 1.05: share × %.3f, want about 1.05", got)
+	}
+	if gain := up.Shares()["cache-00"] - base.Shares()["cache-00"]; math.Abs(Moved(base, up)-gain) > 1e-12 {
+		t.Errorf("weight 1 → 1.05 moved %v, not the node's gain %v", Moved(base, up), gain)
+	}
+}
+
 func TestOrderIndependenceAndDeterminism(t *testing.T) {
 	nodes := equalNodes(10)
 	nodes[3].Weight = 2
@@ -317,6 +348,13 @@ func TestNewErrors(t *testing.T) {
 		{"negative vnodes", []Node{{Addr: "a:1"}}, []Option{WithVnodes(-5)}, ErrBadVnodes},
 		{"absurd vnodes", []Node{{Addr: "a:1"}}, []Option{WithVnodes(1 << 30)}, ErrBadVnodes},
 		{"absurd weight", []Node{{Addr: "a:1", Weight: 1 << 40}}, nil, ErrBadWeight},
+		{"weight above MaxWeight", []Node{{Addr: "a:1", Weight: MaxWeight + 1}}, []Option{WithVnodes(1)}, ErrBadWeight},
+		{"NaN weight", []Node{{Addr: "a:1", Weight: math.NaN()}}, nil, ErrBadWeight},
+		{"infinite weight", []Node{{Addr: "a:1", Weight: math.Inf(1)}}, nil, ErrBadWeight},
+		{"negative infinite weight", []Node{{Addr: "a:1", Weight: math.Inf(-1)}}, nil, ErrBadWeight},
+		{"negative fractional weight", []Node{{Addr: "a:1", Weight: -0.5}}, nil, ErrBadWeight},
+		{"weight below one point", []Node{{Addr: "a:1", Weight: 0.0009}}, nil, ErrBadWeight},
+		{"bad tolerance", []Node{{Addr: "a:1"}}, []Option{WithEqualize(-1)}, ErrBadTolerance},
 		{"too many points", []Node{{Addr: "a:1", Weight: MaxPoints / 512}, {Addr: "b:1", Weight: 1}}, nil, ErrBadWeight},
 		{"no port", []Node{{Addr: "cache-a"}}, nil, ErrBadAddr},
 		{"no host", []Node{{Addr: ":6379"}}, nil, ErrBadAddr},

@@ -159,7 +159,7 @@ func checkNodes(nodes []ring.Node) error {
 	if len(nodes) == 0 {
 		return ErrNoNodes
 	}
-	total := 0
+	total := 0.0
 	for i, n := range nodes {
 		if err := CheckAddr(n.Addr); err != nil {
 			return fmt.Errorf("node %d (name %q): %w", i+1, n.Name, err)
@@ -167,13 +167,17 @@ func checkNodes(nodes []ring.Node) error {
 		if n.Name != "" && (strings.TrimFunc(n.Name, unicode.IsSpace) != n.Name || strings.IndexFunc(n.Name, unicode.IsControl) >= 0) {
 			return fmt.Errorf("%w: node %d: %q (spaces around it, or a control character)", ErrBadName, i+1, n.Name)
 		}
-		if n.Weight < 0 || n.Weight > MaxWeight {
-			return fmt.Errorf("%w: node %d (%s): %d (want 1..%d, or 0 for 1)", ErrBadWeight, i+1, n.Addr, n.Weight, MaxWeight)
+		if !(n.Weight >= 0 && n.Weight <= MaxWeight) { // NaN too
+			return fmt.Errorf("%w: node %d (%s): %v (want up to %d, or 0 for 1)", ErrBadWeight, i+1, n.Addr, n.Weight, MaxWeight)
 		}
-		total += max(n.Weight, 1)
+		if n.Weight == 0 {
+			total++
+		} else {
+			total += n.Weight
+		}
 	}
 	if total > MaxWeight {
-		return fmt.Errorf("%w: the nodes weigh %d in all, more than %d", ErrBadWeight, total, MaxWeight)
+		return fmt.Errorf("%w: the nodes weigh %v in all, more than %d", ErrBadWeight, total, MaxWeight)
 	}
 	_, err := normalized(nodes)
 	return err
@@ -251,16 +255,16 @@ func Validate(prev, next *Topology) error {
 // change to to removes, node by node by name (see Validate); both are
 // normalized.
 func removedShare(from, to []ring.Node) float64 {
-	after := make(map[string]int, len(to))
+	after := make(map[string]float64, len(to))
 	for _, n := range to {
 		after[n.Name] = n.Weight
 	}
-	total, removed := 0, 0
+	total, removed := 0.0, 0.0
 	for _, n := range from {
 		total += n.Weight
 		removed += max(n.Weight-after[n.Name], 0)
 	}
-	return float64(removed) / float64(total)
+	return removed / total
 }
 
 // digestMask keeps 53 bits of a digest, so that a version exports exactly
@@ -302,7 +306,7 @@ func (t *Topology) canonical() []byte {
 		for _, n := range ns {
 			put(n.Name)
 			put(n.Addr)
-			put(strconv.Itoa(n.Weight))
+			put(strconv.FormatFloat(n.Weight, 'g', -1, 64))
 		}
 	}
 	nodes(t.Nodes)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -14,6 +15,7 @@ import (
 // nodesHelp documents the node-list grammar, for --help.
 const nodesHelp = `A node list is comma-separated nodes, each [NAME=]HOST:PORT[*WEIGHT]:
   a=cache-a:6379*2,b=cache-b:6379   names a and b, a with twice b's weight
+  a=cache-a:6379*1.05,b=...         weights may be fractional: a 5% correction
   10.0.0.1:11211,10.0.0.2:11211     the name is the address, the weight 1
 The name places the node on the ring: keep it when a server changes address.
 Or a file: @FILE, or a path ending in .json, .yaml or .yml, holding a list of
@@ -57,9 +59,9 @@ func parseNode(s string) (ring.Node, error) {
 		n.Name, s = name, strings.TrimSpace(rest)
 	}
 	if addr, weight, ok := strings.Cut(s, "*"); ok {
-		w, err := strconv.Atoi(strings.TrimSpace(weight))
-		if err != nil || w < 1 {
-			return n, fmt.Errorf("weight %q: want a whole number >= 1", weight)
+		w, err := strconv.ParseFloat(strings.TrimSpace(weight), 64)
+		if err != nil || !(w > 0) || math.IsInf(w, 0) {
+			return n, fmt.Errorf("weight %q: want a number above 0, such as 2 or 1.05", weight)
 		}
 		n.Weight, s = w, strings.TrimSpace(addr)
 	}

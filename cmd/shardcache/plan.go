@@ -69,7 +69,7 @@ func formatNodes(nodes []ring.Node) string {
 			items[i] = n.Name + "=" + items[i]
 		}
 		if n.Weight > 1 {
-			items[i] += fmt.Sprintf("*%d", n.Weight)
+			items[i] += fmt.Sprintf("*%g", n.Weight)
 		}
 	}
 	return strings.Join(items, ",")
@@ -143,7 +143,7 @@ type planNode struct {
 type planSide struct {
 	Name   string  `json:"name,omitempty"` // the node's name on this side, when not the row's
 	Addr   string  `json:"addr"`
-	Weight int     `json:"weight"`
+	Weight float64 `json:"weight"`
 	Share  float64 `json:"share"` // fraction of the keys (ring.Shares, or ring.Compare's)
 	Ideal  float64 `json:"ideal"` // weight over total weight
 }
@@ -315,7 +315,7 @@ func makePlan(in planInput) (*planReport, error) {
 		key = func(n ring.Node) string { return n.Addr }
 	}
 	side := func(nodes []ring.Node, share func(ring.Node) float64, set func(*planNode, *planSide)) {
-		total := 0
+		total := 0.0
 		for _, n := range nodes {
 			total += n.Weight
 		}
@@ -326,7 +326,7 @@ func makePlan(in planInput) (*planReport, error) {
 				rows[key(n)] = p
 			}
 			p.Addr = n.Addr // the address after the change, when the node stays
-			s := &planSide{Addr: n.Addr, Weight: n.Weight, Share: share(n), Ideal: float64(n.Weight) / float64(total)}
+			s := &planSide{Addr: n.Addr, Weight: n.Weight, Share: share(n), Ideal: n.Weight / total}
 			if n.Name != p.Name {
 				s.Name = n.Name
 			}

@@ -472,7 +472,7 @@ func writeTopology(w io.Writer, from string, t *topology.Topology, now time.Time
 		if name == "" {
 			name = n.Addr
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t\n", name, n.Addr, max(n.Weight, 1))
+		fmt.Fprintf(tw, "%s\t%s\t%g\t\n", name, n.Addr, max(n.Weight, 1))
 	}
 	tw.Flush()
 	if m := t.Migration; m != nil {

@@ -64,9 +64,9 @@ type fileTopology struct {
 // fileNode is a node as a file writes it; a missing weight is 1, and an
 // explicit one must be 1 or more.
 type fileNode struct {
-	Name   string `json:"name,omitempty" yaml:"name,omitempty"`
-	Addr   string `json:"addr" yaml:"addr"`
-	Weight *int   `json:"weight,omitempty" yaml:"weight,omitempty"`
+	Name   string   `json:"name,omitempty" yaml:"name,omitempty"`
+	Addr   string   `json:"addr" yaml:"addr"`
+	Weight *float64 `json:"weight,omitempty" yaml:"weight,omitempty"`
 }
 
 // fileMigration is a Migration as a file writes it: Start in RFC 3339,
@@ -140,7 +140,8 @@ func Parse(data []byte, f Format) (*topology.Topology, error) {
 	return t, nil
 }
 
-// fromFile converts a file's nodes, refusing an explicit weight below 1.
+// fromFile converts a file's nodes, refusing an explicit weight that is not
+// positive (fractional weights, such as 1.05, are fine: see ring.Node).
 func fromFile(list []fileNode) ([]ring.Node, error) {
 	if len(list) == 0 {
 		return nil, topology.ErrNoNodes
@@ -149,8 +150,8 @@ func fromFile(list []fileNode) ([]ring.Node, error) {
 	for i, f := range list {
 		nodes[i] = ring.Node{Name: f.Name, Addr: f.Addr, Weight: 1}
 		if f.Weight != nil {
-			if *f.Weight < 1 {
-				return nil, fmt.Errorf("%w: node %d: weight %d: want a whole number >= 1", topology.ErrBadWeight, i+1, *f.Weight)
+			if !(*f.Weight > 0) {
+				return nil, fmt.Errorf("%w: node %d: weight %v: want a number above 0", topology.ErrBadWeight, i+1, *f.Weight)
 			}
 			nodes[i].Weight = *f.Weight
 		}

@@ -68,7 +68,7 @@ func formatNodes(nodes []ring.Node) string {
 		if n.Name != "" && n.Name != n.Addr {
 			items[i] = n.Name + "=" + items[i]
 		}
-		if n.Weight > 1 {
+		if n.Weight != 0 && n.Weight != 1 {
 			items[i] += fmt.Sprintf("*%g", n.Weight)
 		}
 	}

@@ -25,7 +25,7 @@ migration:
   window: 1h
 `), topofile.YAML)
 	fmt.Println(t.Version, t.Nodes, t.Migration.Start, t.Migration.Window, err)
-	// Output: 8 [{a cache-a:11211 1} {d cache-d:11211 2}] 2026-05-01 10:00:00 +0000 UTC 1h0m0s <nil>
+	// Output: 8 [{a cache-a:11211 1 } {d cache-d:11211 2 }] 2026-05-01 10:00:00 +0000 UTC 1h0m0s <nil>
 }
 
 // Parse refuses what it cannot read exactly: a misspelt field, a padded
@@ -61,6 +61,6 @@ func ExampleSource() {
 	for range updates { // closed once the watch has stopped
 	}
 	// Output:
-	// [{a cache-a:11211 1}] <nil>
-	// [{a cache-a:11211 1} {b cache-b:11211 1}] <nil>
+	// [{a cache-a:11211 1 }] <nil>
+	// [{a cache-a:11211 1 } {b cache-b:11211 1 }] <nil>
 }

@@ -1,36 +1,3 @@
-// Package client is a sharded cache client: it spreads keys over many Redis
-// or Memcached nodes with a consistent-hash ring, and keeps the hit rate when
-// nodes are added, removed or re-weighted.
-//
-// Its API is its own, not go-redis's or gomemcache's: values are []byte, a
-// miss is ErrCacheMiss, TTLs are time.Duration, and call sites written for
-// either library change. For code that keeps gomemcache's method set and
-// types, use package compat/gomemcache; for go-redis's *redis.Ring,
-// compat/goredis. Both are built on this package.
-//
-// Every operation locates its key on the ring and goes to that node's pool;
-// multi-key operations send one round trip per node, in parallel. Reshard
-// starts a dual-ring migration (package migration): for one window, reads
-// fall back to the old owner and backfill the new one, and writes and deletes
-// reach both; Sweep copies every moved key to its new owner meanwhile, so a
-// resharding moves keys without losing them, those without expiry included,
-// and the window need only cover the rollout and the sweep.
-//
-//	c, err := client.New(client.Options{
-//		Backend: client.Redis,
-//		Nodes: []ring.Node{
-//			{Name: "a", Addr: "10.0.0.1:6379"},
-//			{Name: "b", Addr: "10.0.0.2:6379", Weight: 2},
-//		},
-//	})
-//	if err != nil { ... }
-//	defer c.Close()
-//	err = c.Set(ctx, "user:42", []byte("Ada"), time.Hour)
-//	v, err := c.Get(ctx, "user:42") // errors.Is(err, client.ErrCacheMiss) on a miss
-//
-// GetOrLoad and GetMultiOrLoad read through the cache to a loader (the
-// database), one load per key however many callers miss at once, with
-// negative caching, leases across processes and a load limit (load.go).
 package client
 
 import (

@@ -1,0 +1,120 @@
+// Package client is a sharded cache client: it spreads keys over many Redis
+// or Memcached nodes with a consistent-hash ring, and keeps the hit rate when
+// nodes are added, removed or re-weighted.
+//
+// Its API is its own, not go-redis's or gomemcache's: values are []byte, a
+// miss is ErrCacheMiss, TTLs are time.Duration, and call sites written for
+// either library change. For code that keeps gomemcache's method set and
+// types, use package compat/gomemcache; for go-redis's *redis.Ring,
+// compat/goredis. Both are built on this package.
+//
+//	c, err := client.New(client.Options{
+//		Backend: client.Redis,
+//		Nodes: []ring.Node{
+//			{Name: "a", Addr: "10.0.0.1:6379"},
+//			{Name: "b", Addr: "10.0.0.2:6379", Weight: 2},
+//		},
+//	})
+//	if err != nil { ... }
+//	defer c.Close()
+//	err = c.Set(ctx, "user:42", []byte("Ada"), time.Hour)
+//	v, err := c.Get(ctx, "user:42") // errors.Is(err, client.ErrCacheMiss) on a miss
+//
+// # Nodes and connections
+//
+// Every operation locates its key on the ring and goes to that node's
+// client, one per physical node, shared by both placements during a
+// migration. A node sees at most Options.PoolSize connections from a
+// client, whatever the mix of calls and options: a call that finds them all
+// busy waits for one, within its context. A Redis node is one go-redis
+// client, whose hooks see every command the client sends it (Client.Redis
+// hands it out); a Memcached node speaks the protocol itself, in package
+// internal/wire/memcache (gomemcache is the vocabulary of compat/gomemcache
+// only). The client makes its go-redis clients print nothing of their failed
+// dials, which reach the caller as errors and Health, and leaves go-redis's
+// process-wide logger alone.
+//
+// Every call is bounded by its context and by the node's DialTimeout,
+// ReadTimeout and WriteTimeout, on the caller's goroutine; a nil context is
+// ErrNilContext.
+//
+// # Multi-key operations
+//
+// GetMulti sends one request per node, a Memcached "gets" or a Redis MGET,
+// all written before any answer is read on the caller's goroutine, so that
+// the servers work in parallel without a goroutine per node. A Redis node's
+// MGET goes over connections of the node's own (in the same PoolSize) until
+// its go-redis client is handed out, by Client.Redis or by a NewRedisClient
+// hook: from then on through that client, so that any hook added to it
+// sees it. Every answer is due one ReadTimeout after its request was sent,
+// however many nodes are slow; one read late because a slower node's was
+// read first has more time for as long as it brings bytes. The values of
+// one node's answer may share a buffer (up to 64 KiB): a value kept keeps
+// it alive, so copy the few kept for long. When a node fails, the hits of
+// the others are returned with an error that joins one *NodeError per
+// failed node. SetMulti and DeleteMulti send one round trip per node, in
+// parallel.
+//
+// # Resharding
+//
+// Reshard starts a dual-ring migration (package migration): for one window,
+// reads fall back to the old owner and backfill the new one, writes and
+// deletes reach both; Sweep copies every moved key to its new owner
+// meanwhile, with its type and remaining TTL, so a resharding moves keys
+// without losing them, those without expiry included, and the window need
+// only cover the rollout and the sweep. Options.MigrateFrom resumes a
+// migration in a process started during its window. A copy never
+// overwrites a value the new owner got meanwhile (add, SET NX, RESTORE
+// without REPLACE), and is confirmed against its source, so that a key
+// deleted meanwhile stays deleted. Incr and Touch bring their key over
+// first, synchronously.
+//
+// # Node failures
+//
+// Options.FailureThreshold connection-level failures of a node in a row (a
+// refused or timed-out dial, an i/o timeout, a reset, a connection closed
+// mid-reply) mark it down: its calls then fail at once, without touching
+// the network, with a *NodeError whose cause is ErrNodeDown, until a
+// background probe (Redis PING, Memcached "version") gets an answer. A
+// miss, an error reply, or the caller's context ending never counts against
+// a node. With Options.FailOpen a down node's keys read as misses (the
+// application then loads from its database) and writes to it are dropped,
+// counted in Health; Delete, DeleteMulti and Incr still fail, since a
+// dropped delete would let a stale value come back with the node. Keys are
+// never sent to another node.
+//
+// # Loading
+//
+// GetOrLoad and GetMultiOrLoad read through the cache to a loader (the
+// database): one load per key however many callers miss at once in a
+// process (singleflight), negative caching (Options.NegativeTTL), a cap on
+// loads (Options.LoadLimit), and with Options.Lease one load per key for
+// the whole fleet: the process that misses first takes a lease on the key,
+// in the cache, and the others re-read the key every LeaseRetry until the
+// value lands or the lease expires. A value loaded under a lease that was
+// lost (a Delete cleared it, or it expired) is not stored. On Redis the
+// store is one Lua script, atomic; on Memcached it is a set, a check of the
+// lease and, if it was lost, a delete, so for one round trip a reader can
+// see a value that is then withdrawn. Every process must agree on Lease: a
+// Delete without it clears no lease.
+//
+// # Auto-pipelining and the near cache
+//
+// With Options.AutoPipeline, concurrent callers share round trips. On Redis
+// each node's single-key commands go through go-redis's auto-pipeliner on
+// the node's own client (EXPERIMENTAL in go-redis; this module pins
+// v9.23.0): while a batch is on the wire, the commands that arrive wait and
+// go together in the next, GetMulti's MGETs too. On Memcached the Gets that
+// arrive while one is in flight go together as one multi-get. Neither has a
+// timer: a call that finds none other under way to its node is sent at
+// once. A queued caller whose context ends returns at once, but its command
+// may still run.
+//
+// With Options.NearCache, hot Redis keys are answered from process memory:
+// go-redis's client-side caching (RESP3 CLIENT TRACKING) on each node's
+// client. A write by any client invalidates the copy (within
+// NearCache.DrainInterval while the connection is idle); this client's own
+// writes drop it at once; MaxAge bounds any copy's life; copies come only
+// from a key's current owner; a node held down serves none. Near hits are
+// counted in NearCacheStats, not in Stats.
+package client

@@ -39,7 +39,7 @@ func (c *Client) get(ctx context.Context, cmd string, exptime int32, key string)
 		writeRetrieval(call.W, cmd, exptime, keys[:])
 		found := 0
 		if err = call.Flush(); err == nil {
-			found, err = readGets(call.Conn, keys[:], out[:])
+			found, err = readGets(call.R, keys[:], out[:])
 		}
 		if err != nil && found == 0 && !retried && call.Pooled() && wire.ClosedByPeer(err) && ctx.Err() == nil {
 			call.Abandon()
@@ -76,12 +76,14 @@ func writeRetrieval(w *bufio.Writer, cmd string, exptime int32, keys []string) {
 // readGets reads the answer to a retrieval of keys: a "VALUE <key>
 // <flags> <bytes> <cas>" line and the value for every key present, then
 // "END". It fills out[i] for keys[i] and returns the number of keys found,
-// even beside an error. Values are cut from one arena.
-func readGets(c *wire.Conn, keys []string, out []wire.Answer) (int, error) {
+// even beside an error. Values are cut from one arena; out is cleared
+// first.
+func readGets(r *bufio.Reader, keys []string, out []wire.Answer) (int, error) {
+	clear(out)
 	a := wire.NewArena(len(keys))
 	found, next := 0, 0
 	for {
-		l, err := c.Line()
+		l, err := line(r)
 		if err != nil {
 			return found, err
 		}
@@ -102,7 +104,7 @@ func readGets(c *wire.Conn, keys []string, out []wire.Answer) (int, error) {
 		if i >= next {
 			next = i + 1
 		}
-		val, err := a.Read(c.R, v.Size)
+		val, err := a.Read(r, v.Size)
 		if err != nil {
 			return found, fmt.Errorf("memcached gets: value of %q: %w", truncKey(keys[i]), err)
 		}
@@ -144,14 +146,15 @@ type gets struct{}
 func (gets) WriteMulti(w *bufio.Writer, keys []string) { writeRetrieval(w, "gets", 0, keys) }
 
 func (gets) ReadMulti(c *wire.Conn, keys []string, out []wire.Answer) (int, error) {
-	return readGets(c, keys, out)
+	return readGets(c.R, keys, out)
 }
 
 // Gets is the multi-get "gets <keys...>" as a wire.Multi, for the
 // pool's Send, SendIdle and TrySend; its keys must pass CheckKey.
 var Gets wire.Multi = gets{}
 
-// Pending is a multi-get sent, its answer not yet read.
+// Pending is a multi-get sent, its answer not yet read: a value, to be
+// received once.
 type Pending struct {
 	p   *wire.Pending
 	err error // a key refused before the send
@@ -161,42 +164,42 @@ type Pending struct {
 // a connection as Get does: a caller sends to every server first, then
 // receives each answer in turn (Pending.Recv). Every Pending must be
 // received. A malformed key fails Recv, and nothing is sent.
-func (c *Client) Send(ctx context.Context, keys []string) *Pending {
+func (c *Client) Send(ctx context.Context, keys []string) Pending {
 	if err := checkKeys(keys); err != nil {
-		return &Pending{err: err}
+		return Pending{err: err}
 	}
-	return &Pending{p: c.pool.Send(ctx, Gets, keys)}
+	return Pending{p: c.pool.Send(ctx, Gets, keys)}
 }
 
 // SendIdle is Send on an idle connection; false, nothing sent, when the
 // pool has none.
-func (c *Client) SendIdle(ctx context.Context, keys []string) (*Pending, bool) {
+func (c *Client) SendIdle(ctx context.Context, keys []string) (Pending, bool) {
 	if err := checkKeys(keys); err != nil {
-		return &Pending{err: err}, true
+		return Pending{err: err}, true
 	}
 	p, ok := c.pool.SendIdle(ctx, Gets, keys)
 	if !ok {
-		return nil, false
+		return Pending{}, false
 	}
-	return &Pending{p: p}, true
+	return Pending{p: p}, true
 }
 
 // TrySend is Send without waiting: false, nothing sent, when every
 // connection of the budget is busy.
-func (c *Client) TrySend(ctx context.Context, keys []string) (*Pending, bool) {
+func (c *Client) TrySend(ctx context.Context, keys []string) (Pending, bool) {
 	if err := checkKeys(keys); err != nil {
-		return &Pending{err: err}, true
+		return Pending{err: err}, true
 	}
 	p, ok := c.pool.TrySend(ctx, Gets, keys)
 	if !ok {
-		return nil, false
+		return Pending{}, false
 	}
-	return &Pending{p: p}, true
+	return Pending{p: p}, true
 }
 
 // Recv reads the answer into out, one Answer per key in order, and
 // returns how many were found (see wire.Pending.Recv for its time).
-func (g *Pending) Recv(out []wire.Answer) (int, error) {
+func (g Pending) Recv(out []wire.Answer) (int, error) {
 	if g.err != nil {
 		return 0, g.err
 	}

@@ -320,8 +320,8 @@ func metaLineErr(cmd MetaCmd, l []byte) error {
 }
 
 // readMeta reads one answer to cmd into r, its value cut from a.
-func readMeta(c *wire.Conn, cmd MetaCmd, r *MetaResult, a *wire.Arena) error {
-	l, err := c.Line()
+func readMeta(br *bufio.Reader, cmd MetaCmd, r *MetaResult, a *wire.Arena) error {
+	l, err := line(br)
 	if err != nil {
 		return err
 	}
@@ -330,7 +330,7 @@ func readMeta(c *wire.Conn, cmd MetaCmd, r *MetaResult, a *wire.Arena) error {
 		return err
 	}
 	if size >= 0 {
-		if r.Value, err = a.Read(c.R, size); err != nil {
+		if r.Value, err = a.Read(br, size); err != nil {
 			return fmt.Errorf("memcached %v: value: %w", cmd, err)
 		}
 	}
@@ -462,9 +462,9 @@ func (c *Client) Meta(ctx context.Context, reqs []Meta, out []MetaResult) error 
 	if err = call.Flush(); err == nil {
 		a := wire.NewArena(sent)
 		if quiet {
-			complete, err = readQuiet(call.Conn, reqs, out, &a)
+			complete, err = readQuiet(call.R, reqs, out, &a)
 		} else {
-			err = readInOrder(call.Conn, reqs, out, &a)
+			err = readInOrder(call.R, reqs, out, &a)
 			complete = err == nil
 		}
 	}
@@ -473,7 +473,7 @@ func (c *Client) Meta(ctx context.Context, reqs []Meta, out []MetaResult) error 
 }
 
 // readInOrder reads one answer per request sent, in order.
-func readInOrder(c *wire.Conn, reqs []Meta, out []MetaResult, a *wire.Arena) error {
+func readInOrder(c *bufio.Reader, reqs []Meta, out []MetaResult, a *wire.Arena) error {
 	for i := range reqs {
 		if out[i].Err != nil {
 			continue
@@ -492,7 +492,7 @@ func readInOrder(c *wire.Conn, reqs []Meta, out []MetaResult, a *wire.Arena) err
 
 // readQuiet reads the answers of a quiet pipeline, tagged with their
 // requests' indexes, to the mn's MN; complete when it got there.
-func readQuiet(conn *wire.Conn, reqs []Meta, out []MetaResult, a *wire.Arena) (complete bool, err error) {
+func readQuiet(conn *bufio.Reader, reqs []Meta, out []MetaResult, a *wire.Arena) (complete bool, err error) {
 	data := false
 	for i := range reqs {
 		data = data || reqs[i].Cmd == MetaSet
@@ -590,7 +590,7 @@ func (c *Client) GetTTL(ctx context.Context, keys []string, out []TTLAnswer) (in
 			a := wire.NewArena(len(keys))
 			for i := range keys {
 				var r MetaResult
-				if err = readMeta(call.Conn, MetaGet, &r, &a); err != nil {
+				if err = readMeta(call.R, MetaGet, &r, &a); err != nil {
 					break
 				}
 				answered++

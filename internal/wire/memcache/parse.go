@@ -1,6 +1,7 @@
 package memcache
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 
@@ -147,4 +148,14 @@ func badLine(cmd string, l []byte) error {
 		l = l[:max]
 	}
 	return fmt.Errorf("%w: memcached %s: bad line %q", errProtocol, cmd, l)
+}
+
+// line reads one line from r without its CR LF; the slice is valid until
+// the next read.
+func line(r *bufio.Reader) ([]byte, error) {
+	l, err := r.ReadSlice('\n')
+	if err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(l, "\r\n"), nil
 }

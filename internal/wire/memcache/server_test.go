@@ -21,6 +21,9 @@ func realClient(t *testing.T, cfg Config) (*Client, *testserver.Server) {
 	t.Helper()
 	s := testserver.Memcached(t, 1)[0]
 	cfg.Addr = s.Addr
+	if cfg.ReadTimeout == 0 { // a busy machine's scheduling is not under test
+		cfg.DialTimeout, cfg.ReadTimeout, cfg.WriteTimeout = 5*time.Second, 5*time.Second, 5*time.Second
+	}
 	c := New(cfg)
 	t.Cleanup(func() { c.Close() })
 	return c, s
@@ -444,5 +447,26 @@ func TestMetadumpBusy(t *testing.T) {
 	}
 	if err := <-drained; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGetAllocations: a Get's one allocation is its value, with a context
+// that cannot be cancelled; a multi-get's values come from one arena.
+func TestGetAllocations(t *testing.T) {
+	c, _ := realClient(t, Config{})
+	ctx := context.Background()
+	keys := make([]string, 20)
+	for i := range keys {
+		keys[i] = "alloc:" + strconv.Itoa(i)
+		if err := c.Store(ctx, Set, Item{Key: keys[i], Value: []byte("a value of some bytes")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { c.Get(ctx, keys[0]) }); n != 1 {
+		t.Errorf("Get: %v allocations, want 1 (the value)", n)
+	}
+	out := make([]wire.Answer, len(keys))
+	if n := testing.AllocsPerRun(100, func() { c.GetMulti(ctx, keys, out) }); n > 2 {
+		t.Errorf("GetMulti of %d keys: %v allocations, want at most 2 (the Pending, one arena)", len(keys), n)
 	}
 }

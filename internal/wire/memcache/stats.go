@@ -1,6 +1,7 @@
 package memcache
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -36,7 +37,7 @@ func (c *Client) Stats(ctx context.Context, args string) (map[string]string, err
 	call.W.WriteString("\r\n")
 	m := map[string]string{}
 	if err = call.Flush(); err == nil {
-		err = readStats(call.Conn.Line, cmd, func(name, value []byte) { m[string(name)] = string(value) })
+		err = readStats(call.R, cmd, func(name, value []byte) { m[string(name)] = string(value) })
 	}
 	if err = end(call, err, false); err != nil {
 		return nil, err
@@ -45,9 +46,9 @@ func (c *Client) Stats(ctx context.Context, args string) (map[string]string, err
 }
 
 // readStats reads "STAT" lines to "END", calling fn with each.
-func readStats(line func() ([]byte, error), cmd string, fn func(name, value []byte)) error {
+func readStats(r *bufio.Reader, cmd string, fn func(name, value []byte)) error {
 	for {
-		l, err := line()
+		l, err := line(r)
 		if err != nil {
 			return err
 		}
@@ -101,8 +102,8 @@ func (c *Client) Usage(ctx context.Context) (Usage, error) {
 		}
 	}
 	if err = call.Flush(); err == nil {
-		if err = readStats(call.Conn.Line, "stats", parse(stats)); err == nil {
-			err = readStats(call.Conn.Line, "stats settings", parse(settings))
+		if err = readStats(call.R, "stats", parse(stats)); err == nil {
+			err = readStats(call.R, "stats settings", parse(settings))
 		}
 	}
 	if err = end(call, err, false); err != nil {

@@ -165,6 +165,9 @@ type Pending struct {
 // receives each answer in turn (Pending.Recv). Every Pending must be
 // received. A malformed key fails Recv, and nothing is sent.
 func (c *Client) Send(ctx context.Context, keys []string) Pending {
+	if len(keys) == 0 {
+		return Pending{} // nothing to ask
+	}
 	if err := checkKeys(keys); err != nil {
 		return Pending{err: err}
 	}
@@ -200,7 +203,7 @@ func (c *Client) TrySend(ctx context.Context, keys []string) (Pending, bool) {
 // Recv reads the answer into out, one Answer per key in order, and
 // returns how many were found (see wire.Pending.Recv for its time).
 func (g Pending) Recv(out []wire.Answer) (int, error) {
-	if g.err != nil {
+	if g.err != nil || g.p == nil {
 		return 0, g.err
 	}
 	return g.p.Recv(out)

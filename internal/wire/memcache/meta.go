@@ -572,7 +572,7 @@ func (c *Client) GetTTL(ctx context.Context, keys []string, out []TTLAnswer) (in
 	if err := c.noMeta(MetaGet); err != nil {
 		return 0, err
 	}
-	if err := checkKeys(keys); err != nil {
+	if err := checkKeys(keys); err != nil || len(keys) == 0 {
 		return 0, err
 	}
 	for retried := false; ; retried = true {

@@ -69,17 +69,15 @@ func (e *ServerError) Is(target error) bool { return e.is != nil && target == e.
 // parseError returns the error line l means, and whether l is one: ERROR,
 // CLIENT_ERROR ... or SERVER_ERROR ... .
 func parseError(cmd string, l []byte) (*ServerError, bool) {
+	word, rest := nextField(l) // the kind, then the server's text, if any
 	var kind string
-	var rest []byte
-	switch {
-	case bytes.Equal(l, []byte("ERROR")):
+	switch string(word) {
+	case "ERROR":
 		kind = "ERROR"
-	case bytes.HasPrefix(l, []byte("ERROR ")):
-		kind, rest = "ERROR", l[6:]
-	case bytes.HasPrefix(l, []byte("CLIENT_ERROR")):
-		kind, rest = "CLIENT_ERROR", bytes.TrimPrefix(l[12:], []byte(" "))
-	case bytes.HasPrefix(l, []byte("SERVER_ERROR")):
-		kind, rest = "SERVER_ERROR", bytes.TrimPrefix(l[12:], []byte(" "))
+	case "CLIENT_ERROR":
+		kind = "CLIENT_ERROR"
+	case "SERVER_ERROR":
+		kind = "SERVER_ERROR"
 	default:
 		return nil, false
 	}

@@ -380,3 +380,43 @@ func TestMetadumpRefused(t *testing.T) {
 		t.Errorf("Get after the refusal: %v, %d dials", err, d.Pool().Stats().Dials)
 	}
 }
+
+// TestValueLimitLearned: the item limit is read once from "stats
+// settings", CAS ids counted only when the server has them; a server that
+// refuses the command (a proxy) is taken to have memcached's default.
+func TestValueLimitLearned(t *testing.T) {
+	for _, tc := range []struct {
+		name, settings string
+		want           int64
+	}{
+		{"2 MiB without CAS", "STAT item_size_max 2097152\r\nSTAT cas_enabled no\r\nEND\r\n", 2<<20 - 48 - 2 - 2},
+		{"no stats settings", "ERROR\r\n", 1<<20 - 48 - 2 - 2 - 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var asked atomic.Int32
+			c := fakeClient(t, wire.Config{}, func(_ int, r *bufio.Reader, w io.Writer) {
+				for {
+					l, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if l == "stats settings\r\n" {
+						asked.Add(1)
+						io.WriteString(w, tc.settings)
+					}
+				}
+			})
+			for range 3 {
+				if max, err := c.MaxValue(context.Background(), "k", 0); err != nil || max != tc.want {
+					t.Fatalf("MaxValue = %d, %v; want %d", max, err, tc.want)
+				}
+			}
+			if asked.Load() != 1 {
+				t.Errorf("stats settings asked %d times, want once", asked.Load())
+			}
+			if err := c.CheckValue(context.Background(), "k", 0, int(tc.want)+1); !errors.Is(err, ErrValueTooLarge) {
+				t.Errorf("one byte more: %v", err)
+			}
+		})
+	}
+}

@@ -140,7 +140,8 @@ func truncLine(l []byte) []byte {
 	return l
 }
 
-// gets is the wire.Multi of "gets <keys...>".
+// gets is the wire.Multi of "gets <keys...>", for the pool's Send,
+// SendIdle and TrySend; its keys must pass CheckKey first.
 type gets struct{}
 
 func (gets) WriteMulti(w *bufio.Writer, keys []string) { writeRetrieval(w, "gets", 0, keys) }
@@ -148,10 +149,6 @@ func (gets) WriteMulti(w *bufio.Writer, keys []string) { writeRetrieval(w, "gets
 func (gets) ReadMulti(c *wire.Conn, keys []string, out []wire.Answer) (int, error) {
 	return readGets(c.R, keys, out)
 }
-
-// Gets is the multi-get "gets <keys...>" as a wire.Multi, for the
-// pool's Send, SendIdle and TrySend; its keys must pass CheckKey.
-var Gets wire.Multi = gets{}
 
 // Pending is a multi-get sent, its answer not yet read: a value, to be
 // received once.
@@ -171,7 +168,7 @@ func (c *Client) Send(ctx context.Context, keys []string) Pending {
 	if err := checkKeys(keys); err != nil {
 		return Pending{err: err}
 	}
-	return Pending{p: c.pool.Send(ctx, Gets, keys)}
+	return Pending{p: c.pool.Send(ctx, gets{}, keys)}
 }
 
 // SendIdle is Send on an idle connection; false, nothing sent, when the
@@ -180,7 +177,7 @@ func (c *Client) SendIdle(ctx context.Context, keys []string) (Pending, bool) {
 	if err := checkKeys(keys); err != nil {
 		return Pending{err: err}, true
 	}
-	p, ok := c.pool.SendIdle(ctx, Gets, keys)
+	p, ok := c.pool.SendIdle(ctx, gets{}, keys)
 	if !ok {
 		return Pending{}, false
 	}
@@ -193,7 +190,7 @@ func (c *Client) TrySend(ctx context.Context, keys []string) (Pending, bool) {
 	if err := checkKeys(keys); err != nil {
 		return Pending{err: err}, true
 	}
-	p, ok := c.pool.TrySend(ctx, Gets, keys)
+	p, ok := c.pool.TrySend(ctx, gets{}, keys)
 	if !ok {
 		return Pending{}, false
 	}

@@ -236,7 +236,7 @@ func (c *Client) learnLimit(ctx context.Context) (int64, error) {
 	}
 	m, err := c.Stats(ctx, "settings")
 	if err != nil {
-		if _, ok := err.(*ServerError); !ok {
+		if se, ok := err.(*ServerError); !ok || se.is == ErrAuth {
 			return 0, err
 		}
 		m = nil // a server without stats settings

@@ -650,3 +650,27 @@ func TestAuthAndTLS(t *testing.T) {
 		t.Errorf("an unknown certificate: %v; want node.ErrAuth", err)
 	}
 }
+
+// TestGetAllocations: a Get through the node makes one allocation, its
+// value, with a context that cannot be cancelled; a multi-get's values
+// come from one arena.
+func TestGetAllocations(t *testing.T) {
+	s := testserver.Memcached(t, 1)[0]
+	n := New(Config{Addr: s.Addr, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
+	defer n.Close()
+	ctx := context.Background()
+	keys := make([]string, 20)
+	for i := range keys {
+		keys[i] = "alloc:" + strconv.Itoa(i)
+		if err := n.Set(ctx, keys[i], []byte("a value of some bytes"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := testing.AllocsPerRun(100, func() { n.Get(ctx, keys[0]) }); a != 1 {
+		t.Errorf("Get: %v allocations, want 1 (the value)", a)
+	}
+	out := make([]node.Answer, len(keys))
+	if a := testing.AllocsPerRun(100, func() { n.Send(ctx, keys).Recv(out) }); a > 3 {
+		t.Errorf("Send and Recv of %d keys: %v allocations, want 3 (the two Pendings, one arena)", len(keys), a)
+	}
+}

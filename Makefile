@@ -47,6 +47,12 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzNew$$' -fuzztime $(FUZZTIME) ./ring/
 	$(GO) test -run '^$$' -fuzz '^FuzzCheckKey$$' -fuzztime $(FUZZTIME) ./client/
 	$(GO) test -run '^$$' -fuzz '^FuzzMultiSplit$$' -fuzztime $(FUZZTIME) ./client/
+	$(GO) test -run '^$$' -fuzz '^FuzzValueLine$$' -fuzztime $(FUZZTIME) ./internal/wire/memcache/
+	$(GO) test -run '^$$' -fuzz '^FuzzGetsAnswer$$' -fuzztime $(FUZZTIME) ./internal/wire/memcache/
+	$(GO) test -run '^$$' -fuzz '^FuzzMetaAnswer$$' -fuzztime $(FUZZTIME) ./internal/wire/memcache/
+	$(GO) test -run '^$$' -fuzz '^FuzzMetadumpLine$$' -fuzztime $(FUZZTIME) ./internal/wire/memcache/
+	$(GO) test -run '^$$' -fuzz '^FuzzStats$$' -fuzztime $(FUZZTIME) ./internal/wire/memcache/
+	$(GO) test -run '^$$' -fuzz '^FuzzStorageReply$$' -fuzztime $(FUZZTIME) ./internal/wire/memcache/
 
 simulate:
 	$(GO) run ./cmd/shardcache simulate

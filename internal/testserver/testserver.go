@@ -109,6 +109,13 @@ func Redis(t testing.TB, n int) []*Server {
 // Memcached starts n memcached processes with 64 MiB of memory each.
 func Memcached(t testing.TB, n int) []*Server {
 	t.Helper()
+	return MemcachedArgs(t, n)
+}
+
+// MemcachedArgs starts n memcached processes as Memcached does, with extra
+// arguments after its own: "-m", "1024" gives each 1 GiB instead.
+func MemcachedArgs(t testing.TB, n int, extra ...string) []*Server {
+	t.Helper()
 	bin := binary(t, "memcached")
 	servers := make([]*Server, n)
 	for i := range servers {
@@ -118,7 +125,7 @@ func Memcached(t testing.TB, n int) []*Server {
 				// memcached refuses to run as root unless told to.
 				args = append(args, "-u", "root")
 			}
-			return args
+			return append(args, extra...)
 		}, probeMemcached)
 	}
 	return servers

@@ -31,6 +31,9 @@ type Conn struct {
 	// sending.
 	late    atomic.Bool
 	lateEnd time.Time
+	// call is the connection's call under way: a connection has one at a
+	// time, and Begin reuses it rather than allocating one per call.
+	call Call
 }
 
 func newConn(nc net.Conn, p *Pool) *Conn {
@@ -81,7 +84,8 @@ func (c *Conn) Line() ([]byte, error) {
 
 // Call is a call under way on one connection of a pool, from Begin to End:
 // bounded by its context (an AfterFunc expires the connection's deadline
-// when the context ends) and by the pool's timeouts.
+// when the context ends) and by the pool's timeouts. It is valid until End
+// or Abandon: the connection's next call reuses it.
 type Call struct {
 	*Conn
 	ctx  context.Context
@@ -113,7 +117,8 @@ func (p *Pool) TryBegin(ctx context.Context) (*Call, error) {
 }
 
 func (p *Pool) begin(ctx context.Context, c *Conn) *Call {
-	call := &Call{Conn: c, ctx: ctx}
+	call := &c.call
+	*call = Call{Conn: c, ctx: ctx}
 	c.SetWriteDeadline(deadlineIn(ctx, p.cfg.WriteTimeout))
 	c.SetReadDeadline(deadlineIn(ctx, p.cfg.WriteTimeout+p.cfg.ReadTimeout))
 	if ctx.Done() != nil {

@@ -87,7 +87,8 @@ func (p *Pool) TrySend(ctx context.Context, m Multi, keys []string) (*Pending, b
 }
 
 func (p *Pool) send(ctx context.Context, c *Conn, m Multi, keys []string) *Pending {
-	g := &Pending{c: &Call{Conn: c, ctx: ctx}, p: p, m: m, keys: keys}
+	c.call = Call{Conn: c, ctx: ctx}
+	g := &Pending{c: &c.call, p: p, m: m, keys: keys}
 	c.SetWriteDeadline(deadlineIn(ctx, p.cfg.WriteTimeout))
 	m.WriteMulti(c.W, keys)
 	if err := c.W.Flush(); err != nil {

@@ -1,0 +1,122 @@
+package mcnode
+
+import (
+	"bytes"
+	"context"
+	"time"
+
+	"github.com/shardcache/shardcache/internal/node"
+)
+
+// The sweep on Memcached: lru_crawler metadump lists the keys with their
+// absolute expiry, streamed; mg reads each one's value, flags and
+// remaining TTL (a multi-get and the listing's expiry where the server has
+// no mg); add writes it only where absent, with that TTL.
+
+// DefaultPage is Scan's page when n is not positive.
+const DefaultPage = 100
+
+// Scan lists the node's keys that start with prefix, n at a time, calling
+// fn with each page as the listing streams (memcache.Client.Metadump):
+// the node's memory for it does not grow with the node. Each item has its
+// key and the listing's TTL (TTLKnown). The listing is observed as one
+// OpSweep; fn's own error ends it, and is returned, but is no outcome of
+// the node's. While fn runs, the node's crawler waits (see Metadump).
+func (n *Node) Scan(ctx context.Context, prefix string, count int, fn func(page []node.Item) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if count <= 0 {
+		count = DefaultPage
+	}
+	var fnErr error
+	page := make([]node.Item, 0, count)
+	now := time.Now() // per page: a listing that waits for fn must not age its TTLs
+	flush := func() error {
+		if len(page) == 0 {
+			return nil
+		}
+		fnErr = fn(page)
+		page, now = make([]node.Item, 0, count), time.Now()
+		return fnErr
+	}
+	pfx := []byte(prefix)
+	start := n.obs.Begin()
+	err := n.mc.Metadump(ctx, func(key []byte, exp int64) error {
+		if !bytes.HasPrefix(key, pfx) {
+			return nil
+		}
+		it := node.Item{Key: string(key), TTLKnown: true}
+		if exp >= 0 {
+			if it.TTL = time.Unix(exp, 0).Sub(now); it.TTL <= 0 {
+				it.TTL = time.Millisecond // expiring: the read will tell
+			}
+		}
+		page = append(page, it)
+		if len(page) == count {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if fnErr != nil {
+		n.obs.Done(ctx, node.OpSweep, start, nil)
+		return fnErr
+	}
+	err = nodeErr(err)
+	n.obs.Done(ctx, node.OpSweep, start, err)
+	return err
+}
+
+// Dump reads the keys' values, flags and remaining TTLs in one round trip
+// (GetMulti with TTLs: mg); where the server has no meta commands, a key
+// found gets the TTL its listing gave (keys[i].TTL).
+func (n *Node) Dump(ctx context.Context, keys []node.Item) ([]node.Item, error) {
+	names := make([]string, len(keys))
+	for i := range keys {
+		names[i] = keys[i].Key
+	}
+	got, err := n.GetMulti(ctx, names, true)
+	if err != nil {
+		return nil, err
+	}
+	for i := range got {
+		if got[i].Found && !got[i].TTLKnown {
+			got[i].TTL, got[i].TTLKnown = keys[i].TTL, true
+		}
+	}
+	return got, nil
+}
+
+// Restore adds each dumped item where its key is absent, with its flags
+// and TTL, in one round trip of pipelined adds (observed as OpAddMulti).
+func (n *Node) Restore(ctx context.Context, items []node.Item) ([]bool, error) {
+	return n.AddMulti(ctx, items)
+}
+
+// Exists reports which keys the node holds: a multi-get (OpGetMulti).
+func (n *Node) Exists(ctx context.Context, keys []string) ([]bool, error) {
+	items, err := n.GetMulti(ctx, keys, false)
+	if err != nil {
+		return nil, err
+	}
+	found := make([]bool, len(items))
+	for i := range items {
+		found[i] = items[i].Found
+	}
+	return found, nil
+}
+
+// Size is the node's curr_items (stats); observed as OpSweep.
+func (n *Node) Size(ctx context.Context) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	start := n.obs.Begin()
+	size, err := n.mc.CurrItems(ctx)
+	err = nodeErr(err)
+	n.obs.Done(ctx, node.OpSweep, start, err)
+	return size, err
+}

@@ -1,0 +1,177 @@
+package mcnode
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/internal/testserver"
+)
+
+// fill stores count keys "prefix<i>" on n, a small value each, in
+// pipelined batches from a few goroutines.
+func fill(t *testing.T, n *Node, prefix string, from, count int, ttl time.Duration) {
+	t.Helper()
+	const batch = 1000
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for i := from; i < from+count; i += batch {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			items := make([]node.Item, 0, batch)
+			for j := i; j < min(i+batch, from+count); j++ {
+				items = append(items, node.Item{Key: fmt.Sprintf("%s%d", prefix, j), Value: []byte("v"), TTL: ttl})
+			}
+			if err := n.SetMulti(t.Context(), items); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+// TestScan: a Scan pages the keys of its prefix through fn, n at a time,
+// with the listing's TTL; fn's error ends it; and a Dump and Restore copy
+// the keys to another node with their flags and TTL.
+func TestScan(t *testing.T) {
+	ss := testserver.Memcached(t, 2)
+	src, _ := newNode(t, ss[0], Config{})
+	dst, _ := newNode(t, ss[1], Config{})
+	ctx := t.Context()
+	fill(t, src, "keep:", 0, 250, time.Hour)
+	fill(t, src, "other:", 0, 100, 0)
+	if err := src.Store(ctx, node.StoreSet, node.Item{Key: "keep:flags", Value: []byte("f"), Flags: 77}); err != nil {
+		t.Fatal(err)
+	}
+	var pages []int
+	var all []node.Item
+	err := src.Scan(ctx, "keep:", 100, func(page []node.Item) error {
+		pages = append(pages, len(page))
+		all = append(all, page...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(pages) != "[100 100 51]" {
+		t.Errorf("pages of %v; want 100, 100, 51", pages)
+	}
+	for _, it := range all {
+		if !strings.HasPrefix(it.Key, "keep:") || !it.TTLKnown {
+			t.Fatalf("listed %+v", it)
+		}
+		if it.Key != "keep:flags" && (it.TTL < time.Hour-5*time.Second || it.TTL > time.Hour) {
+			t.Errorf("%s: TTL %v, want about an hour", it.Key, it.TTL)
+		}
+	}
+	stop := errors.New("stop")
+	if err := src.Scan(ctx, "", 10, func([]node.Item) error { return stop }); err != stop {
+		t.Errorf("Scan whose fn fails: %v", err)
+	}
+	dumped, err := src.Dump(ctx, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := dst.Restore(ctx, dumped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ok := range stored {
+		if !ok {
+			t.Fatalf("%s not restored", dumped[i].Key)
+		}
+	}
+	keys := make([]string, len(all))
+	for i := range all {
+		keys[i] = all[i].Key
+	}
+	copied, err := dst.GetMulti(ctx, keys, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, it := range copied {
+		want := dumped[i]
+		if !it.Found || string(it.Value) != string(want.Value) || it.Flags != want.Flags || it.TTL < want.TTL-2*time.Second || it.TTL > want.TTL {
+			t.Fatalf("copy of %s: %+v; want %+v", keys[i], it, want)
+		}
+	}
+	if again, err := dst.Restore(ctx, dumped[:1]); err != nil || again[0] {
+		t.Errorf("a second Restore over the copy: %v, %v; want not stored", again, err)
+	}
+	if found, err := dst.Exists(ctx, []string{keys[0], "absent"}); err != nil || !found[0] || found[1] {
+		t.Errorf("Exists = %v, %v", found, err)
+	}
+	if size, err := src.Size(ctx); err != nil || size != 351 {
+		t.Errorf("Size = %d, %v; want 351", size, err)
+	}
+}
+
+// TestScanMemoryFlat: a Scan's memory does not grow with the node: the
+// heap it keeps live (measured after a collection every 10 pages) while
+// listing ten times the keys is about the same, far below what holding the
+// listing would take; the peak heap in use without those collections is
+// logged. The keys are 10k and 100k, or with SHARDCACHE_BIG=1 100k and 1M.
+func TestScanMemoryFlat(t *testing.T) {
+	small, large := 10_000, 100_000
+	if os.Getenv("SHARDCACHE_BIG") != "" {
+		small, large = 100_000, 1_000_000
+	}
+	s := testserver.MemcachedArgs(t, 1, "-m", "1024")[0]
+	n, _ := newNode(t, s, Config{})
+	// scan returns the most the heap grew during a Scan of want keys: the
+	// live heap, with collect, else the heap in use.
+	scan := func(want int, collect bool) uint64 {
+		t.Helper()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		base, top := ms.HeapAlloc, ms.HeapAlloc
+		if !collect {
+			base, top = ms.HeapInuse, ms.HeapInuse
+		}
+		listed, pages := 0, 0
+		err := n.Scan(t.Context(), "", 1000, func(page []node.Item) error {
+			listed += len(page)
+			if pages++; collect && pages%10 == 0 {
+				runtime.GC()
+				runtime.ReadMemStats(&ms)
+				top = max(top, ms.HeapAlloc)
+			} else if !collect {
+				runtime.ReadMemStats(&ms)
+				top = max(top, ms.HeapInuse)
+			}
+			return nil
+		})
+		if err != nil || listed != want {
+			t.Fatalf("Scan listed %d keys of %d: %v", listed, want, err)
+		}
+		return top - base
+	}
+	fill(t, n, "mem:", 0, small, 0)
+	liveSmall, peakSmall := scan(small, true), scan(small, false)
+	fill(t, n, "mem:", small, large-small, 0)
+	start := time.Now()
+	liveLarge := scan(large, true)
+	took := time.Since(start)
+	peakLarge := scan(large, false)
+	held := uint64(large) * uint64(len("mem:1000000")+16+8) // the keys and their TTLs alone, held whole
+	t.Logf("a Scan's heap growth, live and in use at its peak: %d keys %.2f and %.1f MB, %d keys %.2f and %.1f MB (%v); "+
+		"holding the %d keys would take at least %.1f MB",
+		small, mb(liveSmall), mb(peakSmall), large, mb(liveLarge), mb(peakLarge), took.Round(time.Millisecond), large, mb(held))
+	if liveLarge > liveSmall+held/20 {
+		t.Errorf("the live heap grew %.2f MB listing %d keys, %.2f MB listing %d: the listing is held",
+			mb(liveLarge), large, mb(liveSmall), small)
+	}
+}
+
+func mb(b uint64) float64 { return float64(b) / (1 << 20) }

@@ -1,0 +1,177 @@
+package memcache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Bounds of a listing's retries while the server's crawler is busy with
+// another (one crawl at a time per server): 600 times 50 ms, 30 s.
+const (
+	busyRetries = 600
+	busyWait    = 50 * time.Millisecond
+)
+
+// Metadump lists every key of the server with "lru_crawler metadump",
+// calling fn with each as its line is read: the key, URI-decoded (valid
+// only during the call), and its expiry in Unix seconds, -1 for none. The
+// listing streams: its memory does not grow with the server, whatever its
+// size. fn's error ends the listing and is returned.
+//
+// It walks the hash table ("metadump hash", memcached 1.6): a walk of the
+// LRUs ("metadump all", the fallback of older servers, remembered) misses
+// keys that reads move between LRU segments meanwhile. While another crawl
+// runs (BUSY) it retries, within ctx, 600 times 50 ms at most, then returns
+// ErrBusy. A server that cannot list (a proxy, memcached older than
+// 1.4.31) gives ErrNoMetadump.
+//
+// The listing holds one connection of the pool, and the server's crawler,
+// until it ends: while fn is slow, memcached waits for the client to read,
+// which holds back its hash table's growth meanwhile.
+func (c *Client) Metadump(ctx context.Context, fn func(key []byte, exp int64) error) error {
+	for attempt := 0; ; attempt++ {
+		hash := !c.noHashDump.Load()
+		listed, err := c.metadumpOnce(ctx, hash, fn)
+		if !listed && hash && errors.Is(err, ErrNoMetadump) {
+			c.noHashDump.Store(true)
+			continue
+		}
+		if err != ErrBusy || attempt == busyRetries {
+			return err
+		}
+		t := time.NewTimer(busyWait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// metadumpOnce runs one listing; listed once fn has had a key.
+func (c *Client) metadumpOnce(ctx context.Context, hash bool, fn func(key []byte, exp int64) error) (listed bool, err error) {
+	call, err := c.pool.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	cmd := "lru_crawler metadump all"
+	if hash {
+		cmd = "lru_crawler metadump hash"
+	}
+	call.W.WriteString(cmd)
+	call.W.WriteString("\r\n")
+	if err = call.Flush(); err != nil {
+		return false, call.End(err, false)
+	}
+	// Each stretch of the listing gets the read timeout, counted from the
+	// last renewal: the time fn takes does not count.
+	timeout := c.cfg.ReadTimeout
+	renewAt := time.Now().Add(timeout / 4)
+	var buf []byte
+	for {
+		if now := time.Now(); now.After(renewAt) {
+			call.SetReadDeadline(now.Add(timeout))
+			renewAt = now.Add(timeout / 4)
+			// After the renewal: a context that ended before it has had
+			// its deadline overwritten.
+			if err = ctx.Err(); err != nil {
+				return listed, call.End(err, false)
+			}
+		}
+		l, err := call.Line()
+		if err != nil {
+			return listed, call.End(err, false)
+		}
+		if !bytes.HasPrefix(l, []byte("key=")) {
+			switch {
+			case string(l) == "END":
+				return listed, call.End(nil, true)
+			case listed:
+				return listed, call.End(protoErr(cmd, l), false)
+			case bytes.HasPrefix(l, []byte("BUSY")):
+				return false, call.End(ErrBusy, true)
+			}
+			err := fmt.Errorf("%w: %s: %q", ErrNoMetadump, cmd, truncLine(l))
+			if se, ok := parseError(cmd, l); ok && se.is == ErrAuth {
+				err = se
+			}
+			return false, call.End(err, true)
+		}
+		key, exp, perr := ParseMetadumpLine(l, buf[:0])
+		if perr != nil {
+			return listed, call.End(perr, false)
+		}
+		buf = key
+		listed = true
+		if err := fn(key, exp); err != nil {
+			return listed, call.End(err, false)
+		}
+	}
+}
+
+// ParseMetadumpLine parses a metadump line, "key=<URI-encoded key>
+// exp=<Unix seconds|-1> la=... cas=... ...": the key, decoded into buf's
+// room (appended to buf[:0], which it returns), and its expiry.
+func ParseMetadumpLine(l, buf []byte) (key []byte, exp int64, err error) {
+	var gotKey, gotExp bool
+	for rest := l; rest != nil; {
+		var f []byte
+		f, rest = nextField(rest)
+		switch {
+		case bytes.HasPrefix(f, []byte("key=")):
+			if key, err = unescape(buf[:0], f[4:]); err != nil || len(key) == 0 {
+				return nil, 0, fmt.Errorf("%w: lru_crawler metadump: bad key in %q", errProtocol, truncLine(l))
+			}
+			gotKey = true
+		case bytes.HasPrefix(f, []byte("exp=")):
+			var ok bool
+			if exp, ok = parseInt(f[4:]); !ok || exp < -1 {
+				return nil, 0, fmt.Errorf("%w: lru_crawler metadump: bad exp in %q", errProtocol, truncLine(l))
+			}
+			gotExp = true
+		}
+	}
+	if !gotKey || !gotExp {
+		return nil, 0, fmt.Errorf("%w: lru_crawler metadump: no key or exp in %q", errProtocol, truncLine(l))
+	}
+	return key, exp, nil
+}
+
+// unescape appends s, URI-decoded (%XX), to dst.
+func unescape(dst, s []byte) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			dst = append(dst, s[i])
+			continue
+		}
+		if i+2 >= len(s) {
+			return dst, errBadEscape
+		}
+		h, ok1 := unhex(s[i+1])
+		l, ok2 := unhex(s[i+2])
+		if !ok1 || !ok2 {
+			return dst, errBadEscape
+		}
+		dst = append(dst, h<<4|l)
+		i += 2
+	}
+	return dst, nil
+}
+
+var errBadEscape = errors.New("bad %-escape")
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}

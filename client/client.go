@@ -303,6 +303,10 @@ type Client struct {
 	flight  singleflight.Group
 	limiter *rate.Limiter
 	loads   loadCounters
+
+	// maxValueSet: Options.MaxValueSize was given, and replaces the limit a
+	// Memcached node learns from its server.
+	maxValueSet bool
 }
 
 // state is an immutable routing table.
@@ -317,6 +321,7 @@ type state struct {
 
 // New connects a client. It dials nothing: connections are made on first use.
 func New(opts Options) (*Client, error) {
+	maxValueSet := opts.MaxValueSize != 0
 	opts.init()
 	if err := opts.check(); err != nil {
 		return nil, err
@@ -328,7 +333,7 @@ func New(opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{opts: opts, grace: retireGrace(&opts), limiter: limiter}
+	c := &Client{opts: opts, grace: retireGrace(&opts), limiter: limiter, maxValueSet: maxValueSet}
 	c.pools = pool.New(c.dial)
 	placement, err := c.placement(opts.Placement, opts.Nodes)
 	if err != nil {

@@ -147,8 +147,9 @@ func readBatches(st *state, keys []string, owner func(i int) ring.Node) *batches
 // node.GetMulti) and stores its answer in the batch. Without TTLs, every
 // node's request is sent before any answer is read, and the answers are
 // read on this goroutine, into one allocation for all of them: first on
-// the nodes that can send without dialing (node.IdleSender), then on the
-// others, whose dials run at once rather than one after another.
+// idle connections, then to the other nodes at once (their dials overlap),
+// and last, once those answers are read and no connection is held, to the
+// nodes whose connections were all busy (see node.Sender).
 func (bs *batches) gets(ctx context.Context, withTTL bool) {
 	if withTTL {
 		bs.run(func(b *batch) (err error) {
@@ -157,21 +158,29 @@ func (bs *batches) gets(ctx context.Context, withTTL bool) {
 		})
 		return
 	}
-	var cold []*batch
+	var cold, busy []*batch
 	for _, b := range bs.list {
-		if s, ok := b.conn.(node.IdleSender); ok {
-			if b.pend, ok = s.SendIdle(ctx, b.keys); ok {
-				continue
-			}
+		s, ok := b.conn.(node.Sender)
+		if !ok {
+			b.pend = b.conn.Send(ctx, b.keys)
+			continue
 		}
-		cold = append(cold, b)
+		if b.pend, ok = s.SendIdle(ctx, b.keys); !ok {
+			cold = append(cold, b)
+		}
+	}
+	trySend := func(b *batch) {
+		var ok bool
+		if b.pend, ok = b.conn.(node.Sender).TrySend(ctx, b.keys); !ok {
+			b.pend = nil
+		}
 	}
 	if len(cold) == 1 {
-		cold[0].pend = cold[0].conn.Send(ctx, cold[0].keys)
+		trySend(cold[0])
 	} else if len(cold) > 1 {
 		var dials sync.WaitGroup
 		for _, b := range cold {
-			dials.Go(func() { b.pend = b.conn.Send(ctx, b.keys) })
+			dials.Go(func() { trySend(b) })
 		}
 		dials.Wait()
 	}
@@ -182,11 +191,24 @@ func (bs *batches) gets(ctx context.Context, withTTL bool) {
 	all := make([]node.Answer, n)
 	for _, b := range bs.list {
 		b.ans, all = all[:len(b.keys):len(b.keys)], all[len(b.keys):]
-		if b.err = b.pend.Recv(b.ans); b.err != nil {
-			b.ans = nil
+		if b.pend == nil {
+			busy = append(busy, b)
+			continue
 		}
-		b.pend = nil
+		b.recv()
 	}
+	for _, b := range busy { // one at a time, holding no other connection
+		b.pend = b.conn.Send(ctx, b.keys)
+		b.recv()
+	}
+}
+
+// recv reads the answer of the multi-get b sent into b.ans.
+func (b *batch) recv() {
+	if b.err = b.pend.Recv(b.ans); b.err != nil {
+		b.ans = nil
+	}
+	b.pend = nil
 }
 
 // run calls fn on every batch, in parallel, and stores its error in the

@@ -1,13 +1,25 @@
 package client
 
 import (
-	"fmt"
-
 	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/internal/node/mcnode"
 	"github.com/shardcache/shardcache/ring"
 )
 
-// newMemcachedNode makes the node client of a Memcached node.
+// newMemcachedNode makes the node client of a Memcached node: the
+// package's own protocol over a pool of PoolSize connections, whose every
+// value is also checked against the server's item limit (learned from it)
+// unless Options.MaxValueSize set one.
 func (c *Client) newMemcachedNode(n ring.Node, creds Credentials, obs node.Observer) (node.Node, error) {
-	return nil, fmt.Errorf("%w: memcached: not yet", ErrBadOptions)
+	o := &c.opts
+	cfg := mcnode.Config{
+		Addr: n.Addr, PoolSize: o.PoolSize, MaxIdle: o.MaxIdle,
+		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+		TLS: creds.TLSConfig, Username: creds.Username, Password: creds.Password,
+		Batch: o.AutoPipeline, Observer: obs,
+	}
+	if c.maxValueSet {
+		cfg.MaxValueSize = o.MaxValueSize
+	}
+	return mcnode.New(cfg), nil
 }

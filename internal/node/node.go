@@ -225,12 +225,20 @@ type IdleCloser interface {
 	CloseIdle()
 }
 
-// IdleSender is a node that can send a multi-get on an idle connection
-// only, without dialing: a client sending to several nodes sends to those
-// first, then to the others at once, so that their dials (a TLS handshake,
-// a login) overlap rather than follow one another.
-type IdleSender interface {
+// Sender is a node that can send a multi-get without waiting for a
+// connection another call holds. A client sending to several nodes sends
+// first on idle connections, then to the other nodes at once (so that
+// their dials overlap), and only once it has read those answers, holding
+// no connection, to the nodes whose every connection was busy: waiting
+// for one node's connection while holding another's would let two
+// callers, each holding what the other waits for, deadlock until their
+// pools time out.
+type Sender interface {
 	// SendIdle is Send on an idle connection; false, and nothing sent,
-	// when there is none.
+	// when there is none. It never dials.
 	SendIdle(ctx context.Context, keys []string) (Pending, bool)
+	// TrySend is Send on an idle connection or a new one in a free place,
+	// which it may dial; false, and nothing sent, when Send would wait
+	// for another call's connection.
+	TrySend(ctx context.Context, keys []string) (Pending, bool)
 }

@@ -265,3 +265,19 @@ func (BytesConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
 func (BytesConn) SetDeadline(time.Time) error      { return nil }
 func (BytesConn) SetReadDeadline(time.Time) error  { return nil }
 func (BytesConn) SetWriteDeadline(time.Time) error { return nil }
+
+// Stale reports whether err, a call's failure before any byte of its
+// answer was read, is how a connection the server closed while it was idle
+// fails (a restart of the server), on a connection that had been idle in
+// the pool, with ctx still live: the request reached no live server and may
+// be asked again, once, on a new connection. When it does, the call is
+// abandoned and the pool's other idle connections, which the restart
+// closed too, are closed.
+func (c *Call) Stale(err error) bool {
+	if err == nil || !c.pooled || !ClosedByPeer(err) || c.ctx.Err() != nil {
+		return false
+	}
+	c.Abandon()
+	c.p.CloseIdle()
+	return true
+}

@@ -36,7 +36,7 @@ type autoPipe struct {
 func (a *autoPipe) process(ctx context.Context, rdb *redis.Client, cmd redis.Cmder) error {
 	var err error
 	if a.calls.Add(1) == 1 {
-		_ = rdb.Process(ctx, cmd) // the hook tells the observer
+		_ = rdb.Process(live(ctx), cmd) // the hook tells the observer
 		err = cmd.Err()
 	} else {
 		start := a.obs.Begin()

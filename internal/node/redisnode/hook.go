@@ -21,8 +21,10 @@ import (
 // context.Background(), and reading a batched command's result inside the
 // batch costs go-redis a stack trace to tell which goroutine asks, so the
 // hook leaves them to autoPipe, which tells the observer of each command
-// once its batch is done (a pipeline sent through Node.Redis on
-// context.Background() is skipped with them).
+// once its batch is done. The node's own commands never run on
+// context.Background() (live), so the hook tells them apart; a command or
+// pipeline sent through Node.Redis on context.Background() is skipped with
+// the batches, and not counted.
 
 // hook reports the commands of a node's go-redis client to its observer.
 type hook struct {
@@ -36,6 +38,13 @@ func (hook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (k hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		if ctx == context.Background() { // an auto-pipeliner's batch of one: see above
+			err := next(ctx, cmd)
+			if k.near != nil {
+				k.near.evict(cmd)
+			}
+			return err
+		}
 		start := k.obs.Begin()
 		var m *nearMark
 		if k.near != nil {
@@ -265,4 +274,17 @@ func redact(err error, secret string) error {
 		return err
 	}
 	return &redactedError{msg: strings.ReplaceAll(msg, secret, redacted), err: err}
+}
+
+// notBackground stands for context.Background() in the node's own
+// commands, so that the hook tells them from the auto-pipeliner's batches,
+// which go-redis runs on context.Background() (see above).
+var notBackground = context.WithoutCancel(context.Background())
+
+// live returns ctx, or notBackground for context.Background().
+func live(ctx context.Context) context.Context {
+	if ctx == context.Background() {
+		return notBackground
+	}
+	return ctx
 }

@@ -30,7 +30,7 @@ func (n *Node) Store(ctx context.Context, op node.StoreOp, it node.Item) error {
 	case node.StoreAdd:
 		return n.Add(ctx, it.Key, it.Value, it.TTL)
 	case node.StoreReplace:
-		err := n.rdb.SetArgs(ctx, it.Key, it.Value, redis.SetArgs{Mode: "XX", TTL: ttl(it.TTL)}).Err()
+		err := n.rdb.SetArgs(live(ctx), it.Key, it.Value, redis.SetArgs{Mode: "XX", TTL: ttl(it.TTL)}).Err()
 		if err == redis.Nil {
 			return node.ErrNotStored
 		}
@@ -40,12 +40,12 @@ func (n *Node) Store(ctx context.Context, op node.StoreOp, it node.Item) error {
 }
 
 func (n *Node) GetAndTouch(ctx context.Context, key string, d time.Duration) (node.Item, error) {
-	v, err := n.rdb.GetEx(ctx, key, ttl(d)).Bytes()
+	v, err := n.rdb.GetEx(live(ctx), key, ttl(d)).Bytes()
 	if err != nil {
 		return node.Item{}, mapErr(ctx, err)
 	}
 	if d == 0 { // GETEX without an expiry keeps the old one: drop it
-		if err := n.rdb.Persist(ctx, key).Err(); err != nil {
+		if err := n.rdb.Persist(live(ctx), key).Err(); err != nil {
 			return node.Item{}, mapErr(ctx, err)
 		}
 	}
@@ -57,10 +57,10 @@ func (n *Node) IncrDecr(context.Context, string, uint64, bool) (uint64, error) {
 }
 
 func (n *Node) DeleteFound(ctx context.Context, key string) (bool, error) {
-	deleted, err := n.rdb.Del(ctx, key).Result()
+	deleted, err := n.rdb.Del(live(ctx), key).Result()
 	return deleted > 0, mapErr(ctx, err)
 }
 
 func (n *Node) Flush(ctx context.Context) error {
-	return mapErr(ctx, n.rdb.FlushDB(ctx).Err())
+	return mapErr(ctx, n.rdb.FlushDB(live(ctx)).Err())
 }

@@ -48,7 +48,7 @@ func (n *Node) StoreLeased(ctx context.Context, items []node.Item, lkeys []strin
 		keys = append(keys, it.Key, lkeys[i])
 		args = append(args, it.Value, ttl(it.TTL).Milliseconds())
 	}
-	res, err := storeLeasedScript.Run(ctx, n.rdb, keys, args...).Int64Slice()
+	res, err := storeLeasedScript.Run(live(ctx), n.rdb, keys, args...).Int64Slice()
 	if err != nil {
 		return nil, mapErr(ctx, err)
 	}
@@ -60,5 +60,5 @@ func (n *Node) StoreLeased(ctx context.Context, items []node.Item, lkeys []strin
 }
 
 func (n *Node) ReleaseLeases(ctx context.Context, lkeys []string, token string) error {
-	return mapErr(ctx, releaseLeasesScript.Run(ctx, n.rdb, lkeys, token).Err())
+	return mapErr(ctx, releaseLeasesScript.Run(live(ctx), n.rdb, lkeys, token).Err())
 }

@@ -42,12 +42,34 @@ func (n *Node) Send(ctx context.Context, keys []string) node.Pending {
 	return n.goPending(ctx, keys)
 }
 
-// SendIdle sends the MGET of keys over an idle connection of the node's
-// own, if it has one; false otherwise, and the caller Sends, which may
-// dial: a caller that sends to several nodes dials them at once.
+// TrySend is Send without waiting for another call's connection: false
+// when every place of the node is one of its own connections, in use.
+func (n *Node) TrySend(ctx context.Context, keys []string) (node.Pending, bool) {
+	if n.ap != nil && n.ap.calls.Load() > 0 {
+		return n.queued(ctx, keys), true
+	}
+	if n.raw != nil && !n.exposed.Load() {
+		start := n.obs.Begin()
+		if g, ok := n.raw.TrySend(ctx, resp.Mget{}, keys); ok {
+			return n.rawPending(ctx, g, start), true
+		}
+		if n.raw.HoldsAll() {
+			return nil, false
+		}
+	}
+	return n.goPending(ctx, keys), true
+}
+
+// SendIdle sends the MGET of keys without dialing or waiting: over an
+// idle connection of the node's own, or, where those are not used,
+// through go-redis or the auto-pipeliner (neither keeps the caller). False
+// when the node's own connections are used and none is idle.
 func (n *Node) SendIdle(ctx context.Context, keys []string) (node.Pending, bool) {
-	if n.raw == nil || n.exposed.Load() || (n.ap != nil && n.ap.calls.Load() > 0) {
-		return nil, false
+	if n.ap != nil && n.ap.calls.Load() > 0 {
+		return n.queued(ctx, keys), true
+	}
+	if n.raw == nil || n.exposed.Load() {
+		return n.goPending(ctx, keys), true
 	}
 	start := n.obs.Begin()
 	g, ok := n.raw.SendIdle(ctx, resp.Mget{}, keys)
@@ -120,10 +142,11 @@ func (n *Node) goPending(ctx context.Context, keys []string) node.Pending {
 			// from its cache nor fills it with one. Kept, an MGET's reply
 			// would be one entry per distinct key list, holding every value
 			// of the list, that its next identical list alone could use.
-			_, _ = n.rdb.Pipelined(ctx, func(pl redis.Pipeliner) error { return pl.Process(ctx, p.cmd) })
+			pctx := withOp(ctx, node.OpGetMulti)
+			_, _ = n.rdb.Pipelined(pctx, func(pl redis.Pipeliner) error { return pl.Process(pctx, p.cmd) })
 			return
 		}
-		_ = n.rdb.Process(ctx, p.cmd)
+		_ = n.rdb.Process(live(ctx), p.cmd)
 	}()
 	return p
 }

@@ -281,7 +281,7 @@ func (n *Node) Get(ctx context.Context, key string) ([]byte, error) {
 	if n.ap != nil && n.near == nil {
 		return n.ap.get(ctx, n.rdb, key)
 	}
-	v, err := n.rdb.Get(ctx, key).Bytes()
+	v, err := n.rdb.Get(live(ctx), key).Bytes()
 	return v, mapErr(ctx, err)
 }
 
@@ -327,7 +327,7 @@ func (n *Node) Set(ctx context.Context, key string, value []byte, d time.Duratio
 	if n.ap != nil {
 		return n.ap.set(ctx, n.rdb, key, value, d)
 	}
-	return mapErr(ctx, n.rdb.Set(ctx, key, value, ttl(d)).Err())
+	return mapErr(ctx, n.rdb.Set(live(ctx), key, value, ttl(d)).Err())
 }
 
 func (n *Node) SetMulti(ctx context.Context, items []node.Item) error {
@@ -345,7 +345,7 @@ func (n *Node) Add(ctx context.Context, key string, value []byte, d time.Duratio
 	if n.ap != nil {
 		return n.ap.add(ctx, n.rdb, key, value, d)
 	}
-	ok, err := n.rdb.SetNX(ctx, key, value, ttl(d)).Result()
+	ok, err := n.rdb.SetNX(live(ctx), key, value, ttl(d)).Result()
 	if err == nil && !ok {
 		return node.ErrNotStored
 	}
@@ -375,11 +375,11 @@ func (n *Node) Delete(ctx context.Context, key string) error {
 	if n.ap != nil {
 		return n.ap.delete(ctx, n.rdb, key)
 	}
-	return mapErr(ctx, n.rdb.Del(ctx, key).Err())
+	return mapErr(ctx, n.rdb.Del(live(ctx), key).Err())
 }
 
 func (n *Node) DeleteMulti(ctx context.Context, keys []string) error {
-	return mapErr(ctx, n.rdb.Del(ctx, keys...).Err())
+	return mapErr(ctx, n.rdb.Del(live(ctx), keys...).Err())
 }
 
 // Incr is INCRBY: a missing key is created with the value delta and no
@@ -388,7 +388,7 @@ func (n *Node) Incr(ctx context.Context, key string, delta int64) (int64, error)
 	if n.ap != nil {
 		return n.ap.incr(ctx, n.rdb, key, delta)
 	}
-	v, err := n.rdb.IncrBy(ctx, key, delta).Result()
+	v, err := n.rdb.IncrBy(live(ctx), key, delta).Result()
 	return v, mapErr(ctx, err)
 }
 
@@ -397,7 +397,7 @@ func (n *Node) Touch(ctx context.Context, key string, d time.Duration) error {
 		return n.ap.expire(ctx, n.rdb, key, d)
 	}
 	if d > 0 {
-		ok, err := n.rdb.PExpire(ctx, key, ttl(d)).Result()
+		ok, err := n.rdb.PExpire(live(ctx), key, ttl(d)).Result()
 		if err == nil && !ok {
 			return node.ErrCacheMiss
 		}
@@ -418,7 +418,7 @@ func (n *Node) Touch(ctx context.Context, key string, d time.Duration) error {
 }
 
 func (n *Node) Ping(ctx context.Context) error {
-	return mapErr(ctx, n.rdb.Ping(ctx).Err())
+	return mapErr(ctx, n.rdb.Ping(live(ctx)).Err())
 }
 
 // CloseIdle closes the multi-gets' idle connections; go-redis checks its

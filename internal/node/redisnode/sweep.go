@@ -21,7 +21,7 @@ func (n *Node) Scan(ctx context.Context, prefix string, count int, fn func(page 
 	}
 	var cursor uint64
 	for {
-		keys, next, err := n.rdb.Scan(ctx, cursor, match, int64(count)).Result()
+		keys, next, err := n.rdb.Scan(live(ctx), cursor, match, int64(count)).Result()
 		if err != nil {
 			return mapErr(ctx, err)
 		}
@@ -119,6 +119,6 @@ func (n *Node) Exists(ctx context.Context, keys []string) ([]bool, error) {
 }
 
 func (n *Node) Size(ctx context.Context) (int64, error) {
-	v, err := n.rdb.DBSize(ctx).Result()
+	v, err := n.rdb.DBSize(live(ctx)).Result()
 	return v, mapErr(ctx, err)
 }

@@ -54,7 +54,11 @@ type ServerError struct {
 }
 
 func (e *ServerError) Error() string {
-	s := "shardcache/memcache: " + e.Cmd + ": " + e.Kind
+	s := "shardcache/memcache: " + e.Cmd + ": "
+	if e.is == ErrAuth {
+		s += "the server requires authentication: "
+	}
+	s += e.Kind
 	if e.Msg != "" {
 		s += " " + e.Msg
 	}

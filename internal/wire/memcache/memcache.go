@@ -66,7 +66,19 @@ type Client struct {
 	meta       atomic.Int32 // metaUnknown, metaYes or metaNo
 	noHashDump atomic.Bool  // the server refused "lru_crawler metadump hash"
 	limits     limits       // the server's item limit, learned lazily (stats.go)
+	// window is the most requests of a pipeline sent before their replies
+	// are read: no bound (the whole pipeline at once) in plain TCP;
+	// tlsWindow over TLS. memcached serves at most reqs_per_event (-R, 20
+	// by default) requests of a connection per event, then waits for the
+	// socket to be readable again: over TLS the rest of the pipeline is
+	// already in OpenSSL's buffer, the socket never becomes readable, and
+	// the pipeline stalls until the client's read times out.
+	window int
 }
+
+// tlsWindow is a pipeline's window over TLS, under memcached's default
+// reqs_per_event.
+const tlsWindow = 16
 
 // New returns a client of the server at cfg.Addr. It dials nothing yet:
 // connections are made on first use, and a bad TLS setting fails them.
@@ -83,7 +95,10 @@ func New(cfg Config) *Client {
 			cfg.Dial = func(context.Context, string, string) (net.Conn, error) { return nil, tlsErr }
 		}
 	}
-	c := &Client{cfg: cfg}
+	c := &Client{cfg: cfg, window: 1 << 30}
+	if cfg.TLS != nil {
+		c.window = tlsWindow
+	}
 	c.pool = wire.NewPool(cfg.Config)
 	c.cfg.Config = c.pool.Config()
 	c.limits.init()

@@ -402,6 +402,15 @@ func (c *Client) Meta(ctx context.Context, reqs []Meta, out []MetaResult) error 
 	if len(reqs) == 0 {
 		return nil
 	}
+	if len(reqs) > c.window { // see Client.window
+		for i := 0; i < len(reqs); i += c.window {
+			j := min(i+c.window, len(reqs))
+			if err := c.Meta(ctx, reqs[i:j], out[i:j]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if err := c.noMeta(reqs[0].Cmd); err != nil {
 		return err
 	}
@@ -574,6 +583,18 @@ func (c *Client) GetTTL(ctx context.Context, keys []string, out []TTLAnswer) (in
 	}
 	if err := checkKeys(keys); err != nil || len(keys) == 0 {
 		return 0, err
+	}
+	if len(keys) > c.window { // see Client.window
+		found := 0
+		for i := 0; i < len(keys); i += c.window {
+			j := min(i+c.window, len(keys))
+			n, err := c.GetTTL(ctx, keys[i:j], out[i:j])
+			found += n
+			if err != nil {
+				return found, err
+			}
+		}
+		return found, nil
 	}
 	for retried := false; ; retried = true {
 		call, err := c.pool.Begin(ctx)

@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/shardcache/shardcache/internal/wire"
 )
 
 // StoreOp is a storage command.
@@ -63,18 +66,22 @@ func (c *Client) Store(ctx context.Context, op StoreOp, it Item) error {
 	if err := c.CheckValue(ctx, it.Key, it.Flags, len(it.Value)); err != nil {
 		return err
 	}
-	call, err := c.pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	writeStore(call.W, op, &it)
-	if err = call.Flush(); err == nil {
-		var l []byte
-		if l, err = call.Line(); err == nil {
-			err = storeReply(op, l)
+	for retried := false; ; retried = true {
+		call, err := c.pool.Begin(ctx)
+		if err != nil {
+			return err
 		}
+		writeStore(call.W, op, &it)
+		if err = call.Flush(); err == nil {
+			var l []byte
+			if l, err = call.Line(); err == nil {
+				err = storeReply(op, l)
+			} else if !retried && call.Stale(err) {
+				continue
+			}
+		}
+		return end(call, err, true)
 	}
-	return end(call, err, true)
 }
 
 // writeStore writes "<op> <key> <flags> <exptime> <bytes> [<cas>]" and
@@ -149,40 +156,57 @@ func (c *Client) StoreMulti(ctx context.Context, op StoreOp, items []Item, resul
 	if sent == 0 {
 		return nil
 	}
-	call, err := c.pool.Begin(ctx)
-	if err != nil {
-		fillErr(results, err, func(i int) bool { return results[i] == nil })
+	todo := make([]bool, len(items)) // sent, reply not read yet
+	for retried := false; ; retried = true {
+		call, err := c.pool.Begin(ctx)
+		if err != nil {
+			fillErr(results, err, func(i int) bool { return results[i] == nil })
+			return err
+		}
+		answered := false
+		for next := 0; next < len(items) && err == nil; {
+			// A window of the stores, sent at once, then its replies.
+			for sent := 0; next < len(items) && sent < c.window; next++ {
+				if results[next] == nil {
+					writeStore(call.W, op, &items[next])
+					todo[next] = true
+					sent++
+				}
+			}
+			if err = call.Flush(); err == nil {
+				err = c.storeReplies(call, op, items, results, todo, &answered)
+			}
+		}
+		if !answered && !retried && call.Stale(err) {
+			continue
+		}
+		err = end(call, err, true)
+		if err != nil {
+			fillErr(results, err, func(i int) bool { return todo[i] })
+		}
 		return err
 	}
-	todo := make([]bool, len(items)) // sent, reply not read yet
+}
+
+// storeReplies reads the replies of the stores todo marks into results,
+// setting answered once one is read.
+func (c *Client) storeReplies(call *wire.Call, op StoreOp, items []Item, results []error, todo []bool, answered *bool) error {
 	for i := range items {
-		if results[i] == nil {
-			writeStore(call.W, op, &items[i])
-			todo[i] = true
+		if !todo[i] {
+			continue
 		}
-	}
-	if err = call.Flush(); err == nil {
-		for i := range items {
-			if !todo[i] {
-				continue
-			}
-			var l []byte
-			if l, err = call.Line(); err != nil {
-				break
-			}
-			r := storeReply(op, l)
-			if !inStep(r, true) {
-				err = r
-				break
-			}
-			results[i], todo[i] = r, false
+		l, err := call.Line()
+		if err != nil {
+			return err
 		}
+		*answered = true
+		r := storeReply(op, l)
+		if !inStep(r, true) {
+			return r
+		}
+		results[i], todo[i] = r, false
 	}
-	err = end(call, err, true)
-	if err != nil {
-		fillErr(results, err, func(i int) bool { return todo[i] })
-	}
-	return err
+	return nil
 }
 
 // fillErr sets results[i] to err where pick(i).
@@ -237,39 +261,71 @@ func (c *Client) DeleteMulti(ctx context.Context, keys []string, found []bool) e
 	if err := checkKeys(keys); err != nil {
 		return err
 	}
-	call, err := c.pool.Begin(ctx)
-	if err != nil {
-		return err
+	if len(keys) > c.window { // see Client.window
+		var first error
+		for i := 0; i < len(keys); i += c.window {
+			j := min(i+c.window, len(keys))
+			var f []bool
+			if found != nil {
+				f = found[i:j]
+			}
+			err := c.DeleteMulti(ctx, keys[i:j], f)
+			var se *ServerError
+			switch {
+			case errors.As(err, &se) && first == nil:
+				first = err // a refusal, in step: the others go on
+			case err != nil && !errors.As(err, &se):
+				return err
+			}
+		}
+		return first
 	}
+	for retried := false; ; retried = true {
+		call, err := c.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		answered, first, err := deleteAll(call, keys, found)
+		if !answered && !retried && call.Stale(err) {
+			continue
+		}
+		if err = end(call, err, false); err != nil {
+			return err
+		}
+		return first
+	}
+}
+
+// deleteAll sends the deletes of keys on call and reads their answers into
+// found (when not nil): answered once one is read, first the first
+// server's refusal (in step), err what broke the stream.
+func deleteAll(call *wire.Call, keys []string, found []bool) (answered bool, first, err error) {
 	for _, k := range keys {
 		call.W.WriteString("delete ")
 		call.W.WriteString(k)
 		call.W.WriteString("\r\n")
 	}
-	var first error // the first server's refusal, in step
-	if err = call.Flush(); err == nil {
-		for i := range keys {
-			var l []byte
-			if l, err = call.Line(); err != nil {
-				break
-			}
-			f, r := deleteReply(l)
-			if r != nil && !inStep(r, false) {
-				err = r
-				break
-			}
-			if r != nil && first == nil {
-				first = r
-			}
-			if found != nil {
-				found[i] = f
-			}
+	if err = call.Flush(); err != nil {
+		return false, nil, err
+	}
+	for i := range keys {
+		l, err := call.Line()
+		if err != nil {
+			return answered, first, err
+		}
+		answered = true
+		f, r := deleteReply(l)
+		if r != nil && !inStep(r, false) {
+			return answered, first, r
+		}
+		if r != nil && first == nil {
+			first = r
+		}
+		if found != nil {
+			found[i] = f
 		}
 	}
-	if err = end(call, err, false); err != nil {
-		return err
-	}
-	return first
+	return answered, first, nil
 }
 
 // IncrDecr adds delta to (or with decr subtracts it from, stopping at 0)
@@ -366,16 +422,20 @@ func lineErr(cmd string, l []byte) error {
 // simple runs a command of one request line (write) and one reply line
 // (read, which returns its outcome).
 func (c *Client) simple(ctx context.Context, cmd string, write func(*bufio.Writer), read func(l []byte) error) error {
-	call, err := c.pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	write(call.W)
-	if err = call.Flush(); err == nil {
-		var l []byte
-		if l, err = call.Line(); err == nil {
-			err = read(l)
+	for retried := false; ; retried = true {
+		call, err := c.pool.Begin(ctx)
+		if err != nil {
+			return err
 		}
+		write(call.W)
+		if err = call.Flush(); err == nil {
+			var l []byte
+			if l, err = call.Line(); err == nil {
+				err = read(l)
+			} else if !retried && call.Stale(err) {
+				continue
+			}
+		}
+		return end(call, err, false)
 	}
-	return end(call, err, false)
 }

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -81,17 +80,11 @@ func (c *Client) newNode(n ring.Node, obs node.Observer) (node.Node, error) {
 	return nd, nil
 }
 
-// checkAddr refuses an address the dialer would read as another: empty,
-// or with spaces or control characters (a padded " 10.0.0.1:6379" would
-// fail every call with "no such host").
+// checkAddr refuses an address the dialer would read as another, as
+// ring.New does, for the nodes of a Placement of the caller's.
 func checkAddr(addr string) error {
-	switch {
-	case addr == "":
-		return fmt.Errorf("%w: a node without an address", ErrBadOptions)
-	case strings.IndexFunc(addr, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0:
-		return fmt.Errorf("%w: node address %q: space or control character", ErrBadOptions, addr)
-	case !strings.Contains(addr, ":"):
-		return fmt.Errorf("%w: node address %q: no port (want host:port)", ErrBadOptions, addr)
+	if err := ring.CheckAddr(addr); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadOptions, err)
 	}
 	return nil
 }

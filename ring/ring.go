@@ -330,10 +330,15 @@ func normalize(nodes []Node) ([]Node, error) {
 	return ns, nil
 }
 
-// CheckAddr checks that addr is host:port with a numeric port in range, as
+// CheckAddr checks that addr is host:port with a numeric port in range and
+// nothing around it (no space, no control character), as
 // New does for every node, so that a typo fails there rather than at the
 // first call to the node. It resolves nothing. Its errors wrap ErrBadAddr.
 func CheckAddr(addr string) error {
+	if i := strings.IndexFunc(addr, func(r rune) bool { return r <= ' ' || r == 0x7f }); i >= 0 {
+		// A padded " 10.0.0.1:6379" would fail every call with "no such host".
+		return fmt.Errorf("%w: %q: space or control character at byte %d", ErrBadAddr, addr, i)
+	}
 	host, port, err := net.SplitHostPort(addr)
 	switch {
 	case err != nil:

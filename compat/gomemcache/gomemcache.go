@@ -91,10 +91,10 @@ type Client struct {
 	// them, and later changes are not seen.
 	MaxIdleConns int
 
-	opts client.Options // what New was given, for the node clients
-	mu   sync.Mutex     // serialises the first use
-	used atomic.Bool    // the knobs have been read
-	cc   *client.Client // built with built's knobs; rebuilt at first use if they changed
+	opts  client.Options // what New was given, for the node clients
+	mu    sync.Mutex     // serialises the first use
+	used  atomic.Bool    // the knobs have been read
+	cc    *client.Client // built with built's knobs; rebuilt at first use if they changed
 	built knobs
 }
 
@@ -318,6 +318,7 @@ func (c *Client) GetAndTouch(key string, expiration int32) (*memcache.Item, erro
 	if err != nil {
 		return nil, mcErr(err)
 	}
+	it.CasID = 0 // gomemcache's gat answers none
 	return mcItem(&it), nil
 }
 

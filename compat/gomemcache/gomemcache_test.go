@@ -537,6 +537,30 @@ func TestBadInput(t *testing.T) {
 	if _, err := mc.Get(""); err != memcache.ErrMalformedKey {
 		t.Errorf("Get(\"\") = %v, want memcache.ErrMalformedKey", err)
 	}
+	// A padded address is refused at New, not at every call.
+	if _, err := New([]ring.Node{{Addr: " " + servers[0].Addr}}); !errors.Is(err, ring.ErrBadAddr) {
+		t.Errorf("New with a padded address = %v, want ring.ErrBadAddr", err)
+	}
+	// A value over the server's item limit fails before it is sent, on
+	// every path, with a typed error; the key keeps its value. (The limit
+	// is memcached's 1 MiB less the item's header: exactly 1 MiB is over.)
+	if err := mc.Set(&memcache.Item{Key: "big", Value: []byte("small")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{1 << 20, 2 << 20} {
+		it := &memcache.Item{Key: "big", Value: make([]byte, size)}
+		for name, call := range map[string]func(*memcache.Item) error{
+			"Set": mc.Set, "Add": mc.Add, "Replace": mc.Replace, "Append": mc.Append, "Prepend": mc.Prepend,
+			"CompareAndSwap": mc.CompareAndSwap,
+		} {
+			if err := call(it); !errors.Is(err, client.ErrValueTooLarge) {
+				t.Errorf("%s of %d bytes = %v, want client.ErrValueTooLarge", name, size, err)
+			}
+		}
+	}
+	if it, err := mc.Get("big"); err != nil || string(it.Value) != "small" {
+		t.Errorf("after the refused writes: %v, %v; want the value kept", it, err)
+	}
 }
 
 // TestSelector checks that gomemcache's own client over a Selector places

@@ -58,6 +58,10 @@ type Options struct {
 	// Vnodes is the ring's points per unit of weight, for the nodes and for
 	// Reshard. Default ring.DefaultVnodes.
 	Vnodes int
+	// MaxValueSize is the longest value argument a command may carry: a
+	// longer one fails with client.ErrValueTooLarge before it is sent.
+	// Default client.DefaultMaxValueSizeRedis, Redis's proto-max-bulk-len.
+	MaxValueSize int
 	// MigrateFrom resumes a migration already under way (see
 	// client.Options.MigrateFrom).
 	MigrateFrom *client.MigrateFrom
@@ -70,8 +74,9 @@ type Ring struct {
 
 	// c applies the migration, with clients of its own for the nodes, made
 	// with the same options as the Ring's shards.
-	c      *client.Client
-	vnodes int
+	c        *client.Client
+	vnodes   int
+	maxValue int
 
 	reshard  sync.Mutex     // serialises Reshard
 	mu       sync.Mutex     // guards template (taken inside Reshard, by new shards)
@@ -87,7 +92,10 @@ func New(nodes []ring.Node) (*Ring, error) {
 
 // NewWithOptions is New with options.
 func NewWithOptions(nodes []ring.Node, opts Options) (*Ring, error) {
-	r := &Ring{vnodes: opts.Vnodes, newShard: opts.Ring.NewClient}
+	r := &Ring{vnodes: opts.Vnodes, newShard: opts.Ring.NewClient, maxValue: opts.MaxValueSize}
+	if r.maxValue <= 0 {
+		r.maxValue = client.DefaultMaxValueSizeRedis
+	}
 	if r.newShard == nil {
 		r.newShard = redis.NewClient
 	}

@@ -539,3 +539,52 @@ func TestMigrateFromGoRedisRing(t *testing.T) {
 	}
 	t.Logf("%d keys were on another server under go-redis's rendezvous; all read back", st.FallbackHits)
 }
+
+// TestBadInput: a nil context, a padded address and an oversized value get
+// typed errors, never a panic, and store nothing.
+func TestBadInput(t *testing.T) {
+	servers := testserver.Redis(t, 2)
+	nodes := []ring.Node{{Name: "a", Addr: servers[0].Addr}, {Name: "b", Addr: servers[1].Addr}}
+	if _, err := New([]ring.Node{{Addr: " " + servers[0].Addr}}); !errors.Is(err, ring.ErrBadAddr) {
+		t.Errorf("New with a padded address = %v, want ring.ErrBadAddr", err)
+	}
+	r, err := NewWithOptions(nodes, Options{MaxValueSize: 1 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	for name, err := range map[string]error{
+		"Set":  r.Set(ctx, "big", make([]byte, 2<<10), 0).Err(),
+		"MSet": r.MSet(ctx, "a", "x", "big", string(make([]byte, 2<<10))).Err(),
+		"HSet": r.HSet(ctx, "h", "f", make([]byte, 2<<10)).Err(),
+		"Pipeline": func() error {
+			_, err := r.Pipelined(ctx, func(p redis.Pipeliner) error {
+				p.Set(ctx, "ok", "v", 0)
+				p.Set(ctx, "big", make([]byte, 2<<10), 0)
+				return nil
+			})
+			return err
+		}(),
+	} {
+		if !errors.Is(err, client.ErrValueTooLarge) {
+			t.Errorf("%s of an oversized value = %v, want client.ErrValueTooLarge", name, err)
+		}
+	}
+	for _, k := range []string{"big", "ok", "h"} {
+		if n, err := r.Exists(ctx, k).Result(); err != nil || n != 0 {
+			t.Errorf("%q exists after the refused writes: %d, %v", k, n, err)
+		}
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Errorf("Get with a nil context panicked: %v", p)
+			}
+		}()
+		//lint:ignore SA1012 a nil context is the bad input under test
+		if err := r.Get(nil, "k").Err(); !errors.Is(err, client.ErrNilContext) { //nolint:staticcheck
+			t.Errorf("Get with a nil context = %v, want client.ErrNilContext", err)
+		}
+	}()
+}

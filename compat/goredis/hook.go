@@ -21,14 +21,49 @@ func (hook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		if err := h.r.check(ctx, cmd); err != nil {
+			cmd.SetErr(err)
+			return err
+		}
 		return h.r.process(ctx, cmd, send(next), h.r.c.Migrating())
 	}
 }
 
 func (h hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if err := h.r.check(ctx, cmd); err != nil {
+				for _, c := range cmds {
+					c.SetErr(err)
+				}
+				return err
+			}
+		}
 		return h.r.pipeline(ctx, cmds, next)
 	}
+}
+
+// check refuses what must not be sent: a nil context (client.ErrNilContext:
+// go-redis would panic on it) and a value argument longer than
+// Options.MaxValueSize (client.ErrValueTooLarge: Redis would refuse it
+// after reading it whole).
+func (r *Ring) check(ctx context.Context, cmd redis.Cmder) error {
+	if ctx == nil {
+		return client.ErrNilContext
+	}
+	for _, a := range cmd.Args() {
+		n := 0
+		switch a := a.(type) {
+		case string:
+			n = len(a)
+		case []byte:
+			n = len(a)
+		}
+		if n > r.maxValue {
+			return fmt.Errorf("%w: %s with an argument of %d bytes, more than %d", client.ErrValueTooLarge, cmd.Name(), n, r.maxValue)
+		}
+	}
+	return nil
 }
 
 var _ redis.Hook = hook{}

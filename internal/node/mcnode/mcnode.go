@@ -22,6 +22,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"time"
@@ -448,8 +449,10 @@ func nodeErr(err error) error {
 		return node.ErrClosed
 	case errors.Is(err, memcache.ErrValueTooLarge):
 		return mapped{node.ErrValueTooLarge, err}
-	case errors.Is(err, memcache.ErrAuth), wire.TLSFailure(err):
+	case errors.Is(err, memcache.ErrAuth):
 		return mapped{node.ErrAuth, err}
+	case wire.TLSFailure(err):
+		return fmt.Errorf("%w: %w", node.ErrAuth, err) // as redisnode says it
 	case errors.Is(err, memcache.ErrNoMetadump):
 		return mapped{node.ErrSweepUnsupported, err}
 	case errors.Is(err, net.ErrClosed):

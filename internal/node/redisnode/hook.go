@@ -38,13 +38,7 @@ func (hook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (k hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if ctx == context.Background() { // an auto-pipeliner's batch of one: see above
-			err := next(ctx, cmd)
-			if k.near != nil {
-				k.near.evict(cmd)
-			}
-			return err
-		}
+		observe := ctx != context.Background() // else an auto-pipeliner's batch of one: see above
 		start := k.obs.Begin()
 		var m *nearMark
 		if k.near != nil {
@@ -63,6 +57,9 @@ func (k hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 				k.near.misses.Add(1)
 			}
 			k.near.evict(cmd)
+		}
+		if !observe {
+			return err
 		}
 		op := opOf(cmd)
 		if op == node.OpSetup && errors.As(err, new(dialError)) {

@@ -20,12 +20,13 @@ type Budget struct {
 	size    int       // places in all
 	free    int       // places no connection holds
 	waiters []*waiter // in arrival order
-	pools   []*Pool   // whose idle connections Acquire may close for a place
+	pools   []*Pool   // whose idle connections handOver may give another client
 }
 
-// waiter is a caller waiting for a place, or (pool set) for a connection
-// of that pool: the first Put hands it one, and a freed place lets it
-// dial. ch receives the connection, or nil for a place.
+// waiter is a caller waiting for a place: another client's dial (pool
+// nil), which a connection put back into any pool is handed to, or a call
+// of pool, which a connection put back into it is; a freed place lets
+// either dial. ch receives the connection, or nil for a place.
 type waiter struct {
 	pool *Pool
 	ch   chan *Conn
@@ -34,48 +35,44 @@ type waiter struct {
 // NewBudget returns a budget of n places.
 func NewBudget(n int) *Budget { return &Budget{size: max(n, 1), free: max(n, 1)} }
 
-// TryAcquire takes a place if one is free.
-func (b *Budget) TryAcquire() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.free > 0 {
-		b.free--
-		return true
-	}
-	return false
-}
-
-// Acquire takes a place, closing an idle connection of the budget's pools
-// for it if none is free, or waiting for one until ctx ends.
-func (b *Budget) Acquire(ctx context.Context) error {
+// handOver takes a place for a connection of another client: a free one
+// (conn nil: dial), or an idle connection of the budget's pools with its
+// place, or, when there is neither, the first place freed or connection
+// put back, waiting until ctx ends.
+func (b *Budget) handOver(ctx context.Context) (net.Conn, error) {
 	b.mu.Lock()
 	if b.free > 0 {
 		b.free--
 		b.mu.Unlock()
-		return nil
+		return nil, nil
 	}
 	for _, p := range b.pools {
 		if c := p.popIdleLocked(); c != nil {
-			// c's place becomes ours: close it without releasing.
 			p.forgetLocked(c)
 			b.mu.Unlock()
-			c.Conn.Close()
-			return nil
+			return c.Conn, nil
 		}
 	}
 	w := &waiter{ch: make(chan *Conn, 1)}
 	b.waiters = append(b.waiters, w)
 	b.mu.Unlock()
 	select {
-	case <-w.ch:
-		return nil
+	case c := <-w.ch:
+		return connOf(c), nil
 	case <-ctx.Done():
 		if b.cancel(w) {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
-		<-w.ch // a place came at the same moment: it is ours
+		return connOf(<-w.ch), nil // served at the same moment: it is ours
+	}
+}
+
+// connOf is the connection under c, nil for a place alone.
+func connOf(c *Conn) net.Conn {
+	if c == nil {
 		return nil
 	}
+	return c.Conn
 }
 
 // Release frees a place: the first waiter gets it, or it becomes free.
@@ -109,11 +106,15 @@ func (b *Budget) cancel(w *waiter) bool {
 }
 
 // handLocked gives c, a connection put back into pool p, to the first of
-// p's waiters, if any.
+// p's waiters or of the other clients' (c then leaves p, its place with
+// it), if any; false when there is none.
 func (b *Budget) handLocked(p *Pool, c *Conn) bool {
 	for i, w := range b.waiters {
-		if w.pool == p {
+		if w.pool == p || w.pool == nil {
 			b.waiters = append(b.waiters[:i], b.waiters[i+1:]...)
+			if w.pool == nil {
+				p.forgetLocked(c)
+			}
 			w.ch <- c
 			return true
 		}
@@ -122,18 +123,24 @@ func (b *Budget) handLocked(p *Pool, c *Conn) bool {
 }
 
 // Dial returns dial taking a place in the budget for each connection it
-// opens (Acquire, bounded by the dial's context), held until the
-// connection is closed: the Dialer of another client of the node, such as
-// go-redis's, whose own pool then counts against the same places.
+// opens (bounded by the dial's context), held until the connection is
+// closed: the Dialer of another client of the node, such as go-redis's,
+// whose own pool then counts against the same places. When every place is
+// held and one of the budget's pools has an idle connection, that
+// connection itself is handed over, place and all, rather than closed for
+// a new one to be dialed: the node sees no connection come and go (the
+// other client sets it up as its own, as it does a new one).
 func (b *Budget) Dial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if err := b.Acquire(ctx); err != nil {
+		conn, err := b.handOver(ctx)
+		if err != nil {
 			return nil, err
 		}
-		conn, err := dial(ctx, network, addr)
-		if err != nil {
-			b.Release()
-			return nil, err
+		if conn == nil {
+			if conn, err = dial(ctx, network, addr); err != nil {
+				b.Release()
+				return nil, err
+			}
 		}
 		pc := &placeConn{Conn: conn, b: b}
 		if sc, ok := conn.(syscall.Conn); ok {

@@ -37,8 +37,10 @@ type Answer struct {
 const readGrace = 10 * time.Millisecond
 
 // lateGrace is how long an answer read after it was due may go without
-// bringing bytes (Pending.Recv).
-const lateGrace = 20 * time.Millisecond
+// bringing bytes (Pending.Recv): longer than the reading goroutine may wait
+// for a CPU on a busy machine (20 ms did not, under -race beside other
+// packages' tests).
+const lateGrace = 50 * time.Millisecond
 
 // Pending is a multi-get sent, its answer not yet read.
 type Pending struct {

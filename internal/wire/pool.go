@@ -14,10 +14,9 @@ type Pool struct {
 	done chan struct{} // closed by Close: wakes the pool's waiters
 
 	// Under b.mu.
-	idle    []*Conn        // most recently used last
-	all     map[*Conn]bool // every open connection of the pool
-	dialing int            // places held by dials under way
-	closed  bool
+	idle   []*Conn        // most recently used last
+	all    map[*Conn]bool // every open connection of the pool
+	closed bool
 
 	dials, waits, timeouts atomic.Int64
 }
@@ -190,13 +189,7 @@ func (p *Pool) dial(ctx context.Context) (*Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
 	defer cancel()
 	p.dials.Add(1)
-	p.b.mu.Lock()
-	p.dialing++
-	p.b.mu.Unlock()
 	nc, err := p.cfg.Dial(dctx, "tcp", p.cfg.Addr)
-	p.b.mu.Lock()
-	p.dialing--
-	p.b.mu.Unlock()
 	if err != nil {
 		p.b.Release()
 		return nil, CtxErr(ctx, err)
@@ -285,12 +278,4 @@ func (p *Pool) Close() error {
 	b.mu.Unlock()
 	closeAll(open)
 	return nil
-}
-
-// HoldsAll reports whether the pool's connections hold every place of its
-// budget: no other client of the node has one.
-func (p *Pool) HoldsAll() bool {
-	p.b.mu.Lock()
-	defer p.b.mu.Unlock()
-	return p.b.free == 0 && len(p.all)+p.dialing == p.b.size
 }

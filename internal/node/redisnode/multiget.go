@@ -20,7 +20,7 @@ import (
 //     own connections in two halves (package doc), when the budget has a
 //     place or a connection is idle: no goroutine;
 //   - otherwise through go-redis, from a goroutine of its own, so that the
-//     caller can send the other nodes' meanwhile.
+//     caller can send the other nodes' meanwhile, and never waits itself.
 
 // Send sends the MGET of keys (see above).
 func (n *Node) Send(ctx context.Context, keys []string) node.Pending {
@@ -32,32 +32,18 @@ func (n *Node) Send(ctx context.Context, keys []string) node.Pending {
 		if g, ok := n.raw.TrySend(ctx, resp.Mget{}, keys); ok {
 			return n.rawPending(ctx, g, start)
 		}
-		if n.raw.HoldsAll() {
-			// Every place is one of these connections, in use: one comes
-			// back soon, where go-redis would take a place from them (a
-			// connection closed, another dialed) to send the MGET.
-			return n.rawPending(ctx, n.raw.Send(ctx, resp.Mget{}, keys), start)
-		}
 	}
+	// go-redis waits for a connection of its pool, which it dials in a
+	// place of the node's budget: one freed, or one of the node's own idle
+	// connections handed over (wire.Budget.Dial). The node's own
+	// connections never wait: places held idle by go-redis would never
+	// come back to them.
 	return n.goPending(ctx, keys)
 }
 
-// TrySend is Send without waiting for another call's connection: false
-// when every place of the node is one of its own connections, in use.
+// TrySend is Send: it never waits for another call's connection.
 func (n *Node) TrySend(ctx context.Context, keys []string) (node.Pending, bool) {
-	if n.ap != nil && n.ap.calls.Load() > 0 {
-		return n.queued(ctx, keys), true
-	}
-	if n.raw != nil && !n.exposed.Load() {
-		start := n.obs.Begin()
-		if g, ok := n.raw.TrySend(ctx, resp.Mget{}, keys); ok {
-			return n.rawPending(ctx, g, start), true
-		}
-		if n.raw.HoldsAll() {
-			return nil, false
-		}
-	}
-	return n.goPending(ctx, keys), true
+	return n.Send(ctx, keys), true
 }
 
 // SendIdle sends the MGET of keys without dialing or waiting: over an

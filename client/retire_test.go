@@ -1,6 +1,7 @@
 package client
 
 import (
+	"runtime"
 	"bufio"
 	"context"
 	"errors"
@@ -186,7 +187,9 @@ func TestCloseDuringBackfill(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(faultWait):
-		t.Fatalf("Close still waits after %v on a copy stuck on a node that never answers", faultWait)
+		buf := make([]byte, 1<<20)
+		n := runtime.Stack(buf, true)
+		t.Fatalf("Close still waits after %v on a copy stuck on a node that never answers\n%s", faultWait, buf[:n])
 	}
 }
 

@@ -482,12 +482,16 @@ func TestKnobs(t *testing.T) {
 	}
 	target.Pause()
 	defer target.Resume()
+	for !target.Paused() {
+		time.Sleep(time.Millisecond) // SIGSTOP takes effect a moment after it is sent
+	}
 	start := time.Now()
-	if _, err := mc.Get(keys[0]); err == nil {
+	_, err = mc.Get(keys[0])
+	if err == nil {
 		t.Fatal("Get from a stopped node succeeded")
 	}
 	if took := time.Since(start); took < 1500*time.Millisecond {
-		t.Errorf("Get from a stopped node gave up after %v; want Timeout (2s)", took)
+		t.Errorf("Get from a stopped node gave up after %v (%v); want Timeout (2s)", took, err)
 	}
 }
 

@@ -142,6 +142,11 @@ func (c *Call) Flush() error {
 		return err
 	}
 	c.SetReadDeadline(deadlineIn(c.ctx, c.p.cfg.ReadTimeout))
+	if c.stop != nil && c.ctx.Err() != nil {
+		// The context ended before this deadline was set: its AfterFunc's
+		// has been overwritten, and must hold.
+		c.SetDeadline(time.Unix(1, 0))
+	}
 	return nil
 }
 

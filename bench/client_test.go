@@ -74,6 +74,7 @@ func directRedisOptions(addr string) *redis.Options {
 		ContextTimeoutEnabled: true,
 		DialerRetries:         1,
 		MaxRetries:            -1,
+		PipelinePoolSize:      -1,
 	}
 }
 
@@ -408,8 +409,10 @@ func BenchmarkRedis(b *testing.B) {
 	}{{"serial", serial, pairedSerial}, {"parallel", parallel, pairedParallel}} {
 		b.Run("Get/"+mode.name+"/go-redis", mode.run(directGet))
 		b.Run("Get/"+mode.name+"/shardcache", mode.run(facadeGet))
+		b.Run("Get/"+mode.name+"/paired-shardcache-vs-go-redis", mode.pair(directGet, facadeGet))
 		b.Run("Set/"+mode.name+"/go-redis", mode.run(directSet))
 		b.Run("Set/"+mode.name+"/shardcache", mode.run(facadeSet))
+		b.Run("Set/"+mode.name+"/paired-shardcache-vs-go-redis", mode.pair(directSet, facadeSet))
 		b.Run("GetMulti100/"+mode.name+"/go-redis-mget-1node", mode.run(mget))
 		b.Run("GetMulti100/"+mode.name+"/go-redis-ring-4nodes", mode.run(ringMulti))
 		b.Run("GetMulti100/"+mode.name+"/go-redis-mget-4nodes", mode.run(fanOut))

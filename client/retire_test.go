@@ -1,13 +1,13 @@
 package client
 
 import (
-	"runtime"
 	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"

@@ -3,7 +3,7 @@
 GO       ?= go
 BENCH    ?= .
 COUNT    ?= 1
-FUZZTIME ?= 30s
+FUZZTIME ?= 60s
 
 # Server binaries the integration tests start (internal/testserver), as
 # BINARY or BINARY:PACKAGE where the Debian package is named otherwise.
@@ -41,18 +41,17 @@ test: deps
 bench:
 	cd bench && $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) ./...
 
-# go test -fuzz takes one target per run.
+# Every fuzz target of the module, FUZZTIME each (go test -fuzz takes one
+# target per run): the targets are found with go test -list, so a new one
+# is run without being listed here. FUZZ=FuzzMget runs the matching ones.
+FUZZ ?= ^Fuzz
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzLocate$$' -fuzztime $(FUZZTIME) ./ring/
-	$(GO) test -run '^$$' -fuzz '^FuzzNew$$' -fuzztime $(FUZZTIME) ./ring/
-	$(GO) test -run '^$$' -fuzz '^FuzzCheckKey$$' -fuzztime $(FUZZTIME) ./client/
-	$(GO) test -run '^$$' -fuzz '^FuzzMultiSplit$$' -fuzztime $(FUZZTIME) ./client/
-	$(GO) test -run '^$$' -fuzz '^FuzzValueLine$$' -fuzztime $(FUZZTIME) ./internal/wire/memcache/
-	$(GO) test -run '^$$' -fuzz '^FuzzGetsAnswer$$' -fuzztime $(FUZZTIME) ./internal/wire/memcache/
-	$(GO) test -run '^$$' -fuzz '^FuzzMetaAnswer$$' -fuzztime $(FUZZTIME) ./internal/wire/memcache/
-	$(GO) test -run '^$$' -fuzz '^FuzzMetadumpLine$$' -fuzztime $(FUZZTIME) ./internal/wire/memcache/
-	$(GO) test -run '^$$' -fuzz '^FuzzStats$$' -fuzztime $(FUZZTIME) ./internal/wire/memcache/
-	$(GO) test -run '^$$' -fuzz '^FuzzStorageReply$$' -fuzztime $(FUZZTIME) ./internal/wire/memcache/
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for t in $$($(GO) test -list '$(FUZZ)' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$t"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
 
 simulate:
 	$(GO) run ./cmd/shardcache simulate

@@ -71,6 +71,7 @@ func directRedisOptions(addr string) *redis.Options {
 		ReadTimeout:           facadeTimeout,
 		WriteTimeout:          facadeTimeout,
 		PoolSize:              facadePoolSize(),
+		MaxIdleConns:          facadePoolSize(),
 		ContextTimeoutEnabled: true,
 		DialerRetries:         1,
 		MaxRetries:            -1,

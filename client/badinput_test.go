@@ -103,6 +103,8 @@ func TestBadInput(t *testing.T) {
 			{"no port", []ring.Node{{Addr: "127.0.0.1"}}, ring.ErrBadAddr},
 			{"port out of range", []ring.Node{{Addr: "127.0.0.1:70000"}}, ring.ErrBadAddr},
 			{"no host", []ring.Node{{Addr: ":6379"}}, ring.ErrBadAddr},
+			{"padded address", []ring.Node{{Addr: " 127.0.0.1:6379"}}, ring.ErrBadAddr},
+			{"address with a newline", []ring.Node{{Addr: "127.0.0.1:6379\n"}}, ring.ErrBadAddr},
 		} {
 			add("Reshard, "+nodes.name, c.Reshard(nodes.nodes, time.Minute), nodes.want)
 			nc, err := New(Options{Backend: cl.backend, Nodes: nodes.nodes})

@@ -549,6 +549,13 @@ func (c *Client) migrate(old ring.Locator, oldConns map[string]*member, p ring.L
 	if d := m.End().Sub(c.opts.Now()); d > 0 {
 		c.timer = time.AfterFunc(d, c.retireIfOver)
 	}
+	if window > 0 {
+		for _, n := range conns {
+			if tw, ok := n.Node.(node.TombstoneWatcher); ok {
+				tw.ExpectTombstones(m.End().Add(tombMargin))
+			}
+		}
+	}
 	return &state{placement: p, own: own, mig: m, conns: conns}, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/internal/testserver"
 	"github.com/shardcache/shardcache/ring"
 )
@@ -55,6 +56,9 @@ func (r rawMemcache) get(key string) ([]byte, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if len(it.Value) == 0 && it.Flags == node.TombstoneFlags { // a Delete's, during a migration
+		return nil, ErrCacheMiss
 	}
 	return it.Value, nil
 }

@@ -11,25 +11,50 @@ import (
 
 // Copies from old owners to new ones, during a migration. Every copy the
 // client makes goes through fromOld (a read's fallback and backfill, the
-// copy an Incr or a Touch depends on, RedisDo's copy of any type), and
-// through backfill and confirm, which the sweep shares.
+// copy an Incr or a Touch depends on, RedisDo's copy of any type) and
+// backfill, or through the sweep's restore.
 //
-// A copy from an old owner to a new one must never bring back a key
-// deleted meanwhile. A Delete that lands between the read of the old owner
-// and the write of the copy would otherwise be undone: the copy recreates
-// on the new owner the value the Delete had just removed there. Two rules
-// close it, for every copy the client makes (read-path backfills and the
-// sweep alike):
+// A copy must never be seen by another reader once a Delete or a newer
+// write of its key has been acknowledged. Three rules make it so, for
+// every copy (read-path backfills, asynchronous ones and the sweep's):
 //
-//   - Delete removes the old owner's copy first, then the new owner's.
-//   - After a copy is stored, confirm asks its source whether it still
-//     holds the key, and deletes the copy if not.
+//   - A copy stores only where the key is absent (Redis SET NX or RESTORE
+//     without REPLACE, Memcached add): a write that reached the new owner
+//     first wins.
+//   - A Delete of a moved key buries it on its new owner (node.Bury): a
+//     tombstone, until the window's end and tombMargin, that no copy
+//     stores over, atomically on the server (a Redis script, Memcached's
+//     add refusing the key). A reader who read the value from the old
+//     owner before the Delete, and writes its copy after, is refused.
+//   - A write of a moved key is acknowledged only once both owners have
+//     it (write), so that a read falling back to the old owner after the
+//     new one lost the key (a restart) finds the newer value, not the one
+//     it replaced. With FailOpen, a write a node held down drops is
+//     acknowledged all the same: the boundary doc.go states.
 //
-// If a Delete's removal from the old owner comes before confirm's read,
-// confirm sees the key gone and deletes the copy; if it comes after, the
-// Delete's removal from the new owner comes after the copy too, and
-// removes it. Either way the key stays deleted. The price is one extra
-// round trip per copy batch; copies are rare, once per moved key.
+// So a copy is either refused or made before the Delete or the write
+// that supersedes it reaches the new owner, which then removes or
+// replaces it; nothing is revoked after the fact.
+
+// tombMargin is how long a tombstone outlasts its migration's window: a
+// copy queued or in flight when the window ends, and the clocks of other
+// processes in the same migration, a little behind.
+const tombMargin = time.Minute
+
+// bury buries keys on their new owner n, for ttl.
+func (c *Client) bury(ctx context.Context, n node.Node, keys []string, ttl time.Duration) ([]bool, error) {
+	if bugNoTomb { // a seeded bug (seeded.go)
+		found := make([]bool, len(keys))
+		return found, n.DeleteMulti(ctx, keys)
+	}
+	return n.Bury(ctx, keys, ttl)
+}
+
+// tombTTL is the life of a tombstone left at now: to the window's end and
+// tombMargin.
+func tombTTL(st *state, now time.Time) time.Duration {
+	return max(st.mig.End().Sub(now), 0) + tombMargin
+}
 
 // copyHow says how fromOld copies.
 type copyHow struct {
@@ -146,22 +171,15 @@ func (c *Client) fromOld(ctx context.Context, st *state, now time.Time, keys []s
 			}
 		}
 	}
-	srcs := func(b *batch) []ring.Node {
-		s := make([]ring.Node, len(b.idx))
-		for j, i := range b.idx {
-			s[j] = routes[i].Old
-		}
-		return s
-	}
 	if c.queue != nil && !how.sync {
 		for _, b := range copies.list {
-			c.enqueue(st, b.node, b.items, srcs(b))
+			c.enqueue(st, b.node, b.items)
 		}
 		return nil
 	}
 	newer := newBatches(st)
 	for _, b := range copies.list {
-		stored, err := c.backfill(ctx, st, b.node, b.items, srcs(b), how.whole)
+		stored, err := c.backfill(ctx, st, b.node, b.items, how.whole)
 		if err != nil && how.strict {
 			return nodeErr("backfill", b.node, b.keys, err)
 		}
@@ -187,85 +205,48 @@ func (c *Client) fromOld(ctx context.Context, st *state, now time.Time, keys []s
 	return nil
 }
 
-// backfill writes copies read from old owners (srcs[i] is items[i]'s) to
-// their new owner n, each only if absent (Redis SET NX or RESTORE without
-// REPLACE, Memcached add), so a value written since the miss is never
-// overwritten, then confirms them. It reports which copies were stored,
-// and the round trip's failure, counting the copies it did not store as
-// dropped.
-func (c *Client) backfill(ctx context.Context, st *state, n ring.Node, items []item, srcs []ring.Node, whole bool) ([]bool, error) {
+// backfill writes copies read from old owners to their new owner n, each
+// only if its key is neither present nor buried (Redis a script of SET NX
+// or RESTORE without REPLACE, Memcached add), so that a value written or a
+// key deleted since the miss is never overwritten. It reports which
+// copies were stored, and the round trip's failure, counting the copies
+// it did not store as dropped.
+func (c *Client) backfill(ctx context.Context, st *state, n ring.Node, items []item, whole bool) ([]bool, error) {
 	cs := st.mig.Counters
 	var stored []bool
 	var err error
-	if whole {
+	switch {
+	case whole:
 		if sn := sweeper(st.conn(n)); sn == nil {
 			err = ErrSweepUnsupported
 		} else {
 			stored, err = sn.Restore(ctx, items)
 		}
-	} else {
+	case bugBackfillSet: // a seeded bug (seeded.go): overwrites what is there
+		if err = st.conn(n).SetMulti(ctx, items); err == nil {
+			stored = make([]bool, len(items))
+			for i := range stored {
+				stored[i] = true
+			}
+		}
+	default:
 		stored, err = st.conn(n).AddMulti(ctx, items)
 	}
 	if stored == nil {
 		cs.BackfillsDropped.Add(int64(len(items)))
 		return make([]bool, len(items)), err
 	}
-	var copied []item
-	var from []ring.Node
-	for i, ok := range stored {
+	for _, ok := range stored {
 		switch {
 		case ok:
 			cs.Backfills.Add(1)
-			copied, from = append(copied, items[i]), append(from, srcs[i])
 		case err != nil: // refused, or newer: the failure does not say which
 			cs.BackfillsDropped.Add(1)
 		default:
 			cs.BackfillsSkipped.Add(1)
 		}
 	}
-	if len(copied) > 0 { // confirmed even beside a failure: they are stored
-		c.confirm(ctx, st, n, copied, from)
-	}
 	return stored, err
-}
-
-// confirm checks that the source of each copy just stored on dst
-// (srcs[i] is copies[i]'s) still holds its key, and deletes from dst the
-// copies whose source lost it: a Delete ran in between (see above). It
-// asks whether the source holds the key whatever its type (Redis EXISTS),
-// since a sweep copies hashes and lists too. A source that cannot be read
-// counts as having lost the key, since a copy that cannot be confirmed is
-// not safe to keep: the next read simply falls back again. It returns how
-// many copies were revoked, counted in BackfillsRevoked.
-func (c *Client) confirm(ctx context.Context, st *state, dst ring.Node, copies []item, srcs []ring.Node) int {
-	bySrc := newBatches(st)
-	for i, it := range copies {
-		bySrc.addKey(srcs[i], it.Key, i)
-	}
-	bySrc.run(func(b *batch) error {
-		found, err := holds(ctx, b.conn, b.keys)
-		b.got = make([]item, len(found))
-		for i, f := range found {
-			b.got[i].Found = f
-		}
-		return err
-	})
-	var lost []string
-	for _, b := range bySrc.list {
-		for i, k := range b.keys {
-			if b.err != nil || !b.got[i].Found {
-				lost = append(lost, k)
-			}
-		}
-	}
-	if len(lost) == 0 {
-		return 0
-	}
-	st.mig.Counters.BackfillsRevoked.Add(int64(len(lost)))
-	if err := st.conn(dst).DeleteMulti(ctx, lost); err != nil {
-		st.mig.Counters.BackfillsDropped.Add(int64(len(lost)))
-	}
-	return len(lost)
 }
 
 // holds reports which keys node n holds, whatever their type.
@@ -289,14 +270,13 @@ type pendingBackfill struct {
 	st    *state
 	node  ring.Node
 	items []item
-	srcs  []ring.Node
 }
 
 // enqueue hands copies to the backfill worker, or drops and counts them when
 // its queue is full: a read must not wait for a copy.
-func (c *Client) enqueue(st *state, n ring.Node, items []item, srcs []ring.Node) {
+func (c *Client) enqueue(st *state, n ring.Node, items []item) {
 	select {
-	case c.queue <- pendingBackfill{st, n, items, srcs}:
+	case c.queue <- pendingBackfill{st, n, items}:
 		c.queueAccepts(n)
 	default: // full, or closed: the worker has gone
 		st.mig.Counters.BackfillsDropped.Add(int64(len(items)))
@@ -316,8 +296,12 @@ func (c *Client) backfillWorker(ctx context.Context) {
 		case <-c.done:
 			return
 		case p := <-c.queue:
+			if !p.st.mig.Active(c.opts.Now()) { // its tombstones may be gone
+				p.st.mig.Counters.BackfillsDropped.Add(int64(len(p.items)))
+				continue
+			}
 			ctx, cancel := context.WithTimeout(ctx, c.opts.ReadTimeout+c.opts.WriteTimeout)
-			c.backfill(ctx, p.st, p.node, p.items, p.srcs, false)
+			c.backfill(ctx, p.st, p.node, p.items, false)
 			cancel()
 		}
 	}

@@ -134,6 +134,18 @@ func (n *memNode) DeleteMulti(ctx context.Context, keys []string) error {
 	return nil
 }
 
+// Bury deletes; the fuzzed splits never copy, so no tombstone is kept.
+func (n *memNode) Bury(_ context.Context, keys []string, _ time.Duration) ([]bool, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	found := make([]bool, len(keys))
+	for i, k := range keys {
+		_, found[i] = n.m[k]
+		delete(n.m, k)
+	}
+	return found, nil
+}
+
 func (n *memNode) Incr(context.Context, string, int64) (int64, error) {
 	return 0, errors.New("not supported")
 }

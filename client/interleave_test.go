@@ -3,8 +3,10 @@ package client
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,15 +16,16 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/internal/testserver"
 	"github.com/shardcache/shardcache/ring"
 )
 
 // A Delete that lands between a read's old-owner hit and its backfill must
-// not be undone by the backfill (backfill.go). These tests put the Delete
-// exactly there, deterministically: a go-redis hook, or a gomemcache
-// connection that runs it before sending a given command, on both backends
-// and at both points of the copy.
+// not be undone by the backfill (copy.go). These tests put the Delete
+// exactly there, deterministically: a go-redis hook, or a proxy that runs
+// it before forwarding a given command, on both backends, the backfill
+// synchronous or not.
 
 // trap runs fn once, the first time armed is set and match says yes.
 type trap struct {
@@ -141,8 +144,8 @@ func trapProxy(t *testing.T, upstream string, tr *trap, marks []string, skip int
 func TestDeleteDuringBackfill(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []string{"redis-server", "memcached"} {
-		for _, at := range []string{"before the copy", "before the confirmation"} {
-			t.Run(kind+"/"+at, func(t *testing.T) {
+		for _, async := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/async=%v", kind, async), func(t *testing.T) {
 				var servers []*testserver.Server
 				if kind == "redis-server" {
 					servers = testserver.Redis(t, 2)
@@ -158,16 +161,11 @@ func TestDeleteDuringBackfill(t *testing.T) {
 						t.Errorf("Delete in the middle of the backfill: %v", err)
 					}
 				}}
-				// Before the copy: the new owner's add of the key (Redis SET NX,
-				// Memcached add). Before the confirmation: the old owner's read of
-				// the key after the fallback read (Redis EXISTS, after a GET and
-				// PTTL pipeline; Memcached gets, after mg or a first gets).
-				opts := Options{Nodes: from, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
+				// Before the copy: the new owner's add of the key (Redis the copy
+				// script, Memcached add), after the old owner's read.
+				opts := Options{Nodes: from, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, AsyncBackfill: async}
 				if kind == "redis-server" {
-					trapped, names := to[0].Addr, []string{"set", "setnx"}
-					if at == "before the confirmation" {
-						trapped, names = from[0].Addr, []string{"exists", "mget"}
-					}
+					trapped, names := to[0].Addr, []string{"evalsha", "eval"}
 					opts.Backend = Redis
 					opts.NewRedisClient = func(n ring.Node, opt *redis.Options) *redis.Client {
 						rdb := redis.NewClient(opt)
@@ -178,12 +176,7 @@ func TestDeleteDuringBackfill(t *testing.T) {
 					}
 				} else {
 					opts.Backend = Memcached
-					if at == "before the copy" {
-						to[0].Addr = trapProxy(t, to[0].Addr, tr, []string{"add " + key + " "}, 0)
-					} else {
-						from[0].Addr = trapProxy(t, from[0].Addr, tr, []string{"mg " + key + " ", "gets " + key}, 1)
-						opts.Nodes = from
-					}
+					to[0].Addr = trapProxy(t, to[0].Addr, tr, []string{"add " + key + " "}, 0)
 				}
 				var err error
 				if c, err = New(opts); err != nil {
@@ -203,6 +196,11 @@ func TestDeleteDuringBackfill(t *testing.T) {
 				if v, err := c.Get(ctx, key); err != nil || string(v) != "Ada" {
 					t.Fatalf("Get = %q, %v; want the value the old owner held", v, err)
 				}
+				// The copy is refused (asynchronously: once the worker is done).
+				deadline := time.Now().Add(10 * time.Second)
+				for c.Migration().BackfillsSkipped+c.Migration().Backfills == 0 && time.Now().Before(deadline) {
+					runtime.Gosched()
+				}
 				if !tr.fired.Load() {
 					t.Fatal("the Delete never ran: the trap did not match the backfill's commands")
 				}
@@ -212,9 +210,8 @@ func TestDeleteDuringBackfill(t *testing.T) {
 						t.Errorf("the deleted key is back on %s", s.Addr)
 					}
 				}
-				st := c.Migration()
-				if st.Backfills != 1 || st.BackfillsRevoked != 1 {
-					t.Errorf("counters %+v; want the copy stored and then revoked", st)
+				if st := c.Migration(); st.Backfills != 0 || st.BackfillsSkipped != 1 {
+					t.Errorf("counters %+v; want the copy refused by the tombstone", st)
 				}
 			})
 		}
@@ -227,11 +224,11 @@ func rawHas(t *testing.T, b Backend, addr, key string) bool {
 	if b == Memcached {
 		mc := memcache.New(addr)
 		defer mc.Close()
-		_, err := mc.Get(key)
+		it, err := mc.Get(key)
 		if err != nil && err != memcache.ErrCacheMiss {
 			t.Fatal(err)
 		}
-		return err == nil
+		return err == nil && !(len(it.Value) == 0 && it.Flags == node.TombstoneFlags)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()

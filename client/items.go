@@ -198,8 +198,7 @@ func (c *Client) Store(ctx context.Context, op StoreOp, it Item) error {
 		if err := store(StoreAdd)(r.st.conn(r.New)); err != nil {
 			return fail(name, r.New, in.Key, err)
 		}
-		c.copyToOld(r, store(StoreSet))
-		return nil
+		return c.copyToOld(name, r, in.Key, store(StoreSet))
 	case StoreCAS:
 		err := store(StoreCAS)(r.st.conn(r.New))
 		if err == ErrCacheMiss {
@@ -212,8 +211,7 @@ func (c *Client) Store(ctx context.Context, op StoreOp, it Item) error {
 		if err != nil {
 			return failItem(name, r.New, in.Key, err)
 		}
-		c.copyToOld(r, store(StoreSet))
-		return nil
+		return c.copyToOld(name, r, in.Key, store(StoreSet))
 	}
 	// StoreReplace, StoreAppend, StorePrepend: the key must be present.
 	err = store(op)(r.st.conn(r.New))
@@ -227,11 +225,9 @@ func (c *Client) Store(ctx context.Context, op StoreOp, it Item) error {
 		return fail(name, r.New, in.Key, err)
 	}
 	if op == StoreReplace {
-		c.copyToOld(r, store(StoreSet))
-	} else {
-		c.copyToOld(r, func(n node.Node) error { return n.Delete(ctx, in.Key) })
+		return c.copyToOld(name, r, in.Key, store(StoreSet))
 	}
-	return nil
+	return c.copyToOld(name, r, in.Key, func(n node.Node) error { return n.Delete(ctx, in.Key) })
 }
 
 // GetAndTouch reads key's item and sets its TTL (0: no expiry) in one
@@ -254,7 +250,9 @@ func (c *Client) GetAndTouch(ctx context.Context, key string, ttl time.Duration)
 		return Item{}, fail("gat", r.New, key, err)
 	}
 	if r.Dual {
-		c.copyToOld(r, func(n node.Node) error { return n.Touch(ctx, key, ttl) })
+		if err := c.copyToOld("gat", r, key, func(n node.Node) error { return n.Touch(ctx, key, ttl) }); err != nil {
+			return Item{}, err
+		}
 	}
 	return export(&it), nil
 }
@@ -283,16 +281,18 @@ func (c *Client) incrDecr(ctx context.Context, key string, delta uint64, decr bo
 			return 0, err
 		}
 	}
+	op := "incr"
+	if decr {
+		op = "decr"
+	}
 	v, err := items(r.st.conn(r.New)).IncrDecr(ctx, key, delta, decr)
 	if err != nil {
-		op := "incr"
-		if decr {
-			op = "decr"
-		}
 		return 0, fail(op, r.New, key, err)
 	}
 	if r.Dual {
-		c.copyToOld(r, func(n node.Node) error { return n.Delete(ctx, key) })
+		if err := c.copyToOld(op, r, key, func(n node.Node) error { return n.Delete(ctx, key) }); err != nil {
+			return 0, err
+		}
 	}
 	return v, nil
 }
@@ -312,14 +312,23 @@ func (c *Client) DeleteFound(ctx context.Context, key string) (found bool, err e
 		found, err = items(r.st.conn(r.New)).DeleteFound(ctx, key)
 		return found, fail("delete", r.New, key, err)
 	}
-	// The old owner first: see backfill.go for why the order matters.
-	oldFound, oldErr := items(r.st.conn(r.Old)).DeleteFound(ctx, key)
-	newFound, newErr := items(r.st.conn(r.New)).DeleteFound(ctx, key)
+	// Both at once: the new owner buries the key, so that no copy from the
+	// old one brings it back (copy.go).
+	var oldFound bool
+	var oldErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if !bugNoDualDelete { // a seeded bug (seeded.go)
+			oldFound, oldErr = items(r.st.conn(r.Old)).DeleteFound(ctx, key)
+		}
+	})
+	newFound, newErr := c.bury(ctx, r.st.conn(r.New), []string{key}, tombTTL(r.st, r.now))
+	wg.Wait()
 	r.counters().DualDeletes.Add(1)
 	if newErr != nil {
 		return false, fail("delete", r.New, key, newErr)
 	}
-	return oldFound || newFound, fail("delete", r.Old, key, oldErr)
+	return oldFound || len(newFound) == 1 && newFound[0], fail("delete", r.Old, key, oldErr)
 }
 
 // Flush deletes every key on every node, those of a migration's old

@@ -350,7 +350,7 @@ func TestBackfillNeverOverwritesNewerValue(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := c.state.Load()
-		stored, _ := c.backfill(ctx, st, cl.nodes(1)[0], []item{{Key: "k", Value: []byte("old"), TTL: time.Hour}}, cl.nodes(0), false)
+		stored, _ := c.backfill(ctx, st, cl.nodes(1)[0], []item{{Key: "k", Value: []byte("old"), TTL: time.Hour}}, false)
 		if stored[0] {
 			t.Fatal("backfill reported storing over a newer value")
 		}
@@ -645,7 +645,7 @@ func TestAsyncBackfill(t *testing.T) {
 	c := cl.client(t, Options{Nodes: cl.nodes(0), AsyncBackfill: true, BackfillQueue: 1, Logger: slog.New(rec),
 		NewRedisClient: func(n ring.Node, opt *redis.Options) *redis.Client {
 			rdb := redis.NewClient(opt)
-			rdb.AddHook(blockPipelines{armed, entered, release})
+			rdb.AddHook(blockBackfills{armed, entered, release})
 			return rdb
 		}})
 	ctx := context.Background()
@@ -687,23 +687,26 @@ func TestAsyncBackfill(t *testing.T) {
 	}
 }
 
-// blockPipelines holds every SET pipeline (a backfill) once armed, until
-// release.
-type blockPipelines struct {
+// blockBackfills holds every script (a backfill's copy) once armed,
+// until release.
+type blockBackfills struct {
 	armed   *atomic.Bool
 	entered chan<- struct{}
 	release <-chan struct{}
 }
 
-func (blockPipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (blockPipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (blockBackfills) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (b blockPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if b.armed.Load() && len(cmds) > 0 && cmds[0].Name() == "set" {
+func (b blockBackfills) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); b.armed.Load() && (name == "evalsha" || name == "eval") {
 			b.entered <- struct{}{}
 			<-b.release
 		}
-		return next(ctx, cmds)
+		return next(ctx, cmd)
 	}
+}
+
+func (blockBackfills) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

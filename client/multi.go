@@ -376,8 +376,9 @@ func (c *Client) DeleteMulti(ctx context.Context, keys []string) error {
 }
 
 // multiWrite sends item(i) for every key to its owner and, during a
-// migration, to its old owner too. Deletes fail on either owner's failure;
-// for other writes a failed copy to an old owner is only counted.
+// migration, to its old owner too, all nodes at once: a failure on either
+// owner is an error (write, in ops.go). A migration's deletes bury the
+// moved keys on their new owners (copy.go).
 func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk func(i int) item, send func(*batch) error) error {
 	st, now := c.load()
 	if st == nil {
@@ -385,10 +386,7 @@ func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk fu
 	}
 	del := op == "delete_multi"
 	bs := newBatches(st)
-	olds := bs // where copies to old owners go
-	if del {
-		olds = newBatches(st)
-	}
+	tombs := newBatches(st) // deletes of moved keys, on their new owners
 	copies := 0
 	for i, k := range keys {
 		if st.mig == nil {
@@ -396,11 +394,20 @@ func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk fu
 			continue
 		}
 		r := st.mig.Route(k, now)
-		bs.add(r.New, mk(i), i, false)
-		if r.Dual {
-			copies++
-			olds.add(r.Old, mk(i), i, !del)
+		switch {
+		case !r.Dual:
+			bs.add(r.New, mk(i), i, false)
+			continue
+		case del:
+			tombs.add(r.New, mk(i), i, false)
+			if bugNoDualDelete { // a seeded bug (seeded.go)
+				continue
+			}
+		default:
+			bs.add(r.New, mk(i), i, false)
 		}
+		copies++
+		bs.add(r.Old, mk(i), i, true)
 	}
 	if copies > 0 {
 		if del {
@@ -409,29 +416,30 @@ func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk fu
 			st.mig.Counters.DualWrites.Add(int64(copies))
 		}
 	}
-	if olds != bs {
-		olds.run(send) // deletes: old owners first, then new ones (see copy.go)
+	var wg sync.WaitGroup
+	if len(tombs.list) > 0 {
+		ttl := tombTTL(st, now)
+		wg.Go(func() {
+			tombs.run(func(b *batch) error {
+				_, err := c.bury(ctx, b.conn, b.keys, ttl)
+				return err
+			})
+		})
 	}
 	bs.run(send)
+	wg.Wait()
 	var errs []error
-	list := bs.list
-	if olds != bs {
-		list = append(olds.list, list...)
-	}
-	for _, b := range list {
+	for _, b := range append(bs.list, tombs.list...) {
 		if b.err == nil {
 			continue
 		}
-		var failed []string
-		for i, it := range b.items {
+		for i := range b.items {
 			if b.old != nil && b.old[i] {
 				st.mig.Counters.DualWriteErrors.Add(1)
-				continue
 			}
-			failed = append(failed, it.Key)
 		}
-		if len(failed) > 0 && (del || !c.openBatch(st, b, len(failed), false)) {
-			errs = append(errs, nodeErr(op, b.node, failed, b.err))
+		if del || !c.openBatch(st, b, len(b.items), false) {
+			errs = append(errs, nodeErr(op, b.node, b.keys, b.err))
 		}
 	}
 	return errors.Join(errs...)

@@ -133,21 +133,34 @@ func both(r route, op func(node.Node) error) (newErr, oldErr error) {
 	return newErr, oldErr
 }
 
-// write runs a write on the new owner and copies it to the old owner during
-// a migration. The caller gets the new owner's result; a failed copy is
-// counted in DualWriteErrors, since the old owner only serves processes that
-// still run the old configuration.
+// write runs a write on the new owner and, during a migration, on the old
+// owner at the same time. It fails if either fails (the old owner's
+// failure counted in DualWriteErrors too): a write the old owner missed
+// would be undone for every reader falling back to it once the new owner
+// lost the key (copy.go).
 func (c *Client) write(opName string, r route, key string, op func(node.Node) error) error {
 	newErr, oldErr := both(r, op)
-	if r.Dual {
-		countCopy(r, oldErr)
+	if err := fail(opName, r.New, key, newErr); err != nil || !r.Dual {
+		return err
 	}
-	return fail(opName, r.New, key, newErr)
+	return c.copied(opName, r, key, oldErr)
 }
 
-// copyToOld runs op on the old owner alone, counted as a dual write.
-func (c *Client) copyToOld(r route, op func(node.Node) error) {
-	countCopy(r, op(r.st.conn(r.Old)))
+// copyToOld runs op on the old owner alone, after the new owner's write,
+// and returns its failure as write does.
+func (c *Client) copyToOld(opName string, r route, key string, op func(node.Node) error) error {
+	return c.copied(opName, r, key, op(r.st.conn(r.Old)))
+}
+
+// copied counts a write's copy to the old owner and returns its failure,
+// which FailOpen forgives for a node held down, as it does the new
+// owner's.
+func (c *Client) copied(opName string, r route, key string, err error) error {
+	if err == ErrCacheMiss {
+		err = nil // a Touch of a key the old owner lacks: nothing there to undo it
+	}
+	countCopy(r, err)
+	return c.open(r.st, fail(opName, r.Old, key, err), false)
 }
 
 // countCopy counts a write copied to the old owner, and its failure.
@@ -203,8 +216,7 @@ func (c *Client) add(ctx context.Context, r route, key string, value []byte, ttl
 		return fail("add", r.New, key, err)
 	}
 	// Stored: copy to the old owner, for processes still reading there.
-	c.copyToOld(r, func(n node.Node) error { return n.Set(ctx, key, value, ttl) })
-	return nil
+	return c.copyToOld("add", r, key, func(n node.Node) error { return n.Set(ctx, key, value, ttl) })
 }
 
 // Delete removes key. It returns nil whether or not the key existed. During
@@ -242,7 +254,9 @@ func (c *Client) Incr(ctx context.Context, key string, delta int64) (int64, erro
 		return 0, fail("incr", r.New, key, err)
 	}
 	if r.Dual {
-		c.copyToOld(r, func(n node.Node) error { return n.Delete(ctx, key) })
+		if err := c.copyToOld("incr", r, key, func(n node.Node) error { return n.Delete(ctx, key) }); err != nil {
+			return 0, err
+		}
 	}
 	return v, nil
 }

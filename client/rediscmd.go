@@ -6,6 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/internal/node/redisnode"
 	"github.com/shardcache/shardcache/migration"
 )
 
@@ -13,7 +14,10 @@ import (
 // block of compat/goredis, whose hook classifies commands and hands the
 // cache commands here, so that fallback, copies and dual writes have one
 // implementation. A key is brought over whole (DUMP, PTTL, RESTORE: any
-// type, with its remaining TTL), and every copy is confirmed (backfill.go).
+// type, with its remaining TTL), never over the key or its tombstone
+// (copy.go); a command that writes leaves a tombstone on the new owner
+// first (RESTORE refuses the copy of a reader who read the key before),
+// since it may leave the key deleted (GETDEL, HDEL of the last field).
 
 // RedisOp says how RedisDo applies a command during a migration, when the
 // key's old and new owners differ. Outside a migration every command simply
@@ -86,17 +90,26 @@ func (c *Client) RedisDo(ctx context.Context, key string, op RedisOp, cmd redis.
 			c.bringOverWhole(ctx, r, key)
 		}
 	}
+	// The tombstone first, then the command, on one connection.
+	process := func() error {
+		rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, redisnode.TombKey(key), "1", tombTTL(r.st, r.now))
+			p.Process(ctx, cmd)
+			return nil
+		})
+		return cmd.Err()
+	}
+	name := cmd.Name()
 	if op == RedisCounter {
-		err := rdb.Process(ctx, cmd)
-		if err == nil {
-			c.copyToOld(r, func(n node.Node) error { return n.Delete(ctx, key) })
+		if err := process(); err != nil {
+			return err
 		}
-		return err
+		return c.copyToOld(name, r, key, func(n node.Node) error { return n.Delete(ctx, key) })
 	}
 	newConn := r.st.conn(r.New)
-	both(r, func(n node.Node) error {
+	_, oldErr := both(r, func(n node.Node) error {
 		if n == newConn {
-			return rdb.Process(ctx, cmd)
+			return process()
 		}
 		old, err := redisOf(n)
 		if err == nil {
@@ -105,16 +118,18 @@ func (c *Client) RedisDo(ctx context.Context, key string, op RedisOp, cmd redis.
 		if err == redis.Nil {
 			err = nil // an answer
 		}
-		countCopy(r, err)
-		return nil
+		return err
 	})
-	return cmd.Err()
+	if err := cmd.Err(); err != nil {
+		return err
+	}
+	return c.copied(name, r, key, oldErr) // as write does
 }
 
 // bringOverWhole copies key from its old owner to its new one with the
 // sweep's dump and restore (Redis DUMP, PTTL, RESTORE without REPLACE): any
 // type, with its remaining TTL, never over a value the new owner got
-// meanwhile; a stored copy is confirmed (copy.go). It reports whether the
+// meanwhile nor over its tombstone (copy.go). It reports whether the
 // old owner had the key, and so whether the command is worth running
 // again.
 func (c *Client) bringOverWhole(ctx context.Context, r route, key string) bool {

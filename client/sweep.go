@@ -67,10 +67,9 @@ type SweepStatus struct {
 
 	Scanned        int64 // keys listed
 	Copied         int64 // keys copied to their new owner (and kept)
-	SkippedNewer   int64 // keys the new owner already had: its value is newer
+	SkippedNewer   int64 // keys the new owner already had (its value is newer), or had buried (deleted meanwhile)
 	SkippedUnmoved int64 // keys whose owner did not change, or that are not the old placement's to move from this node
 	Gone           int64 // moved keys that expired or were deleted before they could be read
-	Revoked        int64 // copies deleted again: the old owner lost the key meanwhile (a Delete)
 	Failed         int64 // moved keys not copied because a read or a write failed
 }
 
@@ -79,8 +78,8 @@ type SweepStatus struct {
 // type) and its remaining TTL, and never overwriting a key the new owner
 // already has: Redis DUMP, PTTL and RESTORE without REPLACE; Memcached
 // lru_crawler metadump, mg and add (see the package README for versions).
-// Each copy is then confirmed against its source like a read's backfill, so
-// a key deleted meanwhile stays deleted.
+// A key deleted meanwhile stays deleted: its tombstone on the new owner
+// refuses the copy, as it does a read's backfill (copy.go).
 //
 // Sweep is idempotent: a second run, or a run from another process at the
 // same time, finds the copies present and skips them (SkippedNewer). It
@@ -280,23 +279,17 @@ func (sw *sweep) page(ctx context.Context, n ring.Node, sn node.Sweeper, page []
 		if stored == nil {
 			return err
 		}
-		var copied, rest []item // rest: newer, or failed with err
+		var rest []item // newer or buried, or failed with err
+		copied := 0
 		for i, ok := range stored {
 			if ok {
-				copied = append(copied, b.items[i])
+				copied++
 			} else {
 				rest = append(rest, b.items[i])
 			}
 		}
-		revoked := 0
-		if len(copied) > 0 { // stored copies are confirmed, even beside a failure
-			revoked = sw.c.confirm(ctx, sw.st, b.node, copied, sameNode(n, len(copied)))
-		}
-		sw.add(func(s *SweepStatus) {
-			s.Copied += int64(len(copied) - revoked)
-			s.Revoked += int64(revoked)
-		})
-		cs.SweepCopied.Add(int64(len(copied) - revoked))
+		sw.add(func(s *SweepStatus) { s.Copied += int64(copied) })
+		cs.SweepCopied.Add(int64(copied))
 		if err != nil {
 			b.items = rest // counted as failed below
 			return err
@@ -335,13 +328,4 @@ func itemKeys(items []item) []string {
 		keys[i] = it.Key
 	}
 	return keys
-}
-
-// sameNode returns n times node n: the sources of copies all read from it.
-func sameNode(n ring.Node, count int) []ring.Node {
-	s := make([]ring.Node, count)
-	for i := range s {
-		s[i] = n
-	}
-	return s
 }

@@ -166,12 +166,11 @@ type Counters struct {
 	FallbackMisses   atomic.Int64 // misses on both owners
 	FallbackErrors   atomic.Int64 // old-owner reads that failed (counted as misses)
 	Backfills        atomic.Int64 // copies written to the new owner
-	BackfillsSkipped atomic.Int64 // copies not written: the new owner had a newer value
-	BackfillsRevoked atomic.Int64 // copies deleted again: the old owner lost the key meanwhile (a Delete)
+	BackfillsSkipped atomic.Int64 // copies not written: the new owner had a newer value, or the key's tombstone
 	BackfillsDropped atomic.Int64 // asynchronous copies dropped: queue full, or failed
 	DualWrites       atomic.Int64 // writes copied to the old owner
 	DualWriteErrors  atomic.Int64 // copies to the old owner that failed
-	DualDeletes      atomic.Int64 // deletes sent to the old owner too
+	DualDeletes      atomic.Int64 // deletes sent to the old owner too, and buried on the new one
 
 	SweepScanned        atomic.Int64 // keys a sweep listed on the old nodes
 	SweepCopied         atomic.Int64 // keys a sweep copied to their new owner (and kept)
@@ -185,8 +184,7 @@ type Counters struct {
 // migration counters, which Status and the client's Stats embed.
 type Snapshot struct {
 	NewHits, FallbackHits, FallbackMisses, FallbackErrors int64
-	Backfills, BackfillsSkipped, BackfillsRevoked         int64
-	BackfillsDropped                                      int64
+	Backfills, BackfillsSkipped, BackfillsDropped         int64
 	DualWrites, DualWriteErrors, DualDeletes              int64
 
 	SweepScanned, SweepCopied, SweepSkippedNewer, SweepSkippedUnmoved int64
@@ -200,7 +198,7 @@ func (c *Counters) Snapshot() Snapshot {
 		NewHits: c.NewHits.Load(), FallbackHits: c.FallbackHits.Load(),
 		FallbackMisses: c.FallbackMisses.Load(), FallbackErrors: c.FallbackErrors.Load(),
 		Backfills: c.Backfills.Load(), BackfillsSkipped: c.BackfillsSkipped.Load(),
-		BackfillsRevoked: c.BackfillsRevoked.Load(), BackfillsDropped: c.BackfillsDropped.Load(),
+		BackfillsDropped: c.BackfillsDropped.Load(),
 		DualWrites: c.DualWrites.Load(), DualWriteErrors: c.DualWriteErrors.Load(),
 		DualDeletes:  c.DualDeletes.Load(),
 		SweepScanned: c.SweepScanned.Load(), SweepCopied: c.SweepCopied.Load(),

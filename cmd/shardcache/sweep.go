@@ -152,7 +152,6 @@ func writeSweep(w io.Writer, s client.SweepStatus, elapsed time.Duration) {
 	fmt.Fprintf(tw, "  already on their new owner (newer)\t%d\n", s.SkippedNewer)
 	fmt.Fprintf(tw, "  not moved\t%d\n", s.SkippedUnmoved)
 	fmt.Fprintf(tw, "  gone before they were read\t%d\n", s.Gone)
-	fmt.Fprintf(tw, "  copies revoked (deleted meanwhile)\t%d\n", s.Revoked)
 	fmt.Fprintf(tw, "  failed\t%d\n", s.Failed)
 	tw.Flush()
 }

@@ -221,7 +221,7 @@ func TestCatchesBrokenSystem(t *testing.T) {
 var seededBugs = []struct{ tag, what string }{
 	{"shardcache_bug_nodualdelete", "a migration's Delete reaches the new owner only"},
 	{"shardcache_bug_backfillset", "a backfill writes with SET, not SET NX (Memcached: set, not add)"},
-	{"shardcache_bug_oldfirst", "a migration's read asks the old owner before the new one"},
+	{"shardcache_bug_notomb", "a migration's Delete deletes the new owner's copy without burying it"},
 }
 
 func TestSeededBugs(t *testing.T) {

@@ -158,9 +158,10 @@ type WorkerStats struct {
 	// Downs counts the times the client marked a node down (its breaker
 	// opened), and Dropped and Missed what FailOpen dropped and missed.
 	Downs, Dropped, Missed int64
-	// Backfills, BackfillsRevoked and SweepCopied are the migration's
-	// counters in this process.
-	Backfills, BackfillsRevoked, SweepCopied int64
+	// Backfills, BackfillsSkipped (refused: newer or buried),
+	// DualWriteErrors and SweepCopied are the migration's counters in this
+	// process.
+	Backfills, BackfillsSkipped, DualWriteErrors, SweepCopied int64
 }
 
 // The file format: one record a line, its fields separated by tabs, so

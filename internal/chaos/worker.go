@@ -331,6 +331,6 @@ func (w *worker) stats() WorkerStats {
 		}
 	}
 	t := w.cur.Stats().MigrationTotals
-	s.Backfills, s.BackfillsRevoked, s.SweepCopied = t.Backfills, t.BackfillsRevoked, t.SweepCopied
+	s.Backfills, s.BackfillsSkipped, s.DualWriteErrors, s.SweepCopied = t.Backfills, t.BackfillsSkipped, t.DualWriteErrors, t.SweepCopied
 	return s
 }

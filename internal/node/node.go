@@ -119,6 +119,10 @@ type Node interface {
 	Delete(ctx context.Context, key string) error
 	// DeleteMulti removes every key.
 	DeleteMulti(ctx context.Context, keys []string) error
+	// Bury removes every key and leaves a tombstone in its place for ttl
+	// (see Tombstones), in one round trip, and reports which keys held a
+	// value.
+	Bury(ctx context.Context, keys []string, ttl time.Duration) (found []bool, err error)
 	// Incr adds delta to the integer under key and returns the result; a
 	// missing key is created with the value delta (on Memcached, whose
 	// counters are unsigned, a decrement stops at 0 and a missing key

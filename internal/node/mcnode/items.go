@@ -2,6 +2,7 @@ package mcnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,6 +20,9 @@ func (n *Node) GetItem(ctx context.Context, key string) (node.Item, error) {
 	}
 	start := n.obs.Begin()
 	it, err := n.mc.Get(ctx, key)
+	if err == nil && isTomb(it.Value, it.Flags) {
+		err = memcache.ErrCacheMiss
+	}
 	err = nodeErr(err)
 	n.obs.Done(ctx, node.OpGet, start, err)
 	if err != nil {
@@ -62,6 +66,10 @@ func (n *Node) GetAndTouch(ctx context.Context, key string, ttl time.Duration) (
 	}
 	start := n.obs.Begin()
 	it, err := n.mc.GetAndTouch(ctx, key, memcache.Expiration(ttl))
+	if err == nil && isTomb(it.Value, it.Flags) {
+		n.keepTomb(ctx, key)
+		err = memcache.ErrCacheMiss
+	}
 	err = nodeErr(err)
 	n.obs.Done(ctx, node.OpGet, start, err)
 	if err != nil {
@@ -77,7 +85,7 @@ func (n *Node) IncrDecr(ctx context.Context, key string, delta uint64, decr bool
 		return 0, err
 	}
 	start := n.obs.Begin()
-	v, err := n.mc.IncrDecr(ctx, key, delta, decr)
+	v, _, err := n.incrChecked(ctx, key, delta, decr)
 	err = nodeErr(err)
 	n.obs.Done(ctx, node.OpIncr, start, err)
 	return v, err
@@ -89,10 +97,31 @@ func (n *Node) DeleteFound(ctx context.Context, key string) (bool, error) {
 		return false, err
 	}
 	start := n.obs.Begin()
-	found, err := n.mc.Delete(ctx, key)
+	found, err := n.deleteFound(ctx, key)
 	err = nodeErr(err)
 	n.obs.Done(ctx, node.OpDelete, start, err)
 	return found, err
+}
+
+// deleteFound is delete, which counts a tombstone as found; while
+// tombstones may exist, mg and md in one round trip where the server has
+// the meta commands, so that one is not.
+func (n *Node) deleteFound(ctx context.Context, key string) (bool, error) {
+	if !n.tombsLikely() {
+		return n.mc.Delete(ctx, key)
+	}
+	reqs := []memcache.Meta{{Cmd: memcache.MetaGet, Key: key, Flags: memcache.FlagsOf("sf")}, {Cmd: memcache.MetaDelete, Key: key}}
+	var out [2]memcache.MetaResult
+	switch err := n.mc.Meta(ctx, reqs, out[:]); {
+	case errors.Is(err, memcache.ErrNoMeta):
+		return n.mc.Delete(ctx, key)
+	case err != nil:
+		return false, err
+	case out[1].Err != nil:
+		return false, out[1].Err
+	}
+	g := &out[0]
+	return g.Status == memcache.HD && !(g.Size == 0 && g.ClientFlags == node.TombstoneFlags), nil
 }
 
 // Flush deletes every key (flush_all); observed as OpOther.

@@ -24,7 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/shardcache/shardcache/internal/node"
@@ -72,6 +72,9 @@ type Node struct {
 	mc    *memcache.Client
 	obs   node.Observer
 	batch *batcher // nil without Config.Batch
+	// tombsUntil is when tombstones may be gone, in Unix nanoseconds
+	// (tomb.go).
+	tombsUntil atomic.Int64
 }
 
 var (
@@ -80,6 +83,8 @@ var (
 	_ node.Sweeper    = (*Node)(nil)
 	_ node.Leaser     = (*Node)(nil)
 	_ node.IdleCloser = (*Node)(nil)
+
+	_ node.TombstoneWatcher = (*Node)(nil)
 )
 
 // New returns the node of the server at cfg.Addr. It dials nothing yet.
@@ -123,6 +128,9 @@ func (n *Node) get(ctx context.Context, key string) ([]byte, error) {
 	}
 	start := n.obs.Begin()
 	it, err := n.mc.Get(ctx, key)
+	if err == nil && isTomb(it.Value, it.Flags) {
+		err = memcache.ErrCacheMiss
+	}
 	err = nodeErr(err)
 	n.obs.Done(ctx, node.OpGet, start, err)
 	return it.Value, err
@@ -164,15 +172,18 @@ func (n *Node) getTTL(ctx context.Context, keys []string) ([]node.Item, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.obs.Keys(node.OpGetMulti, found, len(keys)-found)
 	items := make([]node.Item, len(keys))
 	for i := range out {
 		a := &out[i]
+		if a.Found && isTomb(a.Value, a.Flags) {
+			*a, found = memcache.TTLAnswer{}, found-1
+		}
 		items[i] = node.AnswerItem(keys[i], &a.Answer)
 		if a.Found {
 			items[i].TTL, items[i].TTLKnown = remaining(a.TTL), true
 		}
 	}
+	n.obs.Keys(node.OpGetMulti, found, len(keys)-found)
 	return items, nil
 }
 
@@ -228,6 +239,9 @@ type pending struct {
 
 func (p *pending) Recv(out []node.Answer) error {
 	found, err := p.p.Recv(out)
+	if err == nil {
+		found -= unbury(out)
+	}
 	err = nodeErr(err)
 	p.n.obs.Done(p.ctx, node.OpGetMulti, p.start, err)
 	if err == nil {
@@ -242,6 +256,7 @@ func (n *Node) Set(ctx context.Context, key string, value []byte, ttl time.Durat
 }
 
 // Add stores value only if key is absent, else node.ErrNotStored.
+// A tombstone counts as absent.
 func (n *Node) Add(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	return n.store(ctx, node.OpAdd, memcache.Add, memcache.Item{Key: key, Value: value, Exptime: memcache.Expiration(ttl)})
 }
@@ -251,7 +266,17 @@ func (n *Node) store(ctx context.Context, o node.Op, op memcache.StoreOp, it mem
 		return err
 	}
 	start := n.obs.Begin()
-	err := n.mc.Store(ctx, op, it)
+	var err error
+	switch op {
+	case memcache.Add:
+		err = n.addOverTomb(ctx, it)
+	case memcache.Replace, memcache.Append, memcache.Prepend:
+		err = n.storeChecked(ctx, op, it)
+	case memcache.CAS:
+		err = n.casChecked(ctx, it)
+	default:
+		err = n.mc.Store(ctx, op, it)
+	}
 	if refusedBefore(err) {
 		return nodeErr(err) // refused before any I/O: no outcome of the node's
 	}
@@ -375,16 +400,22 @@ func (n *Node) incr(ctx context.Context, key string, delta int64) (int64, error)
 	for range 2 {
 		var v uint64
 		var err error
+		var tomb *memcache.Item
 		if delta >= 0 {
-			v, err = n.mc.IncrDecr(ctx, key, uint64(delta), false)
+			v, tomb, err = n.incrChecked(ctx, key, uint64(delta), false)
 		} else {
-			v, err = n.mc.IncrDecr(ctx, key, uint64(-delta), true)
+			v, tomb, err = n.incrChecked(ctx, key, uint64(-delta), true)
 		}
 		if err != memcache.ErrCacheMiss {
 			return int64(v), err
 		}
 		first := max(delta, 0)
-		err = n.mc.Store(ctx, memcache.Add, memcache.Item{Key: key, Value: strconv.AppendInt(nil, first, 10)})
+		it := memcache.Item{Key: key, Value: counter(first)}
+		if tomb != nil {
+			err = n.overTomb(ctx, *tomb, it)
+		} else {
+			err = n.mc.Store(ctx, memcache.Add, it)
+		}
 		if err == nil {
 			return first, nil
 		}
@@ -401,7 +432,7 @@ func (n *Node) Touch(ctx context.Context, key string, ttl time.Duration) error {
 		return err
 	}
 	start := n.obs.Begin()
-	err := nodeErr(n.mc.Touch(ctx, key, memcache.Expiration(ttl)))
+	err := nodeErr(n.touchChecked(ctx, key, memcache.Expiration(ttl)))
 	n.obs.Done(ctx, node.OpTouch, start, err)
 	return err
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/internal/node/nodetest"
 	"github.com/shardcache/shardcache/internal/testserver"
 	"github.com/shardcache/shardcache/internal/wire"
 	"github.com/shardcache/shardcache/internal/wire/memcache"
@@ -673,4 +674,11 @@ func TestGetAllocations(t *testing.T) {
 	if a := testing.AllocsPerRun(100, func() { n.Send(ctx, keys).Recv(out) }); a > 3 {
 		t.Errorf("Send and Recv of %d keys: %v allocations, want 3 (the two Pendings, one arena)", len(keys), a)
 	}
+}
+
+// TestTombstones: node.Bury's contract on a real memcached.
+func TestTombstones(t *testing.T) {
+	s := testserver.Memcached(t, 1)[0]
+	n, _ := newNode(t, s, Config{})
+	nodetest.Tombstones(t, n, "tomb:")
 }

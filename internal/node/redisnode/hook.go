@@ -150,8 +150,8 @@ func opOf(cmd redis.Cmder) node.Op {
 	case "pexpire", "persist":
 		return node.OpTouch
 	case "evalsha", "eval":
-		if isLeaseScript(cmd) {
-			return node.OpLease
+		if op, ok := scriptOps[scriptHash(cmd)]; ok {
+			return op
 		}
 	case "exists":
 		return node.OpExists
@@ -194,19 +194,18 @@ func countKeys(obs node.Observer, op node.Op, cmds ...redis.Cmder) {
 	obs.Keys(op, hits, misses)
 }
 
-// isLeaseScript reports whether cmd, an EVALSHA or EVAL, runs one of the
-// lease scripts: statistics count them as "lease" calls.
-func isLeaseScript(cmd redis.Cmder) bool {
+// scriptHash returns the SHA-1 of the script an EVALSHA or EVAL runs.
+func scriptHash(cmd redis.Cmder) string {
 	args := cmd.Args()
 	if len(args) < 2 {
-		return false
+		return ""
 	}
 	s, _ := args[1].(string)
 	if cmd.Name() == "eval" { // the script itself, sent once a server lacks it
 		sum := sha1.Sum([]byte(s))
 		s = hex.EncodeToString(sum[:])
 	}
-	return s == storeLeasedScript.Hash() || s == releaseLeasesScript.Hash()
+	return s
 }
 
 // redactHook takes a node's password out of the errors of its commands.

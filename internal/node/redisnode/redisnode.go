@@ -352,25 +352,6 @@ func (n *Node) Add(ctx context.Context, key string, value []byte, d time.Duratio
 	return mapErr(ctx, err)
 }
 
-func (n *Node) AddMulti(ctx context.Context, items []node.Item) ([]bool, error) {
-	cmds := make([]*redis.BoolCmd, len(items))
-	ctx = withOp(ctx, node.OpAddMulti)
-	_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, it := range items {
-			cmds[i] = p.SetNX(ctx, it.Key, it.Value, ttl(it.TTL))
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, mapErr(ctx, err)
-	}
-	stored := make([]bool, len(items))
-	for i, c := range cmds {
-		stored[i] = c.Val()
-	}
-	return stored, nil
-}
-
 func (n *Node) Delete(ctx context.Context, key string) error {
 	if n.ap != nil {
 		return n.ap.delete(ctx, n.rdb, key)

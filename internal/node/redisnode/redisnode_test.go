@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/internal/node/nodetest"
 	"github.com/shardcache/shardcache/internal/testserver"
 )
 
@@ -207,4 +208,15 @@ func TestBudgetShared(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestTombstones: node.Bury's contract on a real redis-server.
+func TestTombstones(t *testing.T) {
+	s := testserver.Redis(t, 1)[0]
+	n, err := New(Config{Addr: s.Addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	nodetest.Tombstones(t, n, "tomb:")
 }

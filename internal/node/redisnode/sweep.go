@@ -2,7 +2,6 @@ package redisnode
 
 import (
 	"context"
-	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -11,8 +10,8 @@ import (
 )
 
 // The sweep on Redis: SCAN lists the keys, a page at a time; DUMP and PTTL
-// read each one whatever its type; RESTORE without REPLACE writes it only
-// where absent.
+// read each one whatever its type; RESTORE without REPLACE, in a script
+// that consults the key's tombstone (tomb.go), writes it only where absent.
 
 func (n *Node) Scan(ctx context.Context, prefix string, count int, fn func(page []node.Item) error) error {
 	match := ""
@@ -25,11 +24,13 @@ func (n *Node) Scan(ctx context.Context, prefix string, count int, fn func(page 
 		if err != nil {
 			return mapErr(ctx, err)
 		}
-		if len(keys) > 0 {
-			page := make([]node.Item, len(keys))
-			for i, k := range keys {
-				page[i].Key = k
+		page := make([]node.Item, 0, len(keys))
+		for _, k := range keys {
+			if !strings.HasPrefix(k, TombPrefix) { // a tombstone is the new owner's alone
+				page = append(page, node.Item{Key: k})
 			}
+		}
+		if len(page) > 0 {
 			if err := fn(page); err != nil {
 				return err
 			}
@@ -65,38 +66,6 @@ func (n *Node) Dump(ctx context.Context, keys []node.Item) ([]node.Item, error) 
 		items[i].Value, items[i].Found, items[i].TTL, items[i].TTLKnown = v, true, t, true
 	}
 	return items, nil
-}
-
-func (n *Node) Restore(ctx context.Context, items []node.Item) ([]bool, error) {
-	cmds := make([]*redis.StatusCmd, len(items))
-	ctx = withOp(ctx, node.OpSweep)
-	_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, it := range items {
-			cmds[i] = p.Restore(ctx, it.Key, it.TTL, string(it.Value))
-		}
-		return nil
-	})
-	stored := make([]bool, len(items))
-	if err == nil {
-		for i := range stored {
-			stored[i] = true
-		}
-		return stored, nil
-	}
-	var failed error
-	for i, c := range cmds {
-		switch err := c.Err(); {
-		case err == nil:
-			stored[i] = true
-		case strings.HasPrefix(err.Error(), "BUSYKEY"): // the new owner has a newer value
-		case failed == nil:
-			failed = mapErr(ctx, err)
-		}
-	}
-	if failed != nil && !slices.Contains(stored, true) {
-		return nil, failed
-	}
-	return stored, failed
 }
 
 func (n *Node) Exists(ctx context.Context, keys []string) ([]bool, error) {

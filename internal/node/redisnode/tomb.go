@@ -1,0 +1,169 @@
+package redisnode
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shardcache/shardcache/internal/node"
+)
+
+// Tombstones on Redis (node.Bury): a key of its own beside the buried one,
+// TombPrefix and the key's name, so that the buried key is really gone
+// (EXISTS, TYPE and a foreign client's GET see nothing) and reads need no
+// check. The copies (AddMulti, Restore) are scripts that store only when
+// neither the key nor its tombstone exists, atomically; a write of a
+// value leaves the tombstone, which then only keeps copies away.
+
+// TombPrefix starts the name of a key's tombstone: TombPrefix + key. A
+// sweep skips these keys.
+const TombPrefix = "shardcache:tomb:"
+
+var (
+	// KEYS: the keys, then their tombstones. ARGV: the tombstones' TTL in
+	// milliseconds. It returns DEL's answer for each key.
+	buryScript = redis.NewScript(`
+local n = #KEYS / 2
+local found = {}
+for i = 1, n do
+	found[i] = redis.call('DEL', KEYS[i])
+	redis.call('SET', KEYS[n+i], '1', 'PX', ARGV[1])
+end
+return found`)
+	// KEYS: the keys, then their tombstones. ARGV: value i and its TTL in
+	// milliseconds (0: none) for each key. It returns 1 for each key
+	// stored, 0 for each present or buried.
+	copyScript = redis.NewScript(`
+local n = #KEYS / 2
+local stored = {}
+for i = 1, n do
+	stored[i] = 0
+	if redis.call('EXISTS', KEYS[n+i]) == 0 then
+		local ttl = tonumber(ARGV[2*i])
+		local ok
+		if ttl > 0 then
+			ok = redis.call('SET', KEYS[i], ARGV[2*i-1], 'NX', 'PX', ttl)
+		else
+			ok = redis.call('SET', KEYS[i], ARGV[2*i-1], 'NX')
+		end
+		if ok then stored[i] = 1 end
+	end
+end
+return stored`)
+	// KEYS: the keys, then their tombstones. ARGV: DUMP's payload i and
+	// its TTL in milliseconds (0: none) for each key. It returns 1 for
+	// each key restored, 0 for each present or buried, and RESTORE's
+	// refusal for the others.
+	restoreScript = redis.NewScript(`
+local n = #KEYS / 2
+local stored = {}
+for i = 1, n do
+	stored[i] = 0
+	if redis.call('EXISTS', KEYS[n+i]) == 0 and redis.call('EXISTS', KEYS[i]) == 0 then
+		local r = redis.pcall('RESTORE', KEYS[i], ARGV[2*i], ARGV[2*i-1])
+		if type(r) == 'table' and r.err then
+			stored[i] = r.err
+		else
+			stored[i] = 1
+		end
+	end
+end
+return stored`)
+)
+
+// scriptOps are the kinds of call the package's scripts are, by SHA-1.
+var scriptOps = map[string]node.Op{
+	storeLeasedScript.Hash():   node.OpLease,
+	releaseLeasesScript.Hash(): node.OpLease,
+	buryScript.Hash():          node.OpDeleteMulti,
+	copyScript.Hash():          node.OpAddMulti,
+	restoreScript.Hash():       node.OpSweep,
+}
+
+// TombKey returns the name of key's tombstone.
+func TombKey(key string) string { return TombPrefix + key }
+
+// withTombs returns keys followed by their tombstones' names.
+func withTombs(keys []string) []string {
+	all := make([]string, len(keys), 2*len(keys))
+	copy(all, keys)
+	for _, k := range keys {
+		all = append(all, TombKey(k))
+	}
+	return all
+}
+
+func (n *Node) Bury(ctx context.Context, keys []string, d time.Duration) ([]bool, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	res, err := buryScript.Run(live(ctx), n.rdb, withTombs(keys), ttl(d).Milliseconds()).Int64Slice()
+	if err != nil {
+		return nil, mapErr(ctx, err)
+	}
+	found := make([]bool, len(keys))
+	for i := range found {
+		found[i] = i < len(res) && res[i] > 0
+	}
+	return found, nil
+}
+
+// AddMulti stores each item whose key is neither present nor buried, in
+// one script.
+func (n *Node) AddMulti(ctx context.Context, items []node.Item) ([]bool, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, len(items))
+	args := make([]any, 0, 2*len(items))
+	for i, it := range items {
+		keys[i] = it.Key
+		args = append(args, it.Value, ttl(it.TTL).Milliseconds())
+	}
+	res, err := copyScript.Run(live(ctx), n.rdb, withTombs(keys), args...).Int64Slice()
+	if err != nil {
+		return nil, mapErr(ctx, err)
+	}
+	stored := make([]bool, len(items))
+	for i := range stored {
+		stored[i] = i < len(res) && res[i] == 1
+	}
+	return stored, nil
+}
+
+// Restore writes each dumped item whose key is neither present nor
+// buried, in one script: RESTORE without REPLACE.
+func (n *Node) Restore(ctx context.Context, items []node.Item) ([]bool, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, len(items))
+	args := make([]any, 0, 2*len(items))
+	for i, it := range items {
+		keys[i] = it.Key
+		args = append(args, it.Value, ttl(it.TTL).Milliseconds())
+	}
+	res, err := restoreScript.Run(live(ctx), n.rdb, withTombs(keys), args...).Slice()
+	if err != nil {
+		return nil, mapErr(ctx, err)
+	}
+	stored := make([]bool, len(items))
+	var failed error
+	for i := range stored {
+		if i >= len(res) {
+			break
+		}
+		switch v := res[i].(type) {
+		case int64:
+			stored[i] = v == 1
+		case string: // RESTORE refused the payload
+			if failed == nil {
+				failed = fmt.Errorf("restore %s: %s", keys[i], strings.TrimSpace(v))
+			}
+		}
+	}
+	return stored, failed
+}

@@ -199,7 +199,7 @@ func (c *Counters) Snapshot() Snapshot {
 		FallbackMisses: c.FallbackMisses.Load(), FallbackErrors: c.FallbackErrors.Load(),
 		Backfills: c.Backfills.Load(), BackfillsSkipped: c.BackfillsSkipped.Load(),
 		BackfillsDropped: c.BackfillsDropped.Load(),
-		DualWrites: c.DualWrites.Load(), DualWriteErrors: c.DualWriteErrors.Load(),
+		DualWrites:       c.DualWrites.Load(), DualWriteErrors: c.DualWriteErrors.Load(),
 		DualDeletes:  c.DualDeletes.Load(),
 		SweepScanned: c.SweepScanned.Load(), SweepCopied: c.SweepCopied.Load(),
 		SweepSkippedNewer: c.SweepSkippedNewer.Load(), SweepSkippedUnmoved: c.SweepSkippedUnmoved.Load(),

@@ -65,9 +65,25 @@
 // only cover the rollout and the sweep. Options.MigrateFrom resumes a
 // migration in a process started during its window. A copy never
 // overwrites a value the new owner got meanwhile (add, SET NX, RESTORE
-// without REPLACE), and is confirmed against its source, so that a key
-// deleted meanwhile stays deleted. Incr and Touch bring their key over
+// without REPLACE), nor a key deleted meanwhile: a Delete of a moved key
+// leaves a tombstone on its new owner until the window's end and a minute
+// (Redis a key "shardcache:tomb:" + key beside it; Memcached the key
+// itself, an empty value that every read of the client reports as a miss
+// and that another client, gomemcache say, reads as an empty value). A
+// write of a moved key is acknowledged only once both owners have it: a
+// failure on the old one is an error. Incr and Touch bring their key over
 // first, synchronously.
+//
+// # Consistency
+//
+// Through a migration, under node failures, a process never reads a value
+// older than one whose write was acknowledged before its read began, and a
+// key whose Delete was acknowledged does not come back: the history
+// checker of internal/chaos checks it on real servers under kills,
+// stops, resets, partitions and timeouts. The boundary: with FailOpen, a
+// write to a node held down is dropped and acknowledged, and the node's
+// older value may be read once it is back; a write or a Delete that
+// returned an error may have been applied, in part.
 //
 // # Node failures
 //

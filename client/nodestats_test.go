@@ -199,8 +199,7 @@ func TestNodeStats(t *testing.T) {
 			if _, err := c.NodeStats(ctx); err != ErrClosed {
 				t.Errorf("NodeStats after Close: %v, want ErrClosed", err)
 			}
-			//lint:ignore SA1012 the nil context is the point
-			if _, err := c.NodeStats(nil); err != ErrNilContext { //nolint:staticcheck
+			if _, err := c.NodeStats(nil); err != ErrNilContext {
 				t.Errorf("NodeStats(nil): %v, want ErrNilContext", err)
 			}
 		})

@@ -131,10 +131,11 @@ func (c *NodeCollector) run(ctx context.Context) {
 func (c *NodeCollector) Poll(ctx context.Context) {
 	c.polled.Lock()
 	defer c.polled.Unlock()
-	usage, _ := c.src.NodeStats(ctx) // each node's error is in its NodeUsage
-	if ctx.Err() != nil && usage == nil {
-		return
+	usage, err := c.src.NodeStats(ctx) // each node's error is in its NodeUsage
+	if usage == nil && err != nil && ctx.Err() != nil {
+		return // stopped by Close: the latest values stay
 	}
+	// A client closed has no nodes (ErrClosed): nothing left to export.
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()

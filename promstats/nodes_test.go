@@ -177,3 +177,25 @@ func TestNodeCollectorNeverWaits(t *testing.T) {
 	wg.Go(stuck.Close) // returns: the poll in flight is cancelled
 	wg.Wait()
 }
+
+// TestNodeCollectorClosedClient: once its client is closed, the collector
+// exports nothing of its nodes.
+func TestNodeCollectorClosedClient(t *testing.T) {
+	s := testserver.Redis(t, 1)[0]
+	c, err := client.New(client.Options{Nodes: []ring.Node{{Name: "a", Addr: s.Addr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := promstats.NewNodeCollector(c, promstats.NodeOptions{Interval: time.Hour})
+	defer nodes.Close()
+	ctx := context.Background()
+	nodes.Poll(ctx)
+	if got := series(t, nodes, promstats.NodeItems); len(got) != 1 {
+		t.Fatalf("items %v, want a's", got)
+	}
+	c.Close()
+	nodes.Poll(ctx)
+	if n, err := testutil.GatherAndCount(pedantic(t, nodes)); err != nil || n != 0 {
+		t.Errorf("after the client's Close: %d metrics, %v; want none", n, err)
+	}
+}

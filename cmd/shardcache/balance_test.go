@@ -229,5 +229,30 @@ func TestBalanceUnreadable(t *testing.T) {
 	if _, err := os.Stat(file); !os.IsNotExist(err) {
 		t.Errorf("--write: %v, want no file", err)
 	}
-	_ = fmt.Sprint()
+}
+
+// TestBalanceTopologyFile: the nodes from a topology file (--file), one a
+// Redis without maxmemory, taken at the machine's memory and said so.
+func TestBalanceTopologyFile(t *testing.T) {
+	servers := append(testserver.RedisArgs(t, 1, "--maxmemory", "64mb"), testserver.Redis(t, 1)...)
+	nodes, _ := fleet(servers)
+	c := newTestClient(t, client.Redis, nodes)
+	for i := range 200 {
+		if err := c.Set(context.Background(), fmt.Sprintf("k:%d", i), []byte("v"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "topology.yaml")
+	if err := os.WriteFile(file, []byte(fmt.Sprintf("nodes:\n  - {name: n0, addr: %q}\n  - {name: n1, addr: %q}\n", nodes[0].Addr, nodes[1].Addr)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, "balance", "--file", file, "--json")
+	var rep balanceReport
+	if code != exitOK || json.Unmarshal([]byte(out), &rep) != nil {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if len(rep.Nodes) != 2 || rep.Nodes[0].LimitFrom != "maxmemory" || rep.Nodes[0].MemoryLimit != 64<<20 ||
+		rep.Nodes[1].LimitFrom != "system" || rep.Nodes[1].Items == 0 || !strings.Contains(strings.Join(rep.Notes, "\n"), "n1 has no maxmemory") {
+		t.Errorf("nodes %+v, notes %q: want n0's maxmemory, n1 at the machine's memory, noted", rep.Nodes, rep.Notes)
+	}
 }

@@ -179,8 +179,12 @@ func Propose(readings []Reading, vnodes int) (*Proposal, error) {
 	weights := slices.Clone(target)
 	best := math.Inf(1)
 	var bestWeights, bestShares []float64
+	least := leastWeight(vnodes)
 	for range correctionRounds {
 		w := normalise(weights, p.Nodes)
+		for i := range w {
+			w[i] = max(w[i], least) // the ring gives every node a point
+		}
 		next, err := exactShares(nodes, w, vnodes)
 		if err != nil {
 			return nil, err
@@ -197,6 +201,11 @@ func Propose(readings []Reading, vnodes int) (*Proposal, error) {
 	for i := range p.Nodes {
 		n := &p.Nodes[i]
 		n.Weight, n.NewShare = bestWeights[i], bestShares[i]
+	}
+	for _, n := range p.Nodes {
+		if n.Weight == least {
+			p.Notes = append(p.Notes, fmt.Sprintf("%s's weight is the least the ring places (one point): its limit is far below the others'", n.Node.Name))
+		}
 	}
 	fills := p.fills(bestShares)
 	for i := range p.Nodes {
@@ -238,6 +247,16 @@ func normalise(weights []float64, nodes []Node) []float64 {
 		out[i] = Round(w / median)
 	}
 	return out
+}
+
+// leastWeight is the least weight, of three significant digits, to which a
+// ring of vnodes points per unit of weight gives a point.
+func leastWeight(vnodes int) float64 {
+	w := Round(1 / float64(vnodes))
+	for math.Round(w*float64(vnodes)) < 1 {
+		w = Round(w * 1.01)
+	}
+	return w
 }
 
 // Round rounds a weight to three significant digits: fine enough for a

@@ -128,3 +128,23 @@ func TestRound(t *testing.T) {
 		}
 	}
 }
+
+// TestProposeTiny: a node of a thousandth of the other's memory gets the
+// least weight the ring places, and a note, rather than a weight the ring
+// refuses.
+func TestProposeTiny(t *testing.T) {
+	readings := fleet(t, []int64{1 << 20, 1 << 34}, 0, 1<<20)
+	p, err := Propose(readings, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Nodes[0].Weight != leastWeight(512) || len(p.Notes) == 0 || !strings.Contains(p.Notes[len(p.Notes)-1], "least the ring places") {
+		t.Errorf("a's weight %v, notes %q; want %v, noted", p.Nodes[0].Weight, p.Notes, leastWeight(512))
+	}
+	if _, err := ring.New(p.Weighted(), ring.WithVnodes(512)); err != nil {
+		t.Errorf("the ring refuses the proposal: %v", err)
+	}
+	if w := leastWeight(512); w*512 < 0.5 || w > 0.0021 {
+		t.Errorf("leastWeight(512) = %v", w)
+	}
+}

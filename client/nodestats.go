@@ -22,6 +22,8 @@ const DefaultNodeStatsTimeout = 2 * time.Second
 // started, as the server counts it (Redis INFO, Memcached stats): what
 // Stats, which counts this client's own calls, cannot see.
 type NodeUsage struct {
+	// Node is the node, as its placement lists it (the current one's, for
+	// a node in both).
 	Node ring.Node
 	// Current and Old say which placements list the node, as in Stats.
 	Current, Old bool

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shardcache/shardcache/client"
+	"github.com/shardcache/shardcache/internal/testserver"
 	"github.com/shardcache/shardcache/promstats"
 	"github.com/shardcache/shardcache/ring"
 )
@@ -32,7 +33,8 @@ func TestDashboardQueries(t *testing.T) {
 			t.Errorf("panel %q has no query", p.Title)
 		}
 	}
-	for _, want := range []string{"Hit rate per node", "Fallback share during a migration", "Errors per node", "p99 latency per node"} {
+	for _, want := range []string{"Hit rate per node", "Fallback share during a migration", "Errors per node", "p99 latency per node",
+		"Data per node: memory over limit", "Data per node: items", "Data per node: evictions"} {
 		found := false
 		for _, p := range dash.Panels {
 			found = found || p.Title == want
@@ -160,7 +162,8 @@ type family struct {
 }
 
 // exportedMetrics gathers the collector of a client that read, missed and
-// wrote on an embedded server.
+// wrote on an embedded server, and the node collector of a client of a real
+// Redis with a memory limit (the embedded one has no INFO memory).
 func exportedMetrics(t *testing.T) map[string]family {
 	srv := miniredis.RunT(t)
 	c, err := client.New(client.Options{Nodes: []ring.Node{{Name: "a", Addr: srv.Addr()}}})
@@ -174,8 +177,17 @@ func exportedMetrics(t *testing.T) map[string]family {
 	c.Get(ctx, "missing")
 	c.GetMulti(ctx, []string{"k", "missing"})
 	c.GetOrLoad(ctx, "k", time.Hour, func(context.Context) ([]byte, error) { return []byte("v"), nil })
+	real := testserver.RedisArgs(t, 1, "--maxmemory", "64mb")[0]
+	rc, err := client.New(client.Options{Nodes: []ring.Node{{Name: "b", Addr: real.Addr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	nodes := promstats.NewNodeCollector(rc, promstats.NodeOptions{})
+	defer nodes.Close()
+	nodes.Poll(ctx)
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(promstats.New(c, nil))
+	reg.MustRegister(promstats.New(c, nil), nodes)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -40,7 +40,7 @@ const promTimeout = 30 * time.Second
 // each rule evaluates without error, each recording rule returns a series,
 // and the node-down alert goes pending for the stopped server.
 func TestDashboardOnPrometheus(t *testing.T) {
-	servers := testserver.Redis(t, 5)
+	servers := testserver.RedisArgs(t, 5, "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru") // limits for "Data per node"
 	addrs := testserver.Addrs(servers)
 	oldNodes := []ring.Node{{Name: "a", Addr: addrs[0]}, {Name: "b", Addr: addrs[1]}}
 	newNodes := append(slices.Clone(oldNodes), ring.Node{Name: "c", Addr: addrs[2]})
@@ -205,11 +205,14 @@ func newClient(t *testing.T, opts client.Options) *client.Client {
 	return c
 }
 
-// serveMetrics serves c's collector, and the others, on /metrics, as an
-// application would, and returns the server's HOST:PORT.
+// serveMetrics serves c's collectors (its node collector polling every
+// 250 ms), and the others, on /metrics, as an application would, and
+// returns the server's HOST:PORT.
 func serveMetrics(t *testing.T, c *client.Client, others ...prometheus.Collector) string {
+	nodes := promstats.NewNodeCollector(c, promstats.NodeOptions{Interval: 250 * time.Millisecond})
+	t.Cleanup(nodes.Close)
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(promstats.New(c, nil))
+	reg.MustRegister(promstats.New(c, nil), nodes)
 	reg.MustRegister(others...)
 	web := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	t.Cleanup(web.Close)

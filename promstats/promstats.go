@@ -38,6 +38,15 @@
 // Nodes that leave the client's placements are no longer reported. The op
 // values are those of client.OpStats.Op.
 //
+// NewNodeCollector exports what each node's server holds (items, memory
+// and its limit, evictions, the server's own hits and misses:
+// client.NodeStats), from a poll in a goroutine of its own, every 30
+// seconds by default, never at scrape time (nodes.go lists its metrics):
+//
+//	nodes := promstats.NewNodeCollector(c, promstats.NodeOptions{})
+//	defer nodes.Close()
+//	reg.MustRegister(nodes)
+//
 // This package is the only one of shardcache that imports the Prometheus
 // client library: the client package does not.
 package promstats

@@ -188,7 +188,17 @@ func checkNodes(nodes []ring.Node) error {
 // which live there alone), or ring's refusal of duplicates as this
 // package's error.
 func normalized(nodes []ring.Node) ([]ring.Node, error) {
-	r, err := ring.New(nodes, ring.WithVnodes(1)) // one point per unit of weight: cheap
+	// A ring of one point per node, cheap, for the names and addresses:
+	// at one point per unit of weight, a weight under 0.5 would have none
+	// (ring refuses it), though a client's ring of ring.DefaultVnodes
+	// places it. The weights are put back after.
+	weight := make(map[string]float64, len(nodes))
+	ones := slices.Clone(nodes)
+	for i, n := range nodes {
+		weight[n.Addr] = n.Weight
+		ones[i].Weight = 1
+	}
+	r, err := ring.New(ones, ring.WithVnodes(1))
 	switch {
 	case errors.Is(err, ring.ErrDuplicateName):
 		return nil, fmt.Errorf("%w: %w", ErrDuplicateName, err)
@@ -199,7 +209,13 @@ func normalized(nodes []ring.Node) ([]ring.Node, error) {
 	case err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrBadAddr, err)
 	}
-	return r.Nodes(), nil
+	out := r.Nodes()
+	for i := range out {
+		if w := weight[out[i].Addr]; w != 0 {
+			out[i].Weight = w
+		}
+	}
+	return out, nil
 }
 
 // CheckAddr checks that addr is HOST:PORT with a port in 1..65535, as

@@ -4,6 +4,7 @@
 //	shardcache plan [flags]       exact shares, keys moved and flows of a change
 //	shardcache simulate [flags]   a workload through the change, in three modes
 //	shardcache sweep [flags]      copy the keys a change moves to their new owners
+//	shardcache balance [flags]    how the data sits on the nodes; weights to even it
 //	shardcache topology COMMAND   publish, show, status, watch a fleet's topology
 //	shardcache version            the version, from the module's build information
 //
@@ -20,6 +21,11 @@
 // sweep copies, during a migration's window, every key whose owner changes
 // to its new owner, with its type and remaining TTL, showing its progress
 // and a summary.
+//
+// balance reads what every node's server holds (items, memory, its limit,
+// evictions), prints it beside the ring's shares, and proposes weights that
+// even out memory use, with the plan of that change; --write writes the
+// node list with them.
 //
 // topology publishes a change of nodes to a fleet through etcd, with a start
 // and a window every process shares (printing the plan first), shows the
@@ -67,6 +73,7 @@ var commands = []command{
 	{"plan", "exact shares, keys moved and flows of a change of nodes", runPlan},
 	{"simulate", "a workload through the change: mod-N, ring, ring + dual-ring", runSimulate},
 	{"sweep", "copy the keys a change moves to their new owners, during the window", runSweep},
+	{"balance", "how the data sits on the nodes; weights that even out memory use", runBalance},
 	{"topology", "publish, show, watch a fleet's topology (etcd, a file, DNS); status", runTopology},
 	{"version", "the version of this build", runVersion},
 }

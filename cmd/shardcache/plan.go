@@ -272,6 +272,19 @@ func modulo(nodes []ring.Node) (*ring.Modulo, error) {
 	return ring.NewModulo(slots, ring.WithModuloHash(ring.ModuloMurmur3), ring.WithModuloHashTag("{}"))
 }
 
+// wholeWeights returns nodes with their weights rounded to whole numbers,
+// at least 1, for a mod-N placement, whose slots repeat an address weight
+// times; rounded reports a weight that was not whole.
+func wholeWeights(nodes []ring.Node) (out []ring.Node, rounded bool) {
+	out = slices.Clone(nodes)
+	for i, n := range out {
+		if w := max(math.Round(n.Weight), 1); n.Weight != 0 && w != n.Weight {
+			out[i].Weight, rounded = w, true
+		}
+	}
+	return out, rounded
+}
+
 // planInput is what plan is asked.
 type planInput struct {
 	from, to []ring.Node
@@ -290,11 +303,13 @@ func makePlan(in planInput) (*planReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--to: %w", err)
 	}
-	modFrom, err := modulo(in.from)
+	wholeFrom, roundedFrom := wholeWeights(in.from)
+	modFrom, err := modulo(wholeFrom)
 	if err != nil {
 		return nil, fmt.Errorf("--from: %w", err)
 	}
-	modTo, err := modulo(in.to)
+	wholeTo, roundedTo := wholeWeights(in.to)
+	modTo, err := modulo(wholeTo)
 	if err != nil {
 		return nil, fmt.Errorf("--to: %w", err)
 	}
@@ -406,6 +421,9 @@ func makePlan(in planInput) (*planReport, error) {
 		}
 		return strings.Compare(x.To, y.To)
 	})
+	if roundedFrom || roundedTo {
+		rep.Notes = append(rep.Notes, "mod-N has no fractional weights: it is planned with each weight rounded to a whole number of slots, at least one")
+	}
 	if d := rep.ServerMoved - rep.Moved - rep.Readdressed; d > 1e-9 || d < -1e-9 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%s of keys change node but %s change server: the hit rates count servers",
 			pct(rep.Moved, 2), pct(rep.ServerMoved, 2)))

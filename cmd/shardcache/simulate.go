@@ -51,6 +51,16 @@ Servers that want a password or TLS: --username, --password-file (or the
 password in $SHARDCACHE_REDIS_PASSWORD), --tls and the --tls-* flags. With
 no flags: 8 nodes down to 6, the collapse the README describes.
 
+With --memory, simulate runs the memory scenario instead: a fleet of nodes
+(--from) of different memory limits, where a node that fills evicts its least
+recently used keys, as is and re-weighted at --reshard-at with the weights
+"shardcache balance" proposes from the servers' usage then; the same reads
+and writes, values of --value-size bytes without expiry, on model servers of
+those limits (the embedded ones have none). It prints the hit rate and the
+evictions step by step, and each node's fill and evictions after. Try
+  --from a=h:1,b=h:2,c=h:3,d=h:4 --memory 6MiB,d=1.5MiB
+where d, of a quarter of the others' memory, evicts until it is re-weighted.
+
 With --from-kind other than ring, the ring and dual-ring modes start on that
 placement of the --from nodes and move to our ring of the --to nodes, at once
 or with a dual-ring migration: --from-kind modulo replays the incident as a
@@ -79,6 +89,8 @@ type simFlags struct {
 	every             int
 	kind              *fromKind
 	conn              *connFlags
+	memory            string // the memory scenario's limits (simulate_memory.go)
+	valueSize         int
 }
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -113,11 +125,16 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar on stderr")
 	f.kind = addFromKindFlags(fs.FlagSet)
 	f.conn = addConnFlags(fs.FlagSet)
+	fs.StringVar(&f.memory, "memory", "", "run the memory scenario instead (see below): each --from node's memory `limits`, such as 6MiB,d=1.5MiB (a bare size for the nodes not named)")
+	fs.IntVar(&f.valueSize, "value-size", 1000, "with --memory, every value's size in bytes")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if set["memory"] || set["value-size"] {
+		return runMemorySimulation(ctx, &f, set, stdout, stderr)
+	}
 
 	cfg, note, err := f.config(set)
 	if err != nil {

@@ -91,16 +91,24 @@ func (s *Server) Restart() {
 // Redis starts n redis-server processes without persistence.
 func Redis(t testing.TB, n int) []*Server {
 	t.Helper()
+	return RedisArgs(t, n)
+}
+
+// RedisArgs starts n redis-server processes as Redis does, with extra
+// arguments after its own: "--maxmemory", "8mb", "--maxmemory-policy",
+// "allkeys-lru" gives each a memory limit it evicts at.
+func RedisArgs(t testing.TB, n int, extra ...string) []*Server {
+	t.Helper()
 	bin := binary(t, "redis-server")
 	dir := t.TempDir()
 	servers := make([]*Server, n)
 	for i := range servers {
 		servers[i] = launch(t, bin, 1, func(p []int) []string {
-			return []string{
+			return append([]string{
 				"--port", strconv.Itoa(p[0]), "--bind", "127.0.0.1",
 				"--save", "", "--appendonly", "no", "--daemonize", "no",
 				"--protected-mode", "no", "--dir", dir,
-			}
+			}, extra...)
 		}, probeRedis)
 	}
 	return servers

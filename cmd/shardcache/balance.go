@@ -1,0 +1,302 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/shardcache/shardcache/client"
+	"github.com/shardcache/shardcache/cmd/shardcache/internal/balance"
+	"github.com/shardcache/shardcache/ring"
+	"github.com/shardcache/shardcache/topology"
+	"github.com/shardcache/shardcache/topology/topofile"
+)
+
+const balanceAbout = `Reads every node's server (Redis INFO, Memcached stats: items, memory, its
+limit, evictions), prints how the data sits on the nodes beside their ring
+shares, and proposes weights that even out memory use: each node the share
+at which every node fills the same fraction of its limit. A node's data is
+its base (what the empty server takes: Redis used_memory_startup) plus its
+bytes per unit of ring share times its share, so the weights go as its
+memory limit over its bytes per unit of share; then they are corrected, a
+few rounds, for where the ring's exact shares stray from the weights, and
+normalised so that the median node keeps its weight (fewest keys move),
+rounded to three significant digits. A node that evicts holds less than its
+share puts on it: its bytes per unit of share are taken as the other nodes'
+mean. A Redis without maxmemory is taken at the machine's memory.
+
+Then it prints the change as "shardcache plan" does: the shares before and
+after, and the keys that move. It proposes; an operator applies: --write
+FILE writes the node list with the new weights, for Client.Reshard or
+"shardcache topology publish --to FILE", and "shardcache sweep" copies the
+moved keys during the window. Keys that moved stay on their old node until
+their TTL or its evictions remove them, so its memory falls with them.
+
+The nodes: --nodes, or the fleet's topology (--etcd with --key, --file or
+--dns), whose nodes after any migration it describes are read.`
+
+// balanceNode is one node's reading and proposal, in --json.
+type balanceNode struct {
+	Name   string  `json:"name"`
+	Addr   string  `json:"addr"`
+	Weight float64 `json:"weight"`
+	// What the server says.
+	Items       int64 `json:"items"`
+	Bytes       int64 `json:"bytes"`
+	BaseBytes   int64 `json:"base_bytes"`
+	MemoryLimit int64 `json:"memory_limit"`
+	// LimitFrom says where MemoryLimit comes from: "maxmemory",
+	// "limit_maxbytes", or "system" for a Redis without maxmemory.
+	LimitFrom string `json:"limit_from"`
+	Evictions int64  `json:"evictions"`
+	Hits      int64  `json:"hits"`
+	Misses    int64  `json:"misses"`
+	Policy    string `json:"eviction_policy,omitempty"`
+	// What it means: fill is bytes over the limit; bytes_per_share the
+	// data's bytes per unit of ring share (assumed: the one the proposal
+	// takes, for a node that evicts).
+	Fill          float64 `json:"fill"`
+	Share         float64 `json:"share"`
+	BytesPerShare float64 `json:"bytes_per_share"`
+	Evicting      bool    `json:"evicting"`
+	Assumed       float64 `json:"assumed_bytes_per_share"`
+	// The proposal.
+	ProposedWeight float64 `json:"proposed_weight"`
+	ProposedShare  float64 `json:"proposed_share"`
+	ProjectedFill  float64 `json:"projected_fill"`
+}
+
+// balanceReport is the output of balance; its JSON form is what --json
+// prints.
+type balanceReport struct {
+	Backend string        `json:"backend"`
+	Vnodes  int           `json:"vnodes"`
+	Nodes   []balanceNode `json:"nodes"`
+	// Skew is the max/mean of the nodes' fills, CV their coefficient of
+	// variation; Projected* the same with the proposed weights.
+	Skew          float64     `json:"fill_max_over_mean"`
+	CV            float64     `json:"fill_cv"`
+	ProjectedSkew float64     `json:"projected_fill_max_over_mean"`
+	ProjectedCV   float64     `json:"projected_fill_cv"`
+	TargetFill    float64     `json:"target_fill"`
+	Proposed      string      `json:"proposed"` // the node list with the new weights
+	Plan          *planReport `json:"plan"`
+	Written       string      `json:"written,omitempty"`
+	Notes         []string    `json:"notes,omitempty"`
+}
+
+func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	const cmd = "balance"
+	fs := newFlagSet(cmd, "Propose node weights that even out the memory the servers use.", balanceAbout)
+	backend := fs.String("backend", "redis", "the servers' protocol: redis or memcached")
+	nodesFlag := fs.String("nodes", "", "the nodes: a node `list` (see below), or use the topology flags")
+	src := addSourceFlags(fs.FlagSet, true)
+	vnodes := fs.Int("vnodes", ring.DefaultVnodes, "ring points per unit of weight, as the client's Options.Vnodes")
+	hitRate := fs.Float64("hit-rate", 0.95, "the steady hit rate, in [0, 1), for the plan")
+	asJSON := fs.Bool("json", false, "print JSON instead of tables")
+	write := fs.String("write", "", "write the node list with the proposed weights to `file` (JSON, or YAML for .yaml and .yml)")
+	connFlags := addConnFlags(fs.FlagSet)
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	var b client.Backend
+	switch *backend {
+	case "redis":
+		b = client.Redis
+	case "memcached":
+		b = client.Memcached
+	default:
+		return badInput(stderr, cmd, "--backend %q: want redis or memcached", *backend)
+	}
+	switch {
+	case *vnodes < 1 || *vnodes > ring.MaxVnodes:
+		return badInput(stderr, cmd, "--vnodes %d: want 1..%d", *vnodes, ring.MaxVnodes)
+	case !(*hitRate >= 0 && *hitRate < 1):
+		return badInput(stderr, cmd, "--hit-rate %v: want a fraction in [0, 1)", *hitRate)
+	}
+	var notes []string
+	var nodes []ring.Node
+	if *nodesFlag != "" {
+		if src.etcd != "" || src.file != "" || src.dns != "" {
+			return badInput(stderr, cmd, "--nodes and --etcd, --file or --dns: give only one")
+		}
+		var err error
+		if nodes, err = parseNodes(*nodesFlag); err != nil {
+			return badInput(stderr, cmd, "--nodes: %v", err)
+		}
+	} else {
+		if err := src.check(); err != nil {
+			return badInput(stderr, cmd, "want --nodes, or %v", strings.TrimPrefix(err.Error(), "want "))
+		}
+		t, err := src.get(ctx)
+		if err != nil {
+			return failed(stderr, cmd, err)
+		}
+		nodes = t.Nodes
+		if p := t.PhaseAt(time.Now()); t.Migration != nil && p != topology.After {
+			notes = append(notes, fmt.Sprintf("the topology's migration is %s: the data has not settled on its nodes yet; balance after the window", p))
+		}
+	}
+	if _, err := ring.New(nodes, ring.WithVnodes(*vnodes)); err != nil {
+		return badInput(stderr, cmd, "the nodes: %v", err)
+	}
+	conn, err := connFlags.resolve(os.Getenv, stderr)
+	if err != nil {
+		return badInput(stderr, cmd, "%v", err)
+	}
+	if err := checkBackend(ctx, b, nodeServers(nodes), conn.tls,
+		func(got client.Backend) string { return "--backend " + got.String() }); err != nil {
+		return badInput(stderr, cmd, "--backend %v: %v", b, err)
+	}
+	opts := client.Options{Backend: b, Nodes: nodes, Vnodes: *vnodes}
+	conn.apply(&opts)
+	c, err := client.New(opts)
+	if err != nil {
+		return badInput(stderr, cmd, "%v", err)
+	}
+	usage, err := c.NodeStats(ctx)
+	c.Close()
+	if err != nil {
+		for _, u := range usage {
+			if u.Err != nil {
+				fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(u.Err))
+			}
+		}
+		fmt.Fprintf(stderr, "shardcache %s: no proposal without every node's reading\n", cmd)
+		return exitFail
+	}
+	rep, err := makeBalance(b, usage, nodes, *vnodes, *hitRate)
+	if err != nil {
+		return failed(stderr, cmd, err)
+	}
+	rep.Notes = append(notes, rep.Notes...)
+	if *write != "" {
+		var weighted []ring.Node
+		for _, n := range rep.Nodes {
+			weighted = append(weighted, ring.Node{Name: n.Name, Addr: n.Addr, Weight: n.ProposedWeight})
+		}
+		data, err := topofile.Marshal(&topology.Topology{Nodes: weighted}, topofile.FormatOf(*write))
+		if err == nil {
+			err = os.WriteFile(*write, data, 0o644)
+		}
+		if err != nil {
+			return failed(stderr, cmd, err)
+		}
+		rep.Written = *write
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return failed(stderr, cmd, err)
+		}
+		return exitOK
+	}
+	writeBalance(stdout, rep)
+	return exitOK
+}
+
+// makeBalance reads the usage of the nodes (in their order, usage sorted
+// by name) into a proposal and its plan.
+func makeBalance(b client.Backend, usage []client.NodeUsage, nodes []ring.Node, vnodes int, hitRate float64) (*balanceReport, error) {
+	byAddr := map[string]client.NodeUsage{}
+	for _, u := range usage {
+		byAddr[u.Node.Addr] = u
+	}
+	rep := &balanceReport{Backend: b.String(), Vnodes: vnodes}
+	readings := make([]balance.Reading, len(nodes))
+	limitFrom := make([]string, len(nodes))
+	for i, n := range nodes {
+		u := byAddr[n.Addr]
+		limit, from := u.MemoryLimit, "maxmemory"
+		if b == client.Memcached {
+			from = "limit_maxbytes"
+		}
+		if limit == 0 {
+			if limit, from = u.SystemMemory, "system"; limit == 0 {
+				return nil, fmt.Errorf("node %s (%s): no memory limit, and the server does not tell the machine's memory", u.Node.Name, n.Addr)
+			}
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s has no maxmemory: taken at the machine's memory, %s, which it shares with whatever else runs there",
+				u.Node.Name, balance.Bytes(float64(limit))))
+		}
+		limitFrom[i] = from
+		readings[i] = balance.Reading{Node: n, Bytes: u.Bytes, BaseBytes: u.BaseBytes, Limit: limit, Evictions: u.Evictions}
+	}
+	p, err := balance.Propose(readings, vnodes)
+	if err != nil {
+		return nil, err
+	}
+	for i, n := range p.Nodes {
+		u := byAddr[n.Node.Addr]
+		rep.Nodes = append(rep.Nodes, balanceNode{
+			Name: n.Node.Name, Addr: n.Node.Addr, Weight: n.Node.Weight,
+			Items: u.Items, Bytes: u.Bytes, BaseBytes: u.BaseBytes, MemoryLimit: n.Limit, LimitFrom: limitFrom[i],
+			Evictions: u.Evictions, Hits: u.Hits, Misses: u.Misses, Policy: u.EvictionPolicy,
+			Fill: n.Fill, Share: n.Share, BytesPerShare: n.Density, Evicting: n.Evicting, Assumed: n.Assumed,
+			ProposedWeight: n.Weight, ProposedShare: n.NewShare, ProjectedFill: n.NewFill,
+		})
+		if u.EvictionPolicy == "noeviction" {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s's maxmemory-policy is noeviction: at its limit it refuses writes rather than evict", n.Node.Name))
+		}
+	}
+	rep.Skew, rep.CV, rep.ProjectedSkew, rep.ProjectedCV, rep.TargetFill = p.Skew, p.CV, p.NewSkew, p.NewCV, p.Target
+	rep.Notes = append(rep.Notes, p.Notes...)
+	from := make([]ring.Node, len(p.Nodes))
+	for i, n := range p.Nodes {
+		from[i] = n.Node
+	}
+	rep.Proposed = formatNodes(p.Weighted())
+	rep.Plan, err = makePlan(planInput{from: from, to: p.Weighted(), kind: &fromKind{kind: "ring"}, vnodes: vnodes, hitRate: hitRate})
+	if err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// writeBalance prints the report as tables.
+func writeBalance(w io.Writer, rep *balanceReport) {
+	fmt.Fprintf(w, "Balance of %s (%s), %s per unit of weight\n\n", count(len(rep.Nodes), "node", ""), rep.Backend, count(rep.Vnodes, "vnode", ""))
+	tw := newTable(w, 0)
+	fmt.Fprintln(tw, "node\taddress\tweight\titems\tmemory\tlimit\tof limit\tevictions\tring share\tbytes per share\t")
+	for _, n := range rep.Nodes {
+		limit := balance.Bytes(float64(n.MemoryLimit))
+		if n.LimitFrom == "system" {
+			limit += " (system)"
+		}
+		perShare := balance.Bytes(n.BytesPerShare)
+		if n.Evicting {
+			perShare += " (evicting: taken as " + balance.Bytes(n.Assumed) + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%g\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t\n", n.Name, n.Addr, n.Weight, n.Items,
+			balance.Bytes(float64(n.Bytes)), limit, pct(n.Fill, 1), n.Evictions, pct(n.Share, 2), perShare)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nMemory over limit: max/mean %.3f, coefficient of variation %s.\n", rep.Skew, pct(rep.CV, 1))
+
+	fmt.Fprintln(w, "\nProposed weights (memory limit over bytes per unit of share, corrected for the ring's own skew):")
+	tw = newTable(w, 0)
+	fmt.Fprintln(tw, "node\tweight\tring share\tprojected of limit\t")
+	for _, n := range rep.Nodes {
+		fmt.Fprintf(tw, "%s\t%g → %g\t%s → %s\t%s → %s\t\n", n.Name, n.Weight, n.ProposedWeight,
+			pct(n.Share, 2), pct(n.ProposedShare, 2), pct(n.Fill, 1), pct(n.ProjectedFill, 1))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "Projected memory over limit: max/mean %.3f, coefficient of variation %s (every node at %s on a perfect ring).\n",
+		rep.ProjectedSkew, pct(rep.ProjectedCV, 1), pct(rep.TargetFill, 1))
+	fmt.Fprintf(w, "Proposed node list: %s\n", rep.Proposed)
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "Note: %s.\n", n)
+	}
+
+	fmt.Fprintln(w, "\nThe change, as `shardcache plan` prints it:")
+	fmt.Fprintln(w)
+	writePlan(w, rep.Plan)
+	if rep.Written != "" {
+		fmt.Fprintf(w, "\nWrote the proposed node list to %s: apply it with Reshard, or `shardcache topology publish --to %[1]s`,\n", rep.Written)
+		fmt.Fprintln(w, "and `shardcache sweep` during the window.")
+	}
+}

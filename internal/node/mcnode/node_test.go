@@ -682,3 +682,64 @@ func TestTombstones(t *testing.T) {
 	n, _ := newNode(t, s, Config{})
 	nodetest.Tombstones(t, n, "tomb:")
 }
+
+// TestStoreLeased: a value loaded under a lease is stored only if its
+// lease still holds the token, never over a value written meanwhile or a
+// tombstone, and a lost lease's value is withdrawn without touching what
+// another client wrote in its place.
+func TestStoreLeased(t *testing.T) {
+	s := testserver.Memcached(t, 1)[0]
+	n, _ := newNode(t, s, Config{})
+	ctx := t.Context()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease := func(key, token string) string {
+		must(n.Set(ctx, "lease:"+key, []byte(token), time.Minute))
+		return "lease:" + key
+	}
+	store := func(key string, lkey string) bool {
+		t.Helper()
+		stored, err := n.StoreLeased(ctx, []node.Item{{Key: key, Value: []byte("loaded"), TTL: time.Minute}}, []string{lkey}, "tok")
+		must(err)
+		return stored[0]
+	}
+	// Ours: stored, the lease gone.
+	if !store("a", lease("a", "tok")) {
+		t.Fatal("a value under its lease was not stored")
+	}
+	if v, err := n.Get(ctx, "a"); err != nil || string(v) != "loaded" {
+		t.Fatalf("Get = %q, %v", v, err)
+	}
+	if _, err := n.Get(ctx, "lease:a"); err != node.ErrCacheMiss {
+		t.Errorf("the lease is still there after the store: %v", err)
+	}
+	// Lost (another token): withdrawn.
+	if store("b", lease("b", "other")) {
+		t.Fatal("a value under a lost lease was kept")
+	}
+	if _, err := n.Get(ctx, "b"); err != node.ErrCacheMiss {
+		t.Errorf("a lost lease's value was not withdrawn: %v", err)
+	}
+	// A newer value, and a tombstone: neither overwritten.
+	must(n.Set(ctx, "c", []byte("newer"), time.Minute))
+	if store("c", lease("c", "tok")) {
+		t.Error("a load was stored over a newer value")
+	}
+	if v, _ := n.Get(ctx, "c"); string(v) != "newer" {
+		t.Errorf("the newer value became %q", v)
+	}
+	n.ExpectTombstones(time.Now().Add(time.Hour))
+	if _, err := n.Bury(ctx, []string{"d"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if store("d", lease("d", "other")) || store("d", lease("d", "tok")) {
+		t.Error("a load was stored over a tombstone")
+	}
+	if it, err := n.mc.Get(ctx, "d"); err != nil || !isTomb(it.Value, it.Flags) {
+		t.Errorf("the tombstone is gone after a lost lease's store: %+v, %v", it, err)
+	}
+}

@@ -31,9 +31,11 @@ var (
 	recheck  = flag.String("chaos.check", "", "a directory of history files (kept with -chaos.keep) for TestCheckSaved to check again")
 )
 
-// strict makes violations during a migration fail the test: today's client
-// has them (issue 21), so CI runs without it until the migration is fixed.
-var strict = os.Getenv("SHARDCACHE_CHAOS_STRICT") == "1"
+// strict makes violations during a migration fail the test, as any other
+// does: the default since the migration's tombstones (issue 21).
+// SHARDCACHE_CHAOS_STRICT=0 reports them without failing, to look at a
+// client that has them (a seeded bug, an older version).
+var strict = os.Getenv("SHARDCACHE_CHAOS_STRICT") != "0"
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -64,9 +66,9 @@ func firstSeed() uint64 {
 
 // TestChaos runs the harness over both backends: three client processes
 // through a migration from 4 nodes to 5 in the middle of each run, under a
-// fault schedule, and checks each run's history. Without
-// SHARDCACHE_CHAOS_STRICT=1 only the violations outside the migration's
-// window fail it.
+// fault schedule, and checks each run's history: any violation fails it
+// (with SHARDCACHE_CHAOS_STRICT=0, only those outside the migration's
+// window).
 func TestChaos(t *testing.T) {
 	n, d := 2, 20*time.Second
 	if *long {
@@ -181,7 +183,7 @@ func verify(t *testing.T, rc run, o outcome) {
 		only.Violations = outside
 		t.Errorf("%d violations outside the migration's window:\n%s", len(outside), chaos.Report(h, &only, 5))
 	case len(res.Violations) > 0:
-		t.Logf("%d violations during the migration (SHARDCACHE_CHAOS_STRICT=1 fails on them):\n%s",
+		t.Logf("%d violations during the migration (SHARDCACHE_CHAOS_STRICT=0: reported, not failed):\n%s",
 			len(res.Violations), chaos.Report(h, res, 3))
 	}
 }

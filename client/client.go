@@ -319,6 +319,15 @@ type state struct {
 	conns map[string]*member
 }
 
+// first returns the node key's operations ask first at now: its owner, or
+// during a migration its route's New (before the start, the old owner).
+func (st *state) first(key string, now time.Time) ring.Node {
+	if st.mig == nil {
+		return st.placement.Locate(key)
+	}
+	return st.mig.Route(key, now).New
+}
+
 // New connects a client. It dials nothing: connections are made on first use.
 func New(opts Options) (*Client, error) {
 	maxValueSet := opts.MaxValueSize != 0
@@ -546,7 +555,7 @@ func (c *Client) migrate(old ring.Locator, oldConns map[string]*member, p ring.L
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	if d := m.End().Sub(c.opts.Now()); d > 0 {
+	if d := m.End().Add(m.Skew()).Sub(c.opts.Now()); d > 0 {
 		c.timer = time.AfterFunc(d, c.retireIfOver)
 	}
 	if window > 0 {

@@ -50,10 +50,10 @@ func (c *Client) bury(ctx context.Context, n node.Node, keys []string, ttl time.
 	return n.Bury(ctx, keys, ttl)
 }
 
-// tombTTL is the life of a tombstone left at now: to the window's end and
-// tombMargin.
+// tombTTL is the life of a tombstone left at now: to the window's end, the
+// skew after it (while others may still copy) and tombMargin.
 func tombTTL(st *state, now time.Time) time.Duration {
-	return max(st.mig.End().Sub(now), 0) + tombMargin
+	return max(st.mig.End().Add(st.mig.Skew()).Sub(now), 0) + tombMargin
 }
 
 // copyHow says how fromOld copies.
@@ -166,7 +166,7 @@ func (c *Client) fromOld(ctx context.Context, st *state, now time.Time, keys []s
 			}
 			i := b.idx[j]
 			var ok bool
-			if it.TTL, ok = st.mig.BackfillTTL(it.Key, now, it.TTL, it.TTLKnown); ok {
+			if it.TTL, ok = st.mig.BackfillTTL(it.Key, now, it.TTL, it.TTLKnown); ok && routes[i].Backfill {
 				copies.add(routes[i].New, *it, i, false)
 			}
 		}
@@ -296,7 +296,7 @@ func (c *Client) backfillWorker(ctx context.Context) {
 		case <-c.done:
 			return
 		case p := <-c.queue:
-			if !p.st.mig.Active(c.opts.Now()) { // its tombstones may be gone
+			if !p.st.mig.Backfilling(c.opts.Now()) { // past the window: its tombstones may be gone
 				p.st.mig.Counters.BackfillsDropped.Add(int64(len(p.items)))
 				continue
 			}

@@ -85,7 +85,7 @@ func (c *Client) GetItem(ctx context.Context, key string) (Item, error) {
 		switch {
 		case err == nil:
 			cs.NewHits.Add(1)
-		case err == ErrCacheMiss && r.Dual:
+		case err == ErrCacheMiss && r.Fallback:
 			return c.fallbackGetItem(ctx, r, key)
 		}
 	}
@@ -170,7 +170,14 @@ func (c *Client) Store(ctx context.Context, op StoreOp, it Item) error {
 	if op < StoreSet || op > StoreCAS {
 		return fmt.Errorf("%w: store operation %v", ErrBadOptions, op)
 	}
-	r, err := c.beginTTL(ctx, it.Key, it.TTL)
+	if err := checkTTL(it.TTL); err != nil {
+		return err
+	}
+	begin := c.begin
+	if op > StoreAdd { // replace, append, prepend, CAS: where the value is
+		begin = c.beginUpdate
+	}
+	r, err := begin(ctx, it.Key)
 	if err != nil {
 		return err
 	}
@@ -187,7 +194,7 @@ func (c *Client) Store(ctx context.Context, op StoreOp, it Item) error {
 	}
 	switch op {
 	case StoreSet:
-		return c.write(name, r, in.Key, store(StoreSet))
+		return c.write(ctx, name, r, in.Key, store(StoreSet))
 	case StoreAdd:
 		if _, err := c.get(ctx, r, in.Key); err != ErrCacheMiss {
 			if err == nil {
@@ -198,10 +205,10 @@ func (c *Client) Store(ctx context.Context, op StoreOp, it Item) error {
 		if err := store(StoreAdd)(r.st.conn(r.New)); err != nil {
 			return fail(name, r.New, in.Key, err)
 		}
-		return c.copyToOld(name, r, in.Key, store(StoreSet))
+		return c.copyToOld(ctx, name, r, in.Key, store(StoreSet))
 	case StoreCAS:
 		err := store(StoreCAS)(r.st.conn(r.New))
-		if err == ErrCacheMiss {
+		if err == ErrCacheMiss && r.Fallback {
 			// Only the old owner may have it, with the CasID the caller holds.
 			if err = store(StoreCAS)(r.st.conn(r.Old)); err != nil {
 				return failItem(name, r.Old, in.Key, err)
@@ -211,11 +218,11 @@ func (c *Client) Store(ctx context.Context, op StoreOp, it Item) error {
 		if err != nil {
 			return failItem(name, r.New, in.Key, err)
 		}
-		return c.copyToOld(name, r, in.Key, store(StoreSet))
+		return c.copyToOld(ctx, name, r, in.Key, store(StoreSet))
 	}
 	// StoreReplace, StoreAppend, StorePrepend: the key must be present.
 	err = store(op)(r.st.conn(r.New))
-	if err == ErrNotStored {
+	if err == ErrNotStored && r.Fallback {
 		if err := c.bringOver(ctx, r, in.Key); err != nil {
 			return err
 		}
@@ -225,9 +232,9 @@ func (c *Client) Store(ctx context.Context, op StoreOp, it Item) error {
 		return fail(name, r.New, in.Key, err)
 	}
 	if op == StoreReplace {
-		return c.copyToOld(name, r, in.Key, store(StoreSet))
+		return c.copyToOld(ctx, name, r, in.Key, store(StoreSet))
 	}
-	return c.copyToOld(name, r, in.Key, func(n node.Node) error { return n.Delete(ctx, in.Key) })
+	return c.copyToOld(ctx, name, r, in.Key, func(n node.Node) error { return n.Delete(ctx, in.Key) })
 }
 
 // GetAndTouch reads key's item and sets its TTL (0: no expiry) in one
@@ -235,12 +242,15 @@ func (c *Client) Store(ctx context.Context, op StoreOp, it Item) error {
 // has no CAS id. During a migration a key only the old owner holds is
 // brought over first, and the old owner's copy is touched too.
 func (c *Client) GetAndTouch(ctx context.Context, key string, ttl time.Duration) (Item, error) {
-	r, err := c.beginTTL(ctx, key, ttl)
+	if err := checkTTL(ttl); err != nil {
+		return Item{}, err
+	}
+	r, err := c.beginUpdate(ctx, key)
 	if err != nil {
 		return Item{}, err
 	}
 	it, err := items(r.st.conn(r.New)).GetAndTouch(ctx, key, ttl)
-	if err == ErrCacheMiss && r.Dual {
+	if err == ErrCacheMiss && r.Fallback {
 		if err := c.bringOver(ctx, r, key); err != nil {
 			return Item{}, err
 		}
@@ -250,7 +260,7 @@ func (c *Client) GetAndTouch(ctx context.Context, key string, ttl time.Duration)
 		return Item{}, fail("gat", r.New, key, err)
 	}
 	if r.Dual {
-		if err := c.copyToOld("gat", r, key, func(n node.Node) error { return n.Touch(ctx, key, ttl) }); err != nil {
+		if err := c.copyToOld(ctx, "gat", r, key, func(n node.Node) error { return n.Touch(ctx, key, ttl) }); err != nil {
 			return Item{}, err
 		}
 	}
@@ -272,11 +282,11 @@ func (c *Client) Decrement(ctx context.Context, key string, delta uint64) (uint6
 }
 
 func (c *Client) incrDecr(ctx context.Context, key string, delta uint64, decr bool) (uint64, error) {
-	r, err := c.begin(ctx, key)
+	r, err := c.beginUpdate(ctx, key)
 	if err != nil {
 		return 0, err
 	}
-	if r.Dual {
+	if r.Fallback {
 		if err := c.bringOver(ctx, r, key); err != nil { // as Incr does
 			return 0, err
 		}
@@ -290,7 +300,7 @@ func (c *Client) incrDecr(ctx context.Context, key string, delta uint64, decr bo
 		return 0, fail(op, r.New, key, err)
 	}
 	if r.Dual {
-		if err := c.copyToOld(op, r, key, func(n node.Node) error { return n.Delete(ctx, key) }); err != nil {
+		if err := c.copyToOld(ctx, op, r, key, func(n node.Node) error { return n.Delete(ctx, key) }); err != nil {
 			return 0, err
 		}
 	}
@@ -313,22 +323,26 @@ func (c *Client) DeleteFound(ctx context.Context, key string) (found bool, err e
 		return found, fail("delete", r.New, key, err)
 	}
 	// Both at once: the new owner buries the key, so that no copy from the
-	// old one brings it back (copy.go).
-	var oldFound bool
-	var oldErr error
+	// old one brings it back (copy.go); before the start it is r.Old.
+	tombAt, plainAt := r.New, r.Old
+	if r.Before {
+		tombAt, plainAt = r.Old, r.New
+	}
+	var plainFound bool
+	var plainErr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if !bugNoDualDelete { // a seeded bug (seeded.go)
-			oldFound, oldErr = items(r.st.conn(r.Old)).DeleteFound(ctx, key)
+			plainFound, plainErr = items(r.st.conn(plainAt)).DeleteFound(ctx, key)
 		}
 	})
-	newFound, newErr := c.bury(ctx, r.st.conn(r.New), []string{key}, tombTTL(r.st, r.now))
+	tombFound, tombErr := c.bury(ctx, r.st.conn(tombAt), []string{key}, tombTTL(r.st, r.now))
 	wg.Wait()
 	r.counters().DualDeletes.Add(1)
-	if newErr != nil {
-		return false, fail("delete", r.New, key, newErr)
+	if err := fail("delete", tombAt, key, tombErr); err != nil {
+		return false, err
 	}
-	return oldFound || len(newFound) == 1 && newFound[0], fail("delete", r.Old, key, oldErr)
+	return plainFound || len(tombFound) == 1 && tombFound[0], fail("delete", plainAt, key, plainErr)
 }
 
 // Flush deletes every key on every node, those of a migration's old

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/murmur3"
@@ -128,7 +129,7 @@ func (c *Client) leaseOrValue(ctx context.Context, r route, key string) (l *leas
 		switch {
 		case err == nil:
 			if got {
-				c.releaseLeases(ctx, r.st, []string{key}, cand.token)
+				c.releaseLeases(ctx, r.st, r.now, []string{key}, cand.token)
 			}
 			return nil, v, true, nil
 		case err != ErrCacheMiss:
@@ -151,11 +152,11 @@ func (c *Client) leaseOrValue(ctx context.Context, r route, key string) (l *leas
 // acquireLeases takes the leases of keys with token, one round trip per
 // owner: got[i] when key i's lease is ours, failed[i] when its owner could
 // not be asked.
-func (c *Client) acquireLeases(ctx context.Context, st *state, keys []string, token string) (got, failed []bool) {
+func (c *Client) acquireLeases(ctx context.Context, st *state, now time.Time, keys []string, token string) (got, failed []bool) {
 	got, failed = make([]bool, len(keys)), make([]bool, len(keys))
 	bs := newBatches(st)
 	for i, k := range keys {
-		bs.add(st.placement.Locate(k), item{Key: c.leaseKey(k), Value: []byte(token), TTL: c.opts.Lease}, i, false)
+		bs.add(st.first(k, now), item{Key: c.leaseKey(k), Value: []byte(token), TTL: c.opts.Lease}, i, false)
 	}
 	bs.run(func(b *batch) (err error) {
 		stored, err := b.conn.AddMulti(ctx, b.items)
@@ -182,7 +183,7 @@ func (c *Client) acquireLeases(ctx context.Context, st *state, keys []string, to
 // old owner, then the new owner leaves neither (see above).
 func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, items []item, token string) {
 	routes := make([]migration.Route, len(items))
-	news, olds := newBatches(st), newBatches(st)
+	news, olds, tombs := newBatches(st), newBatches(st), newBatches(st)
 	for i, it := range items {
 		if st.mig == nil {
 			routes[i].New = st.placement.Locate(it.Key)
@@ -190,12 +191,22 @@ func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, 
 			routes[i] = st.mig.Route(it.Key, now)
 		}
 		news.add(routes[i].New, it, i, false)
-		if routes[i].Dual {
+		switch {
+		case routes[i].Before: // the new owner takes no value yet (onOld)
+			tombs.add(routes[i].Old, it, i, false)
+		case routes[i].Dual:
 			olds.add(routes[i].Old, it, i, false)
 		}
 	}
 	olds.run(func(b *batch) error { return b.conn.SetMulti(ctx, b.items) })
-	for _, b := range olds.list {
+	if len(tombs.list) > 0 {
+		ttl := tombTTL(st, now)
+		tombs.run(func(b *batch) error {
+			_, err := c.bury(ctx, b.conn, b.keys, ttl)
+			return err
+		})
+	}
+	for _, b := range slices.Concat(olds.list, tombs.list) {
 		for range b.items {
 			countCopy(route{st: st}, b.err)
 		}
@@ -222,7 +233,7 @@ func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, 
 	// A copy on an old owner is kept only beside a value kept on the new one.
 	revoke := newBatches(st)
 	for i, it := range items {
-		if routes[i].Dual && !kept[i] {
+		if routes[i].Dual && !routes[i].Before && !kept[i] {
 			revoke.addKey(routes[i].Old, it.Key, i)
 		}
 	}
@@ -236,10 +247,10 @@ func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, 
 
 // releaseLeases gives up the leases of keys held with token, after loads
 // that store nothing: one round trip per owner.
-func (c *Client) releaseLeases(ctx context.Context, st *state, keys []string, token string) {
+func (c *Client) releaseLeases(ctx context.Context, st *state, now time.Time, keys []string, token string) {
 	bs := newBatches(st)
 	for i, k := range keys {
-		bs.addKey(st.placement.Locate(k), c.leaseKey(k), i)
+		bs.addKey(st.first(k, now), c.leaseKey(k), i)
 	}
 	bs.run(func(b *batch) error { return leaser(b.conn).ReleaseLeases(ctx, b.keys, token) })
 	for _, b := range bs.list {
@@ -258,13 +269,13 @@ func (c *Client) clearLease(ctx context.Context, r route, key string) error {
 // clearLeases is clearLease for DeleteMulti: one round trip per owner, in
 // parallel.
 func (c *Client) clearLeases(ctx context.Context, keys []string) error {
-	st, _ := c.load()
+	st, now := c.load()
 	if st == nil {
 		return ErrClosed
 	}
 	bs := newBatches(st)
 	for i, k := range keys {
-		bs.addKey(st.placement.Locate(k), c.leaseKey(k), i)
+		bs.addKey(st.first(k, now), c.leaseKey(k), i)
 	}
 	bs.run(func(b *batch) error { return b.conn.DeleteMulti(ctx, b.keys) })
 	var errs []error

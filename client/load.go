@@ -310,7 +310,7 @@ func (c *Client) store(ctx context.Context, r route, l *lease, key string, v []b
 		c.storeUnderLease(ctx, r.st, r.now, []item{{Key: key, Value: v, TTL: ttl}}, l.token)
 		return
 	}
-	err := c.write("set", r, key, func(n node.Node) error { return n.Set(ctx, key, v, ttl) })
+	err := c.write(ctx, "set", r, key, func(n node.Node) error { return n.Set(ctx, key, v, ttl) })
 	if err != nil {
 		c.loads.cacheErrors.Add(1)
 	}
@@ -320,7 +320,7 @@ func (c *Client) store(ctx context.Context, r route, l *lease, key string, v []b
 // nothing.
 func (c *Client) releaseLease(ctx context.Context, r route, l *lease, key string) {
 	if l != nil {
-		c.releaseLeases(ctx, r.st, []string{key}, l.token)
+		c.releaseLeases(ctx, r.st, r.now, []string{key}, l.token)
 	}
 }
 
@@ -410,7 +410,7 @@ func (c *Client) loadBatch(ctx context.Context, st *state, now time.Time, hits m
 	load func(context.Context, []string) (map[string][]byte, error), l *lease) error {
 	release := func(keys []string) {
 		if l != nil && len(keys) > 0 {
-			c.releaseLeases(ctx, st, keys, l.token)
+			c.releaseLeases(ctx, st, now, keys, l.token)
 		}
 	}
 	if err := c.admit(ctx, st, keys[0]); err != nil {
@@ -477,7 +477,7 @@ func (c *Client) loadLeased(ctx context.Context, st *state, now time.Time, hits 
 		}
 	}()
 	for waited := false; ; waited = true {
-		got, failed := c.acquireLeases(ctx, st, missing, l.token)
+		got, failed := c.acquireLeases(ctx, st, now, missing, l.token)
 		// Read after the attempt, as GetOrLoad does (lease.go).
 		found, err := c.getMulti(ctx, missing)
 		if found == nil {
@@ -506,7 +506,7 @@ func (c *Client) loadLeased(ctx context.Context, st *state, now time.Time, hits 
 			}
 		}
 		if len(landed) > 0 {
-			c.releaseLeases(ctx, st, landed, l.token)
+			c.releaseLeases(ctx, st, now, landed, l.token)
 		}
 		if !waited {
 			c.loads.leaseWaits.Add(int64(len(waiting)))

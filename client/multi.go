@@ -312,7 +312,7 @@ func (c *Client) collect(ctx context.Context, st *state, now time.Time, keys []s
 				if routes != nil {
 					st.mig.Counters.NewHits.Add(1)
 				}
-			case routes != nil && routes[k].Dual:
+			case routes != nil && routes[k].Fallback:
 				missed = append(missed, k)
 			}
 		}
@@ -394,20 +394,29 @@ func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk fu
 			continue
 		}
 		r := st.mig.Route(k, now)
+		// The new owner buries; before the start it is r.Old, and a write
+		// reaches it as a tombstone too (onOld).
+		tombAt, plainAt := r.New, r.Old
+		if r.Before {
+			tombAt, plainAt = r.Old, r.New
+		}
 		switch {
 		case !r.Dual:
 			bs.add(r.New, mk(i), i, false)
 			continue
 		case del:
-			tombs.add(r.New, mk(i), i, false)
-			if bugNoDualDelete { // a seeded bug (seeded.go)
-				continue
+			tombs.add(tombAt, mk(i), i, false)
+			if !bugNoDualDelete { // a seeded bug (seeded.go)
+				bs.add(plainAt, mk(i), i, true)
 			}
+		case r.Before:
+			bs.add(r.New, mk(i), i, false)
+			tombs.add(r.Old, mk(i), i, false)
 		default:
 			bs.add(r.New, mk(i), i, false)
+			bs.add(r.Old, mk(i), i, true)
 		}
 		copies++
-		bs.add(r.Old, mk(i), i, true)
 	}
 	if copies > 0 {
 		if del {

@@ -36,6 +36,16 @@ func (c *Client) begin(ctx context.Context, key string) (route, error) {
 	return route{Route: st.mig.Route(key, now), st: st, now: now}, nil
 }
 
+// beginUpdate is begin for an operation that needs the key's present value
+// where it runs (migration.RouteUpdate).
+func (c *Client) beginUpdate(ctx context.Context, key string) (route, error) {
+	r, err := c.begin(ctx, key)
+	if err == nil && r.st.mig != nil {
+		r.Route = r.st.mig.RouteUpdate(key, r.now)
+	}
+	return r, err
+}
+
 // beginTTL is begin for writes that take a TTL, which must not be negative.
 func (c *Client) beginTTL(ctx context.Context, key string, ttl time.Duration) (route, error) {
 	if err := checkTTL(ttl); err != nil {
@@ -73,7 +83,7 @@ func (c *Client) get(ctx context.Context, r route, key string) ([]byte, error) {
 		switch {
 		case err == nil:
 			cs.NewHits.Add(1)
-		case err == ErrCacheMiss && r.Dual:
+		case err == ErrCacheMiss && r.Fallback:
 			it, err := c.fallback(ctx, r, key)
 			return it.Value, err
 		}
@@ -117,15 +127,15 @@ func fail(op string, n ring.Node, key string, err error) error {
 	return nodeErr(op, n, []string{key}, err)
 }
 
-// both runs op on the new owner and, when the route is dual, on the old owner
-// at the same time. It returns the two errors.
-func both(r route, op func(node.Node) error) (newErr, oldErr error) {
+// both runs op on the new owner and, when the route is dual, oldOp on the
+// old owner at the same time. It returns the two errors.
+func both(r route, op, oldOp func(node.Node) error) (newErr, oldErr error) {
 	var wg sync.WaitGroup
 	if r.Dual {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			oldErr = op(r.st.conn(r.Old))
+			oldErr = oldOp(r.st.conn(r.Old))
 		}()
 	}
 	newErr = op(r.st.conn(r.New))
@@ -133,23 +143,36 @@ func both(r route, op func(node.Node) error) (newErr, oldErr error) {
 	return newErr, oldErr
 }
 
+// onOld is what a write does on the route's other owner: op, or before
+// the migration's start a tombstone, since that owner is then the new
+// placement's, which must hold no value yet (package migration).
+func (c *Client) onOld(ctx context.Context, r route, key string, op func(node.Node) error) func(node.Node) error {
+	if !r.Before {
+		return op
+	}
+	return func(n node.Node) error {
+		_, err := c.bury(ctx, n, []string{key}, tombTTL(r.st, r.now))
+		return err
+	}
+}
+
 // write runs a write on the new owner and, during a migration, on the old
 // owner at the same time. It fails if either fails (the old owner's
 // failure counted in DualWriteErrors too): a write the old owner missed
 // would be undone for every reader falling back to it once the new owner
 // lost the key (copy.go).
-func (c *Client) write(opName string, r route, key string, op func(node.Node) error) error {
-	newErr, oldErr := both(r, op)
+func (c *Client) write(ctx context.Context, opName string, r route, key string, op func(node.Node) error) error {
+	newErr, oldErr := both(r, op, c.onOld(ctx, r, key, op))
 	if err := fail(opName, r.New, key, newErr); err != nil || !r.Dual {
 		return err
 	}
 	return c.copied(opName, r, key, oldErr)
 }
 
-// copyToOld runs op on the old owner alone, after the new owner's write,
-// and returns its failure as write does.
-func (c *Client) copyToOld(opName string, r route, key string, op func(node.Node) error) error {
-	return c.copied(opName, r, key, op(r.st.conn(r.Old)))
+// copyToOld runs op on the old owner alone (onOld), after the new owner's
+// write, and returns its failure as write does.
+func (c *Client) copyToOld(ctx context.Context, opName string, r route, key string, op func(node.Node) error) error {
+	return c.copied(opName, r, key, c.onOld(ctx, r, key, op)(r.st.conn(r.Old)))
 }
 
 // copied counts a write's copy to the old owner and returns its failure,
@@ -185,7 +208,7 @@ func (c *Client) Set(ctx context.Context, key string, value []byte, ttl time.Dur
 	if !r.Dual { // no closure, no goroutine: the common case costs nothing extra
 		return c.open(r.st, fail("set", r.New, key, r.st.conn(r.New).Set(ctx, key, value, ttl)), false)
 	}
-	return c.open(r.st, c.write("set", r, key, func(n node.Node) error { return n.Set(ctx, key, value, ttl) }), false)
+	return c.open(r.st, c.write(ctx, "set", r, key, func(n node.Node) error { return n.Set(ctx, key, value, ttl) }), false)
 }
 
 // Add stores value under key only if the key is absent; otherwise it returns
@@ -216,7 +239,7 @@ func (c *Client) add(ctx context.Context, r route, key string, value []byte, ttl
 		return fail("add", r.New, key, err)
 	}
 	// Stored: copy to the old owner, for processes still reading there.
-	return c.copyToOld("add", r, key, func(n node.Node) error { return n.Set(ctx, key, value, ttl) })
+	return c.copyToOld(ctx, "add", r, key, func(n node.Node) error { return n.Set(ctx, key, value, ttl) })
 }
 
 // Delete removes key. It returns nil whether or not the key existed. During
@@ -240,11 +263,11 @@ func (c *Client) Delete(ctx context.Context, key string) error {
 // read, or the copy not written, Incr returns that error and increments
 // nothing: it would otherwise restart the counter from delta.
 func (c *Client) Incr(ctx context.Context, key string, delta int64) (int64, error) {
-	r, err := c.begin(ctx, key)
+	r, err := c.beginUpdate(ctx, key)
 	if err != nil {
 		return 0, err
 	}
-	if r.Dual {
+	if r.Fallback {
 		if err := c.bringOver(ctx, r, key); err != nil {
 			return 0, err
 		}
@@ -254,7 +277,7 @@ func (c *Client) Incr(ctx context.Context, key string, delta int64) (int64, erro
 		return 0, fail("incr", r.New, key, err)
 	}
 	if r.Dual {
-		if err := c.copyToOld("incr", r, key, func(n node.Node) error { return n.Delete(ctx, key) }); err != nil {
+		if err := c.copyToOld(ctx, "incr", r, key, func(n node.Node) error { return n.Delete(ctx, key) }); err != nil {
 			return 0, err
 		}
 	}
@@ -265,14 +288,17 @@ func (c *Client) Incr(ctx context.Context, key string, delta int64) (int64, erro
 // During a migration a key only the old owner has is first brought to the
 // new owner, as for Incr, then touched on both.
 func (c *Client) Touch(ctx context.Context, key string, ttl time.Duration) error {
-	r, err := c.beginTTL(ctx, key, ttl)
+	if err := checkTTL(ttl); err != nil {
+		return err
+	}
+	r, err := c.beginUpdate(ctx, key)
 	if err != nil {
 		return err
 	}
-	if r.Dual {
+	if r.Fallback {
 		if err := c.bringOver(ctx, r, key); err != nil {
 			return err
 		}
 	}
-	return c.open(r.st, c.write("touch", r, key, func(n node.Node) error { return n.Touch(ctx, key, ttl) }), true)
+	return c.open(r.st, c.write(ctx, "touch", r, key, func(n node.Node) error { return n.Touch(ctx, key, ttl) }), true)
 }

@@ -54,7 +54,11 @@ func (c *Client) Migrating() bool {
 // always). Copies to an old owner are new commands with cmd's arguments.
 // On Memcached nodes it fails with ErrUnsupported.
 func (c *Client) RedisDo(ctx context.Context, key string, op RedisOp, cmd redis.Cmder) error {
-	r, err := c.begin(ctx, key)
+	begin := c.beginUpdate // runs where the value is until copies may be made
+	if op == RedisRead {
+		begin = c.begin
+	}
+	r, err := begin(ctx, key)
 	if err != nil {
 		cmd.SetErr(err)
 		return err
@@ -67,8 +71,10 @@ func (c *Client) RedisDo(ctx context.Context, key string, op RedisOp, cmd redis.
 	if !r.Dual {
 		return rdb.Process(ctx, cmd)
 	}
-	switch op {
-	case RedisRead:
+	switch {
+	case op == RedisRead && !r.Fallback: // before the start, or after the window
+		return rdb.Process(ctx, cmd)
+	case op == RedisRead:
 		var exists *redis.IntCmd
 		rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			exists = p.Exists(ctx, key)
@@ -85,13 +91,17 @@ func (c *Client) RedisDo(ctx context.Context, key string, op RedisOp, cmd redis.
 			return rdb.Process(ctx, cmd)
 		}
 		return cmd.Err()
-	case RedisUpdate, RedisCounter:
+	case r.Fallback && (op == RedisUpdate || op == RedisCounter):
 		if n, err := rdb.Exists(ctx, key).Result(); err == nil && n == 0 {
 			c.bringOverWhole(ctx, r, key)
 		}
 	}
-	// The tombstone first, then the command, on one connection.
+	// The tombstone first, then the command, on one connection: on the new
+	// owner (before the start, the tombstone goes to the other, onOld).
 	process := func() error {
+		if r.Before {
+			return rdb.Process(ctx, cmd)
+		}
 		rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			p.Set(ctx, redisnode.TombKey(key), "1", tombTTL(r.st, r.now))
 			p.Process(ctx, cmd)
@@ -104,13 +114,9 @@ func (c *Client) RedisDo(ctx context.Context, key string, op RedisOp, cmd redis.
 		if err := process(); err != nil {
 			return err
 		}
-		return c.copyToOld(name, r, key, func(n node.Node) error { return n.Delete(ctx, key) })
+		return c.copyToOld(ctx, name, r, key, func(n node.Node) error { return n.Delete(ctx, key) })
 	}
-	newConn := r.st.conn(r.New)
-	_, oldErr := both(r, func(n node.Node) error {
-		if n == newConn {
-			return process()
-		}
+	_, oldErr := both(r, func(node.Node) error { return process() }, c.onOld(ctx, r, key, func(n node.Node) error {
 		old, err := redisOf(n)
 		if err == nil {
 			err = old.Process(ctx, redis.NewCmd(ctx, cmd.Args()...))
@@ -119,7 +125,7 @@ func (c *Client) RedisDo(ctx context.Context, key string, op RedisOp, cmd redis.
 			err = nil // an answer
 		}
 		return err
-	})
+	}))
 	if err := cmd.Err(); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"golang.org/x/time/rate"
 
@@ -103,7 +104,8 @@ func (c *Client) Sweep(ctx context.Context, opts SweepOptions) (SweepStatus, err
 		c.mu.Unlock()
 		return SweepStatus{}, ErrClosed
 	}
-	if st.mig == nil || !st.mig.Active(c.opts.Now()) {
+	now := c.opts.Now()
+	if st.mig == nil || !now.Before(st.mig.End()) {
 		c.mu.Unlock()
 		return SweepStatus{}, ErrNoMigration
 	}
@@ -114,6 +116,16 @@ func (c *Client) Sweep(ctx context.Context, opts SweepOptions) (SweepStatus, err
 		return SweepStatus{}, err
 	}
 	defer c.pools.Release(held)
+	// Copies wait for the start and the skew after it (migration.Backfilling).
+	if wait := st.mig.Start().Add(st.mig.Skew()).Sub(now); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return SweepStatus{}, ctx.Err()
+		}
+	}
 
 	var olds []ring.Node
 	seen := map[string]bool{}
@@ -214,7 +226,7 @@ func (sw *sweep) node(ctx context.Context, n ring.Node) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if !sw.st.mig.Active(sw.c.opts.Now()) {
+		if !sw.st.mig.Backfilling(sw.c.opts.Now()) {
 			return errWindowOver
 		}
 		for left := len(page); lim != nil && left > 0; left -= sweepPage {

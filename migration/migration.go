@@ -19,6 +19,16 @@
 // start has expired, and keys without expiry (counters, flags, sessions
 // without a TTL) that nobody reads in the window are lost at its end.
 //
+// A fleet of processes that runs one migration, each from whenever it
+// learned of it (package topology), needs more than the window: phases.
+// Before the start, reads keep to the old placement while writes also
+// leave tombstones on the new owners (which must hold no value yet: a
+// process still on the old placement would leave it stale); backfills
+// begin only once every clock has passed the start (WithSkew); and writes
+// keep reaching the old owners until every clock has passed the end. A
+// migration of one process (the client's Reshard) starts now and has no
+// skew: its window alone.
+//
 // The package computes; it does no I/O. The client applies the policy.
 package migration
 
@@ -46,6 +56,7 @@ type Migration struct {
 	old, new ring.Locator
 	start    time.Time
 	end      time.Time
+	skew     time.Duration
 	moved    float64
 
 	// Counters is shared by every copy of the migration's state; the client
@@ -53,9 +64,19 @@ type Migration struct {
 	Counters *Counters
 }
 
+// Option configures a Migration.
+type Option func(*Migration)
+
+// WithSkew declares that the clocks of the processes running the migration
+// are at most d apart (topology.DefaultClockSkew, say): backfills begin at
+// start+d, and writes keep reaching the old owners until end+d.
+func WithSkew(d time.Duration) Option {
+	return func(m *Migration) { m.skew = max(d, 0) }
+}
+
 // New describes a migration from old to new that starts at start and lasts
 // window. A zero window is a cut-over: the migration is over as it starts.
-func New(old, new ring.Locator, start time.Time, window time.Duration) (*Migration, error) {
+func New(old, new ring.Locator, start time.Time, window time.Duration, opts ...Option) (*Migration, error) {
 	if window < 0 {
 		return nil, fmt.Errorf("%w: %v", ErrBadWindow, window)
 	}
@@ -67,12 +88,16 @@ func New(old, new ring.Locator, start time.Time, window time.Duration) (*Migrati
 			return nil, fmt.Errorf("%w: the %s placement has no nodes", ErrNoPlacement, p.name)
 		}
 	}
-	return &Migration{
+	m := &Migration{
 		old: old, new: new,
 		start: start, end: start.Add(window),
 		moved:    Moved(old, new),
 		Counters: &Counters{},
-	}, nil
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	return m, nil
 }
 
 // Moved returns the exact fraction of keys whose owner differs between two
@@ -103,30 +128,76 @@ func (m *Migration) Start() time.Time { return m.start }
 // End returns when the migration is over: start + window.
 func (m *Migration) End() time.Time { return m.end }
 
-// Active reports whether now is inside the window, when both placements are
-// in use.
-func (m *Migration) Active(now time.Time) bool { return now.Before(m.end) }
+// Skew returns the clock skew the migration allows for (WithSkew).
+func (m *Migration) Skew() time.Duration { return m.skew }
+
+// Active reports whether both placements are in use at now: before the
+// window and in it, and for the skew after it, while writes still reach
+// the old owners.
+func (m *Migration) Active(now time.Time) bool { return now.Before(m.end.Add(m.skew)) }
+
+// InWindow reports whether now is inside the window, when reads fall back.
+func (m *Migration) InWindow(now time.Time) bool {
+	return !now.Before(m.start) && now.Before(m.end)
+}
+
+// Backfilling reports whether copies to new owners may be made at now:
+// in the window, from start+skew.
+func (m *Migration) Backfilling(now time.Time) bool {
+	return !now.Before(m.start.Add(m.skew)) && now.Before(m.end)
+}
 
 // Route is where one key's operations go.
 type Route struct {
-	// New is the key's owner in the new placement: every operation asks it.
+	// New is the owner every operation asks first, the one a read asks:
+	// the key's owner in the new placement, or before the start (Before)
+	// in the old one.
 	New ring.Node
-	// Old is the key's owner in the old placement; valid when Dual is set.
+	// Old is the other owner, valid when Dual is set: the old placement's,
+	// or before the start the new one's.
 	Old ring.Node
-	// Dual is set while the migration is active and the two owners are
-	// different servers (compared by Addr: that is where the data is). Reads
-	// then fall back to Old on a miss; writes and deletes go to both.
+	// Dual is set while the two placements are in use (Active) and the two
+	// owners are different servers (compared by Addr: that is where the
+	// data is): writes and deletes reach both.
 	Dual bool
+	// Fallback: a read that misses on New asks Old (in the window).
+	Fallback bool
+	// Backfill: what a fallback finds on Old may be copied to New.
+	Backfill bool
+	// Before: the migration has not started. New is the old placement's
+	// owner, which reads ask alone, and Old the new placement's, which must
+	// hold no value yet: a write reaches it as a tombstone (and so does a
+	// delete), never as a value.
+	Before bool
 }
 
 // Route returns where key's operations go at time now.
 func (m *Migration) Route(key string, now time.Time) Route {
-	r := Route{New: m.new.Locate(key)}
-	if m.Active(now) {
-		r.Old = m.old.Locate(key)
-		r.Dual = r.Old.Addr != r.New.Addr
+	nw := m.new.Locate(key)
+	if !m.Active(now) {
+		return Route{New: nw}
 	}
-	return r
+	old := m.old.Locate(key)
+	switch {
+	case old.Addr == nw.Addr:
+		return Route{New: nw}
+	case now.Before(m.start):
+		return Route{New: old, Old: nw, Dual: true, Before: true}
+	case now.Before(m.end):
+		return Route{New: nw, Old: old, Dual: true, Fallback: true, Backfill: m.Backfilling(now)}
+	}
+	return Route{New: nw, Old: old, Dual: true} // the skew after the window
+}
+
+// RouteUpdate is Route for an operation that needs the key's present value
+// where it runs (an increment, a touch, an append): until copies may be
+// made (Backfilling), it runs where the value is, the old owner, as before
+// the start.
+func (m *Migration) RouteUpdate(key string, now time.Time) Route {
+	if !now.Before(m.start) && now.Before(m.start.Add(m.skew)) {
+		return m.Route(key, m.start.Add(-1))
+	}
+	return m.Route(key, now)
 }
 
 // BackfillTTL returns the TTL to give a copy of key's value found on the old
@@ -221,7 +292,7 @@ func (s Snapshot) Add(t Snapshot) Snapshot {
 // Status is a snapshot of a migration, as the client reports it: its window,
 // its placements and its counters.
 type Status struct {
-	Active     bool      // inside the window: reads fall back, writes go to both
+	Active     bool      // both placements in use: before the window, in it, and the skew after
 	Start, End time.Time // the window; zero when there never was a migration
 	OldNodes   []ring.Node
 	NewNodes   []ring.Node

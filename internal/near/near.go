@@ -1,0 +1,344 @@
+// Package near is the store of a near cache: the copies of one node's
+// values a client keeps in process memory, in front of the node, so that a
+// hot key's read is a lookup that takes no lock and allocates nothing.
+//
+// A copy is filled in three steps, so that no read that began before a
+// write publishes the value it read: Reserve before the read is sent, then
+// Fulfill with the token Reserve gave, or Cancel. Delete, called once a
+// write has run (or when the server says another client changed the key),
+// drops the copy and the reservation, and a Fulfill of a dropped
+// reservation keeps nothing.
+//
+// The store is bounded in entries and in estimated bytes, per shard (16
+// shards from 64 entries or 64 KiB on, one below), each evicting with a
+// clock (second chance: a copy read since the hand last passed is kept one
+// more turn; a new copy has had no read, so a stream of copies read once
+// goes through without pushing out those read often), and serves no copy
+// older than MaxAge. Lookups read one
+// sync.Map; writers of a key take its shard's lock.
+//
+//	c := near.New(near.Config{MaxEntries: 10000, MaxAge: 10 * time.Second})
+//	if v, found, ok := c.Get(key); ok { ... } // a copy: found, or a miss held
+//	tok := c.Reserve(key)
+//	v, err := readFromNode(key)
+//	c.Fulfill(key, tok, v, err == nil, 0)
+package near
+
+import (
+	"hash/maphash"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config bounds a store.
+type Config struct {
+	// MaxEntries bounds the copies kept; 0 or less: no bound on entries.
+	MaxEntries int
+	// MaxBytes bounds their estimated size (EntryOverhead and the lengths
+	// of the key and the value each); 0 or less: no bound on bytes. A
+	// value larger than a shard's share (MaxBytes/16 from 64 KiB on) is
+	// never kept.
+	MaxBytes int64
+	// MaxAge is the longest a copy is served after Reserve was called for
+	// it; 0 or less: no bound.
+	MaxAge time.Duration
+}
+
+// EntryOverhead is the estimated size of a copy beside its key and value:
+// the entry, its place in the index and in its shard's clock.
+const EntryOverhead = 128
+
+// Sharding thresholds: smaller stores have one shard, so that their bounds
+// hold as a whole (go-redis's LocalCache splits the same way).
+const (
+	shardCount      = 16
+	shardMinEntries = 64
+	shardMinBytes   = 64 << 10
+	shardMask       = shardCount - 1
+)
+
+// Cache is a near cache's store. It is safe for concurrent use; its zero
+// value is not: use New.
+type Cache struct {
+	// index maps a key to its *entry: the lookups' only read.
+	index sync.Map
+	// hits counts the lookups that found a copy, alone on its cache line:
+	// every hit adds to it.
+	_    [64]byte
+	hits atomic.Int64
+	_    [56]byte
+
+	seed   maphash.Seed
+	shards []shard
+	maxAge int64     // nanoseconds; 0: no bound
+	epoch  time.Time // the origin of the store's monotonic clock (now)
+}
+
+// shard is the writers' side of a part of the keys: reservations, the
+// clock, the sizes.
+type shard struct {
+	mu      sync.Mutex
+	res     map[string]reservation
+	clock   []*entry // the shard's entries; hand is the next to look at
+	hand    int
+	bytes   int64
+	next    uint64 // the last token given
+	misses  int64  // Reserve calls
+	maxN    int    // 0: no bound
+	maxSize int64  // 0: no bound
+	_       [64]byte
+}
+
+// reservation is a read in flight: its token, and when it was sent.
+type reservation struct {
+	token uint64
+	at    int64
+}
+
+// entry is one copy. Only used changes once it is in the index; pos is
+// its shard's, under the shard's lock.
+type entry struct {
+	key   string
+	value []byte
+	found bool
+	born  int64  // when its read was reserved, on the store's clock
+	owner uint64 // who will say when it changes (a connection), 0: nobody
+	size  int64
+	pos   int
+	used  atomic.Bool // read since the clock's hand last passed it
+}
+
+// New returns an empty store bounded by cfg.
+func New(cfg Config) *Cache {
+	n := shardCount
+	if cfg.MaxEntries > 0 && cfg.MaxEntries < shardMinEntries || cfg.MaxBytes > 0 && cfg.MaxBytes < shardMinBytes {
+		n = 1
+	}
+	c := &Cache{seed: maphash.MakeSeed(), shards: make([]shard, n), epoch: time.Now()}
+	if cfg.MaxAge > 0 {
+		c.maxAge = int64(cfg.MaxAge)
+	}
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.res = map[string]reservation{}
+		// Each shard's share, the remainder spread over the first ones, so
+		// that the shares add up to the bounds.
+		if cfg.MaxEntries > 0 {
+			s.maxN = cfg.MaxEntries / n
+			if i < cfg.MaxEntries%n {
+				s.maxN++
+			}
+			s.maxN = max(s.maxN, 1)
+		}
+		if cfg.MaxBytes > 0 {
+			s.maxSize = cfg.MaxBytes / int64(n)
+			if int64(i) < cfg.MaxBytes%int64(n) {
+				s.maxSize++
+			}
+		}
+	}
+	return c
+}
+
+// now reads the store's clock.
+func (c *Cache) now() int64 { return int64(time.Since(c.epoch)) }
+
+func (c *Cache) shard(key string) *shard {
+	if len(c.shards) == 1 {
+		return &c.shards[0]
+	}
+	return &c.shards[maphash.String(c.seed, key)&shardMask]
+}
+
+// Get returns key's copy: ok when one is held, found when the key was
+// present on the node (a miss is held too: ok and not found). The value is
+// the store's own: the caller must not change it.
+func (c *Cache) Get(key string) (value []byte, found, ok bool) {
+	v, ok := c.index.Load(key)
+	if !ok {
+		return nil, false, false
+	}
+	e := v.(*entry)
+	if c.maxAge > 0 && c.now()-e.born > c.maxAge {
+		return nil, false, false
+	}
+	if !e.used.Load() { // a write only on the first read since the hand passed: the line stays shared
+		e.used.Store(true)
+	}
+	c.hits.Add(1)
+	return e.value, e.found, true
+}
+
+// Reserve registers a read of key about to be sent, and returns its token
+// for Fulfill or Cancel. A later Reserve of the key replaces it: the last
+// read reserved is the one kept. Each call counts a miss.
+func (c *Cache) Reserve(key string) uint64 {
+	s := c.shard(key)
+	at := c.now()
+	s.mu.Lock()
+	s.next++
+	tok := s.next
+	s.res[key] = reservation{token: tok, at: at}
+	s.misses++
+	s.mu.Unlock()
+	return tok
+}
+
+// Fulfill keeps what the read of token found (value, and found false for a
+// miss), on behalf of owner, unless key was deleted since Reserve, or
+// another Reserve took it over, or the copy would not fit in its shard. It
+// reports whether the copy is kept. The store keeps value itself: the
+// caller must not change it afterwards.
+func (c *Cache) Fulfill(key string, token uint64, value []byte, found bool, owner uint64) bool {
+	s := c.shard(key)
+	size := EntryOverhead + int64(len(key)+len(value))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.res[key]
+	if !ok || r.token != token {
+		return false
+	}
+	delete(s.res, key)
+	if s.maxSize > 0 && size > s.maxSize {
+		s.dropLocked(c, key)
+		return false
+	}
+	e := &entry{key: strings.Clone(key), value: value, found: found, born: r.at, owner: owner, size: size}
+	s.dropLocked(c, key)
+	e.pos = len(s.clock)
+	s.clock = append(s.clock, e)
+	s.bytes += size
+	c.index.Store(e.key, e)
+	for s.maxN > 0 && len(s.clock) > s.maxN || s.maxSize > 0 && s.bytes > s.maxSize {
+		s.evictLocked(c)
+	}
+	return true
+}
+
+// Cancel ends the reservation of token, which keeps nothing.
+func (c *Cache) Cancel(key string, token uint64) {
+	s := c.shard(key)
+	s.mu.Lock()
+	if r, ok := s.res[key]; ok && r.token == token {
+		delete(s.res, key)
+	}
+	s.mu.Unlock()
+}
+
+// Delete drops key's copy and its reservation, so that a read in flight
+// keeps nothing. It reports whether either was there.
+func (c *Cache) Delete(key string) bool {
+	s := c.shard(key)
+	s.mu.Lock()
+	_, reserved := s.res[key]
+	delete(s.res, key)
+	held := s.dropLocked(c, key)
+	s.mu.Unlock()
+	return reserved || held
+}
+
+// EvictOwner drops every copy of owner's (a connection gone, whose changes
+// nobody will report) and returns how many.
+func (c *Cache) EvictOwner(owner uint64) int {
+	n := 0
+	if owner == 0 {
+		return 0
+	}
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		for j := 0; j < len(s.clock); {
+			if e := s.clock[j]; e.owner == owner {
+				s.removeLocked(c, e)
+				n++
+				continue // clock[j] is another entry now
+			}
+			j++
+		}
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// Flush drops every copy and reservation, and returns how many copies.
+func (c *Cache) Flush() int {
+	n := 0
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		n += len(s.clock)
+		for _, e := range s.clock {
+			c.index.CompareAndDelete(e.key, e)
+		}
+		clear(s.res)
+		s.clock, s.hand, s.bytes = nil, 0, 0
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// Stats is what a store answered and holds.
+type Stats struct {
+	// Hits counts the lookups that found a copy, Misses the reservations:
+	// the reads that went to the node for want of one.
+	Hits, Misses int64
+	// Entries and Bytes are the copies held now, and their estimated size.
+	Entries int
+	Bytes   int64
+}
+
+// Stats returns the store's counts.
+func (c *Cache) Stats() Stats {
+	st := Stats{Hits: c.hits.Load()}
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		st.Misses += s.misses
+		st.Entries += len(s.clock)
+		st.Bytes += s.bytes
+		s.mu.Unlock()
+	}
+	return st
+}
+
+// dropLocked removes key's copy, if any, and reports whether there was one.
+func (s *shard) dropLocked(c *Cache, key string) bool {
+	v, ok := c.index.Load(key)
+	if !ok {
+		return false
+	}
+	s.removeLocked(c, v.(*entry))
+	return true
+}
+
+// removeLocked takes e out of the index and of the clock, whose last entry
+// takes its place.
+func (s *shard) removeLocked(c *Cache, e *entry) {
+	c.index.CompareAndDelete(e.key, e)
+	last := len(s.clock) - 1
+	moved := s.clock[last]
+	s.clock[e.pos], moved.pos = moved, e.pos
+	s.clock[last] = nil
+	s.clock = s.clock[:last]
+	s.bytes -= e.size
+}
+
+// evictLocked removes the first entry the hand finds unread since it last
+// passed, clearing the marks of those it passes.
+func (s *shard) evictLocked(c *Cache) {
+	for {
+		if s.hand >= len(s.clock) {
+			s.hand = 0
+		}
+		e := s.clock[s.hand]
+		if e.used.Load() {
+			e.used.Store(false)
+			s.hand++
+			continue
+		}
+		s.removeLocked(c, e) // the last entry moves to the hand: it is looked at next
+		return
+	}
+}

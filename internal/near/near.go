@@ -156,19 +156,38 @@ func (c *Cache) shard(key string) *shard {
 // present on the node (a miss is held too: ok and not found). The value is
 // the store's own: the caller must not change it.
 func (c *Cache) Get(key string) (value []byte, found, ok bool) {
-	v, ok := c.index.Load(key)
-	if !ok {
+	e := c.lookup(key, true)
+	if e == nil {
 		return nil, false, false
 	}
+	return e.value, e.found, true
+}
+
+// GetValue is Get of a copy of a value alone: a miss held is not returned,
+// nor counted as a hit.
+func (c *Cache) GetValue(key string) ([]byte, bool) {
+	if e := c.lookup(key, false); e != nil {
+		return e.value, true
+	}
+	return nil, false
+}
+
+// lookup returns key's copy, counted as a hit, or nil; a miss held only
+// with misses.
+func (c *Cache) lookup(key string, misses bool) *entry {
+	v, ok := c.index.Load(key)
+	if !ok {
+		return nil
+	}
 	e := v.(*entry)
-	if c.maxAge > 0 && c.now()-e.born > c.maxAge {
-		return nil, false, false
+	if !e.found && !misses || c.maxAge > 0 && c.now()-e.born > c.maxAge {
+		return nil
 	}
 	if !e.used.Load() { // a write only on the first read since the hand passed: the line stays shared
 		e.used.Store(true)
 	}
 	c.hits.Add(1)
-	return e.value, e.found, true
+	return e
 }
 
 // Reserve registers a read of key about to be sent, and returns its token

@@ -210,3 +210,20 @@ func TestConcurrent(t *testing.T) {
 		t.Errorf("%+v over the bound", st)
 	}
 }
+
+// TestGetValue: GetValue returns copies of values alone, and counts only
+// those.
+func TestGetValue(t *testing.T) {
+	c := New(Config{MaxEntries: 10})
+	fill(t, c, "k", []byte("v"), 0)
+	fill(t, c, "absent", nil, 0)
+	if v, ok := c.GetValue("k"); !ok || string(v) != "v" {
+		t.Errorf("GetValue(k) = %q, %v", v, ok)
+	}
+	if v, ok := c.GetValue("absent"); ok {
+		t.Errorf("GetValue of a miss held = %q, %v", v, ok)
+	}
+	if h := c.Stats().Hits; h != 1 {
+		t.Errorf("%d hits, want 1", h)
+	}
+}

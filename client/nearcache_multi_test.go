@@ -148,7 +148,9 @@ func TestNearCacheGetMultiNear(t *testing.T) {
 	if err := c.SetMulti(ctx, items, 0); err != nil {
 		t.Fatal(err)
 	}
-	gets := func() int { return serverGets(t, plainRedis(t, cl.addrs[0])) + serverGets(t, plainRedis(t, cl.addrs[1])) }
+	gets := func() int {
+		return serverGets(t, plainRedis(t, cl.addrs[0])) + serverGets(t, plainRedis(t, cl.addrs[1]))
+	}
 
 	// Half the keys, and an absent one, held near.
 	held := append(slices.Clone(keys[:4]), "gmn:absent")

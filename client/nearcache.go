@@ -161,12 +161,19 @@ func (c *Client) getNew(ctx context.Context, r *route, key string) ([]byte, erro
 // calling hit with each found, and returns the others, for the nodes (keys
 // itself when it answered none). A miss held near answers for its key
 // unless the key's route is dual: then the old owner may have it. A
-// GetMulti fills no store.
+// GetMulti fills no store. It reads the clock once, and counts each
+// store's hits once.
 func (c *Client) nearMulti(st *state, now time.Time, keys []string, hit func(key string, v []byte)) []string {
 	if c.opts.NearCache == nil {
 		return keys
 	}
+	var owners nearOwners
+	at := time.Now()
+	// rest is the keys not held, from the first one held on: keys[:i] up to
+	// then, without a copy, and a slice of its own once a key past it is
+	// not held.
 	var rest []string
+	cut, own := false, false
 	for i, k := range keys {
 		var owner ring.Node
 		dual := false
@@ -176,33 +183,97 @@ func (c *Client) nearMulti(st *state, now time.Time, keys []string, hit func(key
 			r := st.mig.Route(k, now)
 			owner, dual = r.New, r.Dual
 		}
-		held, found := false, false
-		var v []byte
-		if m := st.conns[owner.Addr]; m != nil && m.near != nil && !m.h.isDown() {
-			if dual {
-				v, held = m.near.GetValue(k)
-				found = held
-			} else {
-				v, found, held = m.near.Get(k)
-			}
-		}
-		if found {
-			hit(k, v)
-			if st.mig != nil {
-				st.mig.Counters.NewHits.Add(1)
+		held := false
+		if o := owners.of(st, owner.Addr); o != nil {
+			v, found, ok := o.store.Peek(k, at)
+			if held = ok && (found || !dual); held {
+				o.hits++
+				if found {
+					hit(k, v)
+					if st.mig != nil {
+						st.mig.Counters.NewHits.Add(1)
+					}
+				}
 			}
 		}
 		switch {
-		case held && rest == nil:
-			rest = append(make([]string, 0, len(keys)-1), keys[:i]...)
-		case !held && rest != nil:
+		case held && !cut:
+			cut, rest = true, keys[:i:i]
+		case !held && cut:
+			if !own {
+				own, rest = true, append(make([]string, 0, len(rest)+len(keys)-i), rest...)
+			}
 			rest = append(rest, k)
 		}
 	}
-	if rest == nil {
+	owners.count()
+	if !cut {
 		return keys
 	}
 	return rest
+}
+
+// nearOwners are the stores one nearMulti has read, and its hits in each:
+// the first few found by a scan, which the placement's own address strings
+// make a comparison of pointers, rather than a map lookup per key.
+type nearOwners struct {
+	list [8]nearOwner
+	n    int
+	more map[string]*nearOwner // past the first eight
+}
+
+type nearOwner struct {
+	addr  string
+	store *near.Cache // nil: none to read (no such node, or held down)
+	hits  int64
+}
+
+// of returns the owner at addr, nil when its store may not answer.
+func (os *nearOwners) of(st *state, addr string) *nearOwner {
+	for i := range os.list[:os.n] {
+		if o := &os.list[i]; o.addr == addr {
+			return o.usable()
+		}
+	}
+	if o := os.more[addr]; o != nil {
+		return o.usable()
+	}
+	var store *near.Cache
+	if m := st.conns[addr]; m != nil && !m.h.isDown() {
+		store = m.near
+	}
+	if os.n < len(os.list) {
+		os.list[os.n] = nearOwner{addr: addr, store: store}
+		os.n++
+		return os.list[os.n-1].usable()
+	}
+	if os.more == nil {
+		os.more = map[string]*nearOwner{}
+	}
+	o := &nearOwner{addr: addr, store: store}
+	os.more[addr] = o
+	return o.usable()
+}
+
+func (o *nearOwner) usable() *nearOwner {
+	if o.store == nil {
+		return nil
+	}
+	return o
+}
+
+// count adds each store's hits to its statistics.
+func (os *nearOwners) count() {
+	for i := range os.list[:os.n] {
+		if o := &os.list[i]; o.hits > 0 {
+			o.store.AddHits(o.hits)
+		}
+	}
+	for _, o := range os.more {
+		if o.hits > 0 {
+			o.store.AddHits(o.hits)
+		}
+	}
 }
 
 // NearCacheStats is one node's near cache: what it holds, and what the

@@ -203,23 +203,49 @@ func (c *Cache) GetValue(key string) ([]byte, bool) {
 	return nil, false
 }
 
+// Peek returns key's copy as Get does, as of now (one reading of the
+// clock, time.Now(), for many lookups), without counting a hit: a caller
+// that looks up many keys counts its hits once, with AddHits.
+func (c *Cache) Peek(key string, now time.Time) (value []byte, found, ok bool) {
+	e := c.find(key)
+	if e == nil || c.maxAge > 0 && int64(now.Sub(c.epoch))-e.born > c.maxAge {
+		return nil, false, false
+	}
+	e.mark()
+	return e.value, e.found, true
+}
+
+// AddHits counts n hits of Peek's.
+func (c *Cache) AddHits(n int64) { c.hits[rand.Uint32()%hitStripes].n.Add(n) }
+
 // lookup returns key's copy, counted as a hit, or nil; a miss held only
 // with misses.
 func (c *Cache) lookup(key string, misses bool) *entry {
+	e := c.find(key)
+	if e == nil || !e.found && !misses || c.maxAge > 0 && c.now()-e.born > c.maxAge {
+		return nil
+	}
+	e.mark()
+	c.hits[rand.Uint32()%hitStripes].n.Add(1)
+	return e
+}
+
+// find returns key's entry, whatever its age, or nil.
+func (c *Cache) find(key string) *entry {
 	h := maphash.String(c.seed, key)
 	t := c.tables[h&c.mask].Load()
 	e := t.slots[(h>>c.shift)&t.mask].Load()
 	for e != nil && (e.hash != h || e.key != key) {
 		e = e.next.Load()
 	}
-	if e == nil || !e.found && !misses || c.maxAge > 0 && c.now()-e.born > c.maxAge {
-		return nil
-	}
+	return e
+}
+
+// mark tells the clock e was read.
+func (e *entry) mark() {
 	if !e.used.Load() { // a write only on the first read since the hand passed: the line stays shared
 		e.used.Store(true)
 	}
-	c.hits[rand.Uint32()%hitStripes].n.Add(1)
-	return e
 }
 
 // shard returns the shard of hash h, and its number.

@@ -16,6 +16,8 @@ require (
 )
 
 require (
+	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
+	github.com/maypok86/otter/v2 v2.4.0 // indirect
 	github.com/miekg/dns v1.1.73 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/net v0.61.0 // indirect

@@ -53,9 +53,10 @@ type nearRow struct {
 //     of the keys in all: the hot ones stay, the tail goes to the servers.
 //   - facade-nearcache-autopipeline: facade-nearcache with AutoPipeline
 //     (Gets still go through the near cache; their misses go alone).
-//   - goredis-csc: the floor, go-redis clients with go-redis's own
-//     client-side cache of the same size, MaxStaleness and DrainInterval,
-//     one per node, each key sent to the node the façade places it on.
+//   - goredis-csc: go-redis clients with go-redis's own client-side cache
+//     (what the near cache was built on before it had a store of its own)
+//     of the same size, MaxStaleness and DrainInterval, one per node, each
+//     key sent to the node the façade places it on.
 //
 // Get/serial/ROW runs facade, facade-nearcache and goredis-csc from one
 // goroutine: a lone caller's latency, and the CPU of a near hit without

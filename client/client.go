@@ -156,8 +156,11 @@ type Options struct {
 	// A call that finds none other under way goes at once. Default false.
 	AutoPipeline bool
 
-	// NearCache, when set, keeps hot keys in process memory (Redis only:
-	// RESP3 client-side caching, invalidated by the server). Default nil.
+	// NearCache, when set, keeps hot keys in process memory, read before
+	// any call to a node: Get and GetMulti answer from it, their values then
+	// shared and not to be changed. Redis invalidates a copy when any client
+	// writes its key; Memcached cannot: there a write by another process is
+	// seen within NearCache.MaxAge. Default nil.
 	NearCache *NearCache
 }
 

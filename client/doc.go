@@ -126,11 +126,29 @@
 // once. A queued caller whose context ends returns at once, but its command
 // may still run.
 //
-// With Options.NearCache, hot Redis keys are answered from process memory:
-// go-redis's client-side caching (RESP3 CLIENT TRACKING) on each node's
-// client. A write by any client invalidates the copy (within
-// NearCache.DrainInterval while the connection is idle); this client's own
-// writes drop it at once; MaxAge bounds any copy's life; copies come only
-// from a key's current owner; a node held down serves none. Near hits are
-// counted in NearCacheStats, not in Stats.
+// With Options.NearCache, hot keys are answered from process memory: each
+// node has a store of copies that Get and GetMulti read before anything
+// else, so that a hit costs a lookup, no command and no allocation (a
+// GetMulti answers the keys held and asks the nodes for the others). The
+// value a near hit returns is the store's own, shared by every caller: it
+// must not be changed. The rules of a copy:
+//
+//   - On Redis the store is filled by go-redis's client-side caching (RESP3
+//     CLIENT TRACKING) on each node's client, and a write by any client
+//     invalidates the copy: the server tells the connection that read the
+//     key, which go-redis reads within NearCache.DrainInterval while it is
+//     idle. A miss is kept too, and invalidated when the key is created.
+//   - On Memcached the store is filled by the façade's Gets, and nothing
+//     invalidates a copy: a write by another process is seen once the copy
+//     is NearCache.MaxAge old, not before. A miss is not kept.
+//   - This client's own writes drop the key's copy at once, on both
+//     backends, and a read in flight meanwhile keeps nothing.
+//   - MaxAge bounds any copy's life, from the read that filled it.
+//   - Copies answer only for a key's current owner: during a migration a
+//     miss held near does not stop the fallback to the old owner, and the
+//     old owner's copies are not read. A node held down serves none.
+//   - A GetMulti fills nothing, and item reads (GetItem, GetItems) never
+//     come from the near cache: it holds no flags nor CAS ids.
+//
+// Near hits are counted in NearCacheStats, not in Stats.
 package client

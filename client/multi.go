@@ -255,6 +255,7 @@ func (c *Client) getMulti(ctx context.Context, keys []string) (map[string][]byte
 		return nil, err
 	}
 	hits := make(map[string][]byte, len(keys))
+	keys = c.nearMulti(st, now, keys, func(k string, v []byte) { hits[k] = v }) // the keys held near (nearcache.go)
 	return hits, c.collect(ctx, st, now, keys, func(it *item, _ bool) { hits[it.Key] = it.Value })
 }
 

@@ -1,55 +1,62 @@
 package client
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/shardcache/shardcache/internal/near"
 	"github.com/shardcache/shardcache/internal/node/redisnode"
 	"github.com/shardcache/shardcache/ring"
 )
 
-// The near cache (Options.NearCache) is go-redis's client-side caching
-// (RESP3 CLIENT TRACKING, EXPERIMENTAL in go-redis; this module pins
-// v9.23.0) on the go-redis client of every Redis node: package redisnode
-// holds it, and this file its configuration and statistics.
+// The near cache (Options.NearCache) is a store of package near per node,
+// which Get and GetMulti read before anything else: a hit is a lookup, no
+// call to the node. This file holds its policy (when a copy may answer) and
+// its configuration and statistics; the store is filled by the node's
+// reads:
 //
-// A near copy must come only from the key's current owner, whose server
-// every client writes (see NearCache): the migration paths read old owners
-// through pipelines, which go-redis never answers from its cache nor fills
-// it with.
+//   - On Redis, by go-redis's client-side caching (RESP3 CLIENT TRACKING),
+//     which package redisnode hands the store: the server invalidates a
+//     copy when any client writes its key, and redisnode's hook drops it at
+//     once after a write of this client's.
+//   - On Memcached, by nearMemcached (nearcache_memcached.go), around the
+//     node's Gets and writes: this client's writes drop copies at once, and
+//     nothing tells it of other clients' writes: MaxAge bounds a copy's
+//     life.
+//
+// A copy answers only for the key's current owner: the near cache read is
+// the owner's (route.New), and a miss held there does not answer for a key
+// whose route is dual (it goes on to the old owner). The migration paths
+// read old owners through pipelines or multi-gets, which fill nothing. A
+// node held down answers nothing, near or not.
 
-// NearCache configures the near cache: see Options.NearCache. Sizes are per
-// node: each node's go-redis client has a cache of its own.
+// NearCache configures the near cache: see Options.NearCache and the
+// package doc. Sizes are per node: each node has a store of its own.
 type NearCache struct {
-	// MaxEntries bounds the replies kept per node. Default
+	// MaxEntries bounds the copies kept per node. Default
 	// DefaultNearCacheEntries; negative: no bound on entries (MaxBytes must
 	// then be set).
 	MaxEntries int
-	// MaxBytes bounds their estimated size per node (go-redis's
-	// MaxMemoryBytes: the value, the key and about 100 bytes of overhead
-	// each). go-redis splits a budget of 64 KiB or more into 16 shards and
-	// never keeps a reply larger than one shard's share (MaxBytes/16): such
-	// keys are read from their node every time. Default 0: no byte bound.
+	// MaxBytes bounds their estimated size per node: the key, the value and
+	// near.EntryOverhead (128 bytes) each. The store has 16 shards from 64
+	// KiB on and never keeps a value larger than a shard's share
+	// (MaxBytes/16): such keys are read from their node every time. Default
+	// 0: no byte bound.
 	MaxBytes int64
-	// MaxAge is the longest a near copy is served after it was read,
-	// whatever the invalidations say (go-redis's MaxStaleness): the bound for
-	// an invalidation lost with its connection, and for a key whose TTL has
-	// run out but that Redis has not deleted yet (Redis deletes an expired
-	// key, and so invalidates its near copies, when a command touches it or
-	// when its active expiry samples it: with many keys with TTLs, that can
-	// be later than the TTL). Default DefaultNearCacheMaxAge; negative: no
-	// bound.
+	// MaxAge is the longest a copy is served after its read was sent,
+	// whatever the invalidations say: on Redis the bound for one lost with
+	// its connection, or for an expired key Redis has not deleted yet; on
+	// Memcached the only bound of a copy's life. Default
+	// DefaultNearCacheMaxAge; negative: no bound (Redis only).
 	MaxAge time.Duration
-	// DrainInterval is how often go-redis reads the node's idle connections
-	// for invalidations (ClientSideCacheConfig.DrainInterval): while a
-	// connection is idle, which the one that read a hot key mostly is, a
-	// write by another client reaches its near copies within about that. A
-	// connection in use reads them with its next reply. Each read costs CPU
-	// even when nothing changes, per node: go-redis's default of 5ms cost
-	// this project's 2-core machine about 2% of a core per node, idle. Default
-	// DefaultNearCacheDrainInterval; at least 1ms.
+	// DrainInterval is how often go-redis reads a Redis node's idle
+	// connections for invalidations: another client's write reaches this
+	// process's copies within about that. Each read costs CPU even when
+	// nothing changes, per node. Default DefaultNearCacheDrainInterval; at
+	// least 1ms. Memcached, which has no invalidations, does not use it.
 	DrainInterval time.Duration
 }
 
@@ -71,9 +78,9 @@ const (
 	DefaultNearCacheMaxAge = 10 * time.Second
 )
 
-// ErrNearCache means a near cache that cannot be had: on Memcached, with a
-// Redis database other than 0 (go-redis caches database 0 only), or through
-// a NewRedisClient hook whose client does not keep the options' cache, RESP3
+// ErrNearCache means a near cache that cannot be had: with a Redis
+// database other than 0 (go-redis caches database 0 only), or through a
+// NewRedisClient hook whose client does not keep the options' cache, RESP3
 // and database 0. It comes wrapped in ErrBadOptions.
 var ErrNearCache = redisnode.ErrNearCache
 
@@ -102,10 +109,10 @@ func (nc *NearCache) check(o *Options) error {
 		return nil
 	}
 	switch {
-	case o.Backend != Redis:
-		return fmt.Errorf("%w: %w: NearCache is go-redis's client-side caching, Redis only, not %v", ErrBadOptions, ErrNearCache, o.Backend)
-	case o.DB != 0:
+	case o.Backend == Redis && o.DB != 0:
 		return fmt.Errorf("%w: %w: go-redis caches only database 0, not DB %d", ErrBadOptions, ErrNearCache, o.DB)
+	case o.Backend == Memcached && nc.MaxAge < 0:
+		return fmt.Errorf("%w: a Memcached NearCache needs a MaxAge, not %v: nothing else ends a copy", ErrBadOptions, nc.MaxAge)
 	case nc.MaxEntries < 0 && nc.MaxBytes <= 0:
 		return fmt.Errorf("%w: NearCache without a bound: MaxEntries %d and MaxBytes %d", ErrBadOptions, nc.MaxEntries, nc.MaxBytes)
 	case nc.MaxBytes < 0:
@@ -116,27 +123,172 @@ func (nc *NearCache) check(o *Options) error {
 	return nil
 }
 
-// forNode returns the near cache of every node: nc with its defaults,
-// for package redisnode; nil without one.
-func (nc *NearCache) forNode() *redisnode.NearCache {
+// newStore returns a node's store, nil without a near cache.
+func (nc *NearCache) newStore() *near.Cache {
 	if nc == nil {
 		return nil
 	}
-	return &redisnode.NearCache{MaxEntries: nc.MaxEntries, MaxBytes: nc.MaxBytes, MaxAge: nc.MaxAge, DrainInterval: nc.DrainInterval}
+	return near.New(near.Config{MaxEntries: max(nc.MaxEntries, 0), MaxBytes: nc.MaxBytes, MaxAge: max(nc.MaxAge, 0)})
 }
 
-// NearCacheStats is one node's near cache: what go-redis holds for it, and
-// what the façade's calls found there.
+// forNode returns a Redis node's near cache: store, and nc with its
+// defaults for go-redis's cache of the other reads; nil without one.
+func (nc *NearCache) forNode(store *near.Cache) *redisnode.NearCache {
+	if nc == nil {
+		return nil
+	}
+	return &redisnode.NearCache{Store: store, MaxEntries: nc.MaxEntries, MaxBytes: nc.MaxBytes, MaxAge: nc.MaxAge, DrainInterval: nc.DrainInterval}
+}
+
+// getNew reads key from its owner, r.New: its near copy when the owner's
+// store holds one and the owner is not held down (a miss held near is
+// ErrCacheMiss), else from the node. This lookup is all a near hit costs.
+func (c *Client) getNew(ctx context.Context, r *route, key string) ([]byte, error) {
+	if c.opts.NearCache != nil {
+		if m := r.st.conns[r.New.Addr]; m != nil && m.near != nil && !m.h.isDown() {
+			if v, found, ok := m.near.Get(key); ok {
+				if !found {
+					return nil, ErrCacheMiss
+				}
+				return v, nil
+			}
+		}
+	}
+	return r.st.conn(r.New).Get(ctx, key)
+}
+
+// nearMulti answers the keys of a GetMulti that their owners' stores hold,
+// calling hit with each found, and returns the others, for the nodes (keys
+// itself when it answered none). A miss held near answers for its key
+// unless the key's route is dual: then the old owner may have it. A
+// GetMulti fills no store. It reads the clock once, and counts each
+// store's hits once.
+func (c *Client) nearMulti(st *state, now time.Time, keys []string, hit func(key string, v []byte)) []string {
+	if c.opts.NearCache == nil {
+		return keys
+	}
+	var owners nearOwners
+	at := time.Now()
+	// rest is the keys not held, from the first one held on: keys[:i] up to
+	// then, without a copy, and a slice of its own once a key past it is
+	// not held.
+	var rest []string
+	cut, own := false, false
+	for i, k := range keys {
+		var owner ring.Node
+		dual := false
+		if st.mig == nil {
+			owner = st.placement.Locate(k)
+		} else {
+			r := st.mig.Route(k, now)
+			owner, dual = r.New, r.Dual
+		}
+		held := false
+		if o := owners.of(st, owner.Addr); o != nil {
+			v, found, ok := o.store.Peek(k, at)
+			if held = ok && (found || !dual); held {
+				o.hits++
+				if found {
+					hit(k, v)
+					if st.mig != nil {
+						st.mig.Counters.NewHits.Add(1)
+					}
+				}
+			}
+		}
+		switch {
+		case held && !cut:
+			cut, rest = true, keys[:i:i]
+		case !held && cut:
+			if !own {
+				own, rest = true, append(make([]string, 0, len(rest)+len(keys)-i), rest...)
+			}
+			rest = append(rest, k)
+		}
+	}
+	owners.count()
+	if !cut {
+		return keys
+	}
+	return rest
+}
+
+// nearOwners are the stores one nearMulti has read, and its hits in each:
+// the first few found by a scan, which the placement's own address strings
+// make a comparison of pointers, rather than a map lookup per key.
+type nearOwners struct {
+	list [8]nearOwner
+	n    int
+	more map[string]*nearOwner // past the first eight
+}
+
+type nearOwner struct {
+	addr  string
+	store *near.Cache // nil: none to read (no such node, or held down)
+	hits  int64
+}
+
+// of returns the owner at addr, nil when its store may not answer.
+func (os *nearOwners) of(st *state, addr string) *nearOwner {
+	for i := range os.list[:os.n] {
+		if o := &os.list[i]; o.addr == addr {
+			return o.usable()
+		}
+	}
+	if o := os.more[addr]; o != nil {
+		return o.usable()
+	}
+	var store *near.Cache
+	if m := st.conns[addr]; m != nil && !m.h.isDown() {
+		store = m.near
+	}
+	if os.n < len(os.list) {
+		os.list[os.n] = nearOwner{addr: addr, store: store}
+		os.n++
+		return os.list[os.n-1].usable()
+	}
+	if os.more == nil {
+		os.more = map[string]*nearOwner{}
+	}
+	o := &nearOwner{addr: addr, store: store}
+	os.more[addr] = o
+	return o.usable()
+}
+
+func (o *nearOwner) usable() *nearOwner {
+	if o.store == nil {
+		return nil
+	}
+	return o
+}
+
+// count adds each store's hits to its statistics.
+func (os *nearOwners) count() {
+	for i := range os.list[:os.n] {
+		if o := &os.list[i]; o.hits > 0 {
+			o.store.AddHits(o.hits)
+		}
+	}
+	for _, o := range os.more {
+		if o.hits > 0 {
+			o.store.AddHits(o.hits)
+		}
+	}
+}
+
+// NearCacheStats is one node's near cache: what it holds, and what the
+// façade's reads found there.
 type NearCacheStats struct {
 	Node ring.Node
-	// Hits counts the calls answered from process memory: they reached no
-	// server, and are not in the node's Stats (calls, hits, latency) nor in
-	// its health. Misses counts the Gets that went to the node (and the
-	// MGETs sent through Client.Redis); those are in its Stats. GetMulti
-	// never goes through the near cache.
+	// Hits counts the keys answered from process memory (by Get, GetMulti
+	// and the reads sent through Client.Redis that go-redis caches): they
+	// reached no server, and are not in the node's Stats (calls, hits,
+	// latency) nor in its health. Misses counts the reads that went to the
+	// node for want of a copy (Gets; GetMulti's go without filling it);
+	// those are in its Stats.
 	Hits, Misses int64
-	// Entries and Bytes are what the cache holds now (go-redis's CSCStats:
-	// replies, and their estimated size).
+	// Entries and Bytes are what the cache holds now: copies, and their
+	// estimated size.
 	Entries int
 	Bytes   int64
 }
@@ -160,17 +312,20 @@ func (c *Client) NearCacheStats() []NearCacheStats {
 	}
 	var out []NearCacheStats
 	for _, m := range st.conns {
-		ns, ok := m.Node.(interface {
+		if m.near == nil {
+			continue
+		}
+		s := m.near.Stats()
+		ns := NearCacheStats{Node: m.h.node, Hits: s.Hits, Misses: s.Misses, Entries: s.Entries, Bytes: s.Bytes}
+		if rn, ok := m.Node.(interface {
 			NearStats() (redisnode.NearStats, bool)
-		})
-		if !ok {
-			continue
+		}); ok {
+			// The store's and go-redis's cache of the other reads, together.
+			if s, ok := rn.NearStats(); ok {
+				ns.Hits, ns.Misses, ns.Entries, ns.Bytes = s.Hits, s.Misses, s.Entries, s.Bytes
+			}
 		}
-		s, ok := ns.NearStats()
-		if !ok {
-			continue
-		}
-		out = append(out, NearCacheStats{Node: m.h.node, Hits: s.Hits, Misses: s.Misses, Entries: s.Entries, Bytes: s.Bytes})
+		out = append(out, ns)
 	}
 	slices.SortFunc(out, func(a, b NearCacheStats) int { return strings.Compare(a.Node.Name, b.Node.Name) })
 	return out

@@ -448,8 +448,9 @@ func TestNearCacheReshard(t *testing.T) {
 	}
 }
 
-// TestNearCacheOptions: the near cache is Redis's, on database 0, through
-// hooks that keep it; anything else fails New with ErrNearCache.
+// TestNearCacheOptions: a Redis near cache is on database 0, through hooks
+// that keep it, anything else failing New with ErrNearCache; a Memcached
+// one needs a MaxAge, and bounds of either kind make sense.
 func TestNearCacheOptions(t *testing.T) {
 	cl := newCluster(t, "redis-server", 1)
 	nodes := cl.nodes()
@@ -458,7 +459,7 @@ func TestNearCacheOptions(t *testing.T) {
 		opts Options
 		want error
 	}{
-		{"memcached", Options{Backend: Memcached}, ErrNearCache},
+		{"memcached without MaxAge", Options{Backend: Memcached, NearCache: &NearCache{MaxAge: -1}}, ErrBadOptions},
 		{"db", Options{DB: 1}, ErrNearCache},
 		{"node db", Options{NodeCredentials: func(_ ring.Node, c Credentials) Credentials { c.DB = 2; return c }}, ErrNearCache},
 		{"hook that drops it", Options{NewRedisClient: func(n ring.Node, _ *redis.Options) *redis.Client {
@@ -722,9 +723,10 @@ func testNearCacheACLUser(t *testing.T, addr string, viaHook bool) {
 	}
 }
 
-// TestNearCacheGetMulti: GetMulti reads the nodes, near cache or not, and is
-// counted in their Stats as a get_multi; a Get of the same keys afterwards
-// fills the near cache as usual.
+// TestNearCacheGetMulti: a GetMulti of keys the near cache does not hold
+// reads the nodes, is counted in their Stats as a get_multi, and fills no
+// copy (nor counts a near miss); a Get of the same keys afterwards fills the
+// near cache as usual. (TestNearCacheGetMultiNear: the keys it holds.)
 func TestNearCacheGetMulti(t *testing.T) {
 	cl := newCluster(t, "redis-server", 2)
 	c := cl.client(t, Options{NearCache: &NearCache{MaxAge: -1}})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shardcache/shardcache/internal/near"
 	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/internal/node/redisnode"
 	"github.com/shardcache/shardcache/ring"
@@ -27,6 +28,8 @@ type member struct {
 	// down stands for the node while it is held down: every call fails at
 	// once with ErrNodeDown (state.conn hands it out).
 	down *failing
+	// near is the node's near cache store, nil without Options.NearCache.
+	near *near.Cache
 }
 
 // Close closes the node, which ends the calls in flight on it, then stops
@@ -41,7 +44,8 @@ func (m *member) Close() error {
 // opened yet.
 func (c *Client) dial(n ring.Node) (*member, error) {
 	h := newNodeHealth(n, &c.opts)
-	nd, err := c.newNode(n, h)
+	store := c.opts.NearCache.newStore()
+	nd, err := c.newNode(n, h, store)
 	if err != nil {
 		return nil, err
 	}
@@ -49,11 +53,12 @@ func (c *Client) dial(n ring.Node) (*member, error) {
 	if ic, ok := nd.(node.IdleCloser); ok {
 		h.flush = ic.CloseIdle
 	}
-	return &member{Node: nd, h: h, down: newFailing(ErrNodeDown, h)}, nil
+	return &member{Node: nd, h: h, down: newFailing(ErrNodeDown, h), near: store}, nil
 }
 
-// newNode makes the backend's node client of n, telling obs of its calls.
-func (c *Client) newNode(n ring.Node, obs node.Observer) (node.Node, error) {
+// newNode makes the backend's node client of n, telling obs of its calls
+// and filling store (nil: no near cache).
+func (c *Client) newNode(n ring.Node, obs node.Observer, store *near.Cache) (node.Node, error) {
 	o := &c.opts
 	if err := checkAddr(n.Addr); err != nil {
 		return nil, err
@@ -63,12 +68,12 @@ func (c *Client) newNode(n ring.Node, obs node.Observer) (node.Node, error) {
 		return nil, err
 	}
 	if o.Backend == Memcached {
-		return c.newMemcachedNode(n, creds, obs)
+		return c.newMemcachedNode(n, creds, obs, store)
 	}
 	cfg := redisnode.Config{
 		Addr: n.Addr, Username: creds.Username, Password: creds.Password, DB: creds.DB, TLS: creds.TLSConfig,
 		PoolSize: o.PoolSize, MaxIdle: o.MaxIdle, DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
-		AutoPipeline: o.AutoPipeline, NearCache: o.NearCache.forNode(), Observer: obs,
+		AutoPipeline: o.AutoPipeline, NearCache: o.NearCache.forNode(store), Observer: obs,
 	}
 	if o.NewRedisClient != nil {
 		cfg.NewClient = func(opt *redis.Options) *redis.Client { return o.NewRedisClient(n, opt) }

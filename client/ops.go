@@ -78,7 +78,7 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 }
 
 func (c *Client) get(ctx context.Context, r route, key string) ([]byte, error) {
-	v, err := r.st.conn(r.New).Get(ctx, key)
+	v, err := c.getNew(ctx, &r, key) // its near copy, if one is held (nearcache.go)
 	if cs := r.counters(); cs != nil {
 		switch {
 		case err == nil:

@@ -49,12 +49,7 @@ func (k hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if m != nil {
 			ctx = m.Context
 			if m.hit.Load() { // answered from process memory: no call to the node
-				k.near.hits.Add(1)
 				return err
-			}
-			switch cmd.Name() {
-			case "get", "mget":
-				k.near.misses.Add(1)
 			}
 			k.near.evict(cmd)
 		}

@@ -1,6 +1,7 @@
 package redisnode
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,40 +11,51 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shardcache/shardcache/internal/near"
 )
 
-// The near cache is go-redis's client-side caching (RESP3 CLIENT
-// TRACKING, EXPERIMENTAL in go-redis; this module pins v9.23.0) on the
-// node's go-redis client. go-redis keeps the replies of the reads it may
-// cache (of the node's, GET: its MGETs go over connections of the
-// package's own, or in pipelines), and the server tells it, on the
-// connection that read a key, when any client changes the key. This file
-// adds only what the client needs around it:
+// The near cache's copies of the node's GETs are in a store of package
+// near, which the client reads before it calls the node (a hit costs no
+// command and no call); go-redis's client-side caching (RESP3 CLIENT
+// TRACKING, EXPERIMENTAL in go-redis; this module pins v9.23.0) fills it
+// and keeps it current, through the Cache go-redis is given:
 //
-//   - nearCache wraps the node's go-redis LocalCache, so that the node's
-//     hook knows a call was answered from process memory (nearMark): such
-//     a call is not a call to the node, for the observer. The price of a
-//     wrapper (go-redis gives these only to its own *LocalCache): a hit
-//     copies the value once more, go-redis's miss coalescing and refresh
-//     options are off, and an invalidation drops the copy of a read of the
-//     same key still in flight whenever that read was sent: one more miss,
-//     never a stale value.
+//   - nearCache is that Cache. A GET's reply is kept in the store under its
+//     key (go-redis reserves it before the read is sent and fulfills it
+//     with the reply, on behalf of the connection that read it); the other
+//     reads go-redis may cache, those sent through Node.Redis (HGET, ...),
+//     go to a go-redis LocalCache beside it. The server tells the
+//     connection that read a key when any client changes it, and go-redis
+//     hands the invalidation to nearCache (DeleteByRedisKey); a connection
+//     that goes takes its copies with it (EvictByConn): nobody would report
+//     their changes any more. go-redis reads its idle connections for
+//     invalidations every DrainInterval; a connection in use reads them
+//     with its next reply.
 //   - After a write through the node's go-redis client, the hook drops the
 //     key's near copies at once (evict), so that this process reads its
-//     own writes: the server's invalidation reaches the connection that
-//     read the key, and go-redis applies it only when it next reads that
-//     connection (within DrainInterval when it is idle).
+//     own writes without waiting for the server's invalidation, and a read
+//     in flight keeps nothing it read before the write.
+//   - nearMark tells the hook that a call was answered from process memory
+//     (a GET or other read sent through Node.Redis that go-redis answered
+//     from the cache): such a call is not a call to the node, for the
+//     observer.
 //
 // A near copy comes only from reads that are not pipelined: the
 // migration's reads of old owners are pipelines (GetMulti with TTLs),
 // which go-redis never answers from its cache nor fills it with.
 
-// NearCache configures a node's near cache: the client's Options.NearCache
-// with its defaults applied.
+// NearCache configures a node's near cache.
 type NearCache struct {
-	MaxEntries    int // negative: no bound on entries
+	// Store holds the copies of the node's GETs, which the client reads
+	// before it calls the node.
+	Store *near.Cache
+	// MaxEntries, MaxBytes and MaxAge bound go-redis's LocalCache of the
+	// other reads sent through Node.Redis. MaxEntries negative: no bound on
+	// entries; MaxAge negative: no bound.
+	MaxEntries    int
 	MaxBytes      int64
-	MaxAge        time.Duration // negative: no bound
+	MaxAge        time.Duration
 	DrainInterval time.Duration
 }
 
@@ -57,16 +69,22 @@ type NearStats struct {
 	Bytes        int64
 }
 
-// NearStats returns the node's near cache statistics; false without one.
+// NearStats returns the node's near cache statistics, the store's and the
+// other reads' together; false without one.
 func (n *Node) NearStats() (NearStats, bool) {
 	if n.near == nil {
 		return NearStats{}, false
 	}
-	cs := n.near.Stats()
-	return NearStats{Hits: n.near.hits.Load(), Misses: n.near.misses.Load(), Entries: cs.Entries, Bytes: cs.MemoryUsageBytes}, true
+	st, other := n.near.store.Stats(), n.near.other.Stats()
+	return NearStats{
+		Hits:    st.Hits + n.near.otherHits.Load(),
+		Misses:  st.Misses + n.near.otherMisses.Load(),
+		Entries: st.Entries + other.Entries,
+		Bytes:   st.Bytes + other.MemoryUsageBytes,
+	}, true
 }
 
-// config is go-redis's configuration of one node's cache.
+// config is go-redis's configuration of one node's LocalCache.
 func (nc *NearCache) config() redis.CacheConfig {
 	cfg := redis.CacheConfig{MaxEntries: max(nc.MaxEntries, 0), MaxMemoryBytes: nc.MaxBytes, DrainInterval: nc.DrainInterval}
 	if nc.MaxAge > 0 {
@@ -75,23 +93,28 @@ func (nc *NearCache) config() redis.CacheConfig {
 	return cfg
 }
 
-// nearCache is one node's near cache: go-redis's LocalCache, seen by go-redis
-// through Options.ClientSideCache, with the façade's counts beside it.
+// nearCache is one node's near cache, seen by go-redis through
+// Options.ClientSideCache: the store of its GETs, and a LocalCache of the
+// other reads go-redis caches.
 type nearCache struct {
-	*redis.LocalCache
+	store *near.Cache
+	other *redis.LocalCache
 	// prefix is go-redis's namespace of the node's keys in the cache (its
-	// cscNamespacePrefix: the DB and the ACL user), which evict needs.
-	// Reserve checks it on every fill, so that a go-redis that changed it
-	// caches nothing rather than keep copies evict cannot reach.
+	// cscNamespacePrefix: the DB and the ACL user), which cache keys and
+	// invalidations carry. Reserve checks it on every fill, so that a
+	// go-redis that changed it caches nothing rather than keep copies
+	// evict cannot reach.
 	prefix string
-	// hits counts the calls answered from the cache, misses the GETs (and
-	// the MGETs of Client.Redis) that went to the node.
-	hits, misses atomic.Int64
+	// otherHits counts the reads the LocalCache answered, otherMisses
+	// those it did not (the store counts its own).
+	otherHits, otherMisses atomic.Int64
 }
 
+var _ redis.Cache = (*nearCache)(nil)
+
 // forNode gives the go-redis options of node n a near cache, when nc is set:
-// RESP3 and a LocalCache of the configured size. It returns the cache, nil
-// when nc is nil.
+// RESP3 and a Cache over nc's store. It returns the cache, nil when nc is
+// nil.
 func (nc *NearCache) forNode(addr string, opt *redis.Options) (*nearCache, error) {
 	if nc == nil {
 		return nil, nil
@@ -99,12 +122,15 @@ func (nc *NearCache) forNode(addr string, opt *redis.Options) (*nearCache, error
 	if opt.DB != 0 { // NodeCredentials can set it per node
 		return nil, fmt.Errorf("%w: node %s: go-redis caches only database 0, not DB %d", ErrNearCache, addr, opt.DB)
 	}
-	c := &nearCache{LocalCache: redis.NewLocalCache(nc.config())}
+	if nc.Store == nil {
+		return nil, fmt.Errorf("%w: node %s: no store", ErrNearCache, addr)
+	}
+	cfg := nc.config()
+	c := &nearCache{store: nc.Store, other: redis.NewLocalCache(cfg)}
 	opt.Protocol = 3
 	opt.ClientSideCache = c
 	// Beside an explicit ClientSideCache go-redis reads its config only for
 	// the drain interval (and to check MaxStaleness against other options).
-	cfg := nc.config()
 	opt.ClientSideCacheConfig = &cfg
 	return c, nil
 }
@@ -127,27 +153,149 @@ func (c *nearCache) attached(addr string, rdb *redis.Client) error {
 	return nil
 }
 
-// Get is LocalCache's, and marks a hit on the call's nearMark.
-func (c *nearCache) Get(ctx context.Context, cacheKey string) ([]byte, bool) {
-	v, ok := c.LocalCache.Get(ctx, cacheKey)
-	if ok {
-		if m, _ := ctx.Value(nearMarkKey{}).(*nearMark); m != nil {
-			m.hit.Store(true)
-		}
+// getPrefix starts go-redis's cache key of a GET, after the namespace: the
+// command as it is written on the wire, up to the key's length.
+const getPrefix = "*2\r\n$3\r\nget\r\n$"
+
+// getKey returns the key of cacheKey when it is a GET's in c's namespace.
+func (c *nearCache) getKey(cacheKey string) (string, bool) {
+	rest, ok := strings.CutPrefix(cacheKey, c.prefix)
+	if !ok || c.prefix == "" {
+		return "", false
 	}
-	return v, ok
+	if rest, ok = strings.CutPrefix(rest, getPrefix); !ok {
+		return "", false
+	}
+	i := strings.IndexByte(rest, '\r')
+	if i < 1 {
+		return "", false
+	}
+	n, err := strconv.Atoi(rest[:i])
+	if err != nil || n < 0 || len(rest) != i+2+n+2 || rest[i+1] != '\n' || rest[i+2+n:] != "\r\n" {
+		return "", false
+	}
+	return rest[i+2 : i+2+n], true
 }
 
-// Reserve is LocalCache's, for keys in the namespace evict knows; other keys
-// are fetched without being kept (token 0, as LocalCache answers when full).
+// getReply returns the value of a GET's reply as go-redis read it, raw: a
+// bulk string, or a null for a miss; ok is false for anything else. The
+// value is raw's own memory.
+func getReply(raw []byte) (value []byte, found, ok bool) {
+	switch s := string(raw); {
+	case s == "_\r\n" || s == "$-1\r\n":
+		return nil, false, true
+	case len(s) < 5 || s[0] != '$' || !strings.HasSuffix(s, "\r\n"):
+		return nil, false, false
+	}
+	i := bytes.IndexByte(raw, '\r')
+	n, err := strconv.Atoi(string(raw[1:i]))
+	if err != nil || n < 0 || len(raw) != i+2+n+2 || raw[i+1] != '\n' {
+		return nil, false, false
+	}
+	return raw[i+2 : i+2+n : i+2+n], true, true
+}
+
+// getReplyOf is the raw reply of a GET that found value (or, !found, none).
+func getReplyOf(value []byte, found bool) []byte {
+	if !found {
+		return []byte("_\r\n")
+	}
+	b := make([]byte, 0, len(value)+16)
+	b = append(b, '$')
+	b = strconv.AppendInt(b, int64(len(value)), 10)
+	b = append(b, "\r\n"...)
+	b = append(b, value...)
+	return append(b, "\r\n"...)
+}
+
+// Get answers a read go-redis would send, from the store for a GET (the
+// client looked there first: this is a read sent through Node.Redis, or
+// one filled meanwhile), and marks the call's nearMark.
+func (c *nearCache) Get(ctx context.Context, cacheKey string) ([]byte, bool) {
+	var v []byte
+	if key, ok := c.getKey(cacheKey); ok {
+		value, found, ok := c.store.Get(key)
+		if !ok {
+			return nil, false
+		}
+		v = getReplyOf(value, found)
+	} else if v, ok = c.other.Get(ctx, cacheKey); ok {
+		c.otherHits.Add(1)
+	} else {
+		return nil, false
+	}
+	if m, _ := ctx.Value(nearMarkKey{}).(*nearMark); m != nil {
+		m.hit.Store(true)
+	}
+	return v, true
+}
+
+// Reserve registers a read about to be sent, for keys in the namespace
+// evict knows; other keys are fetched without being kept (token 0, as
+// LocalCache answers when full).
 func (c *nearCache) Reserve(cacheKey string, redisKeys []string) (uint64, bool) {
 	for _, k := range redisKeys {
-		if !strings.HasPrefix(k, c.prefix) {
+		if !strings.HasPrefix(k, c.prefix) || c.prefix == "" {
 			return 0, true
 		}
 	}
-	return c.LocalCache.Reserve(cacheKey, redisKeys)
+	if key, ok := c.getKey(cacheKey); ok {
+		return c.store.Reserve(key), true
+	}
+	c.otherMisses.Add(1)
+	return c.other.Reserve(cacheKey, redisKeys)
 }
+
+// FulfillOwned keeps the reply of a reserved read, fetched by connection
+// ownerConnID.
+func (c *nearCache) FulfillOwned(cacheKey string, token, ownerConnID uint64, value []byte) bool {
+	key, ok := c.getKey(cacheKey)
+	if !ok {
+		return c.other.FulfillOwned(cacheKey, token, ownerConnID, value)
+	}
+	v, found, ok := getReply(value)
+	if !ok || token == 0 {
+		c.store.Cancel(key, token)
+		return false
+	}
+	return c.store.Fulfill(key, token, v, found, ownerConnID)
+}
+
+// Cancel ends a reservation, which keeps nothing.
+func (c *nearCache) Cancel(cacheKey string, token uint64) bool {
+	if key, ok := c.getKey(cacheKey); ok {
+		c.store.Cancel(key, token)
+		return true
+	}
+	return c.other.Cancel(cacheKey, token)
+}
+
+// DeleteByRedisKey drops every copy that read redisKey (in the namespace):
+// the server's invalidation, or evict's.
+func (c *nearCache) DeleteByRedisKey(redisKey string) int {
+	n := c.other.DeleteByRedisKey(redisKey)
+	if key, ok := strings.CutPrefix(redisKey, c.prefix); ok && c.prefix != "" && c.store.Delete(key) {
+		n++
+	}
+	return n
+}
+
+// DeleteByCacheKey drops one cached reply.
+func (c *nearCache) DeleteByCacheKey(cacheKey string) bool {
+	if key, ok := c.getKey(cacheKey); ok {
+		return c.store.Delete(key)
+	}
+	return c.other.DeleteByCacheKey(cacheKey)
+}
+
+// EvictByConn drops the copies connection connID read: it is gone, and
+// its invalidations with it.
+func (c *nearCache) EvictByConn(connID uint64) int {
+	return c.store.EvictOwner(connID) + c.other.EvictByConn(connID)
+}
+
+// Flush drops every copy.
+func (c *nearCache) Flush() int { return c.store.Flush() + c.other.Flush() }
 
 // drop removes the near copies of key: every cached reply that read it.
 func (c *nearCache) drop(key any) {

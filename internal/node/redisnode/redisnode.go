@@ -66,8 +66,9 @@ type Config struct {
 	// auto-pipeliner on the node's own client while other calls to the
 	// node are under way (see package doc of client, Options.AutoPipeline).
 	AutoPipeline bool
-	// NearCache, when set, is go-redis's client-side caching on the node's
-	// client (RESP3 CLIENT TRACKING).
+	// NearCache, when set, has go-redis's client-side caching on the node's
+	// client (RESP3 CLIENT TRACKING) fill NearCache.Store with the node's
+	// GETs and keep it current (nearcache.go).
 	NearCache *NearCache
 	// Observer is told every call's outcome. Default node.Discard.
 	Observer node.Observer

@@ -181,7 +181,7 @@ func (c *Client) nearMulti(st *state, now time.Time, keys []string, hit func(key
 			owner = st.placement.Locate(k)
 		} else {
 			r := st.mig.Route(k, now)
-			owner, dual = r.New, r.Dual
+			owner, dual = r.New, r.Fallback
 		}
 		held := false
 		if o := owners.of(st, owner.Addr); o != nil {

@@ -100,7 +100,7 @@ func (c *Client) waitRetry(ctx context.Context, t **time.Timer) error {
 // (hit), or the lease to load under. A nil lease without a hit means the
 // lease could not be taken for a failure of the cache: the load goes on
 // without one.
-func (c *Client) leaseOrValue(ctx context.Context, r route, key string) (l *lease, v []byte, hit bool, err error) {
+func (c *Client) leaseOrValue(ctx context.Context, r route, key string) (l *lease, v []byte, hit bool, at time.Time, err error) {
 	cand := &lease{token: rand.Text()}
 	lkey := c.leaseKey(key)
 	var lerr error
@@ -112,7 +112,7 @@ func (c *Client) leaseOrValue(ctx context.Context, r route, key string) (l *leas
 	}()
 	for waited := false; ; waited = true {
 		if c.state.Load() == nil {
-			return nil, nil, false, ErrClosed // no load for a closed client
+			return nil, nil, false, at, ErrClosed // no load for a closed client
 		}
 		got := false
 		if lerr == nil {
@@ -125,22 +125,23 @@ func (c *Client) leaseOrValue(ctx context.Context, r route, key string) (l *leas
 		}
 		// Read after the attempt: a store sets the value before it clears
 		// the lease, so a lease just taken finds a value that just landed.
+		at = time.Now()
 		v, err := c.get(ctx, r, key)
 		switch {
 		case err == nil:
 			if got {
 				c.releaseLeases(ctx, r.st, r.now, []string{key}, cand.token)
 			}
-			return nil, v, true, nil
+			return nil, v, true, at, nil
 		case err != ErrCacheMiss:
 			c.loads.cacheErrors.Add(1)
 		}
 		if got {
-			return cand, nil, false, nil
+			return cand, nil, false, at, nil
 		}
 		if lerr != nil {
 			c.loads.cacheErrors.Add(1)
-			return nil, nil, false, nil
+			return nil, nil, false, at, nil
 		}
 		if !waited {
 			c.loads.leaseWaits.Add(1)

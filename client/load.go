@@ -168,6 +168,7 @@ func (c *Client) admit(ctx context.Context, st *state, key string) error {
 // cannot start within the caller's deadline returns ErrLoadThrottled. A
 // panic in load is returned as ErrLoadPanic to every waiter.
 func (c *Client) GetOrLoad(ctx context.Context, key string, ttl time.Duration, load func(ctx context.Context) ([]byte, error)) ([]byte, error) {
+	start := time.Now()
 	r, err := c.beginTTL(ctx, key, ttl)
 	if err != nil {
 		return nil, err
@@ -187,7 +188,7 @@ func (c *Client) GetOrLoad(ctx context.Context, key string, ttl time.Duration, l
 	}
 	lctx := context.WithoutCancel(ctx)
 	deadline, hasDeadline := ctx.Deadline()
-	ch := c.flight.DoChan(key, func() (any, error) {
+	flight := func() (any, error) {
 		// The first caller's deadline bounds the wait for a token: it is
 		// the one whose call started the load.
 		actx := lctx
@@ -197,20 +198,35 @@ func (c *Client) GetOrLoad(ctx context.Context, key string, ttl time.Duration, l
 			defer cancel()
 		}
 		return c.loadKey(lctx, actx, key, ttl, load)
-	})
+	}
 	// Counted once the caller waits on a load (DoChan joins or starts one
 	// before it returns), so a count of n misses means n waiters.
 	c.loads.misses.Add(1)
-	select {
-	case res := <-ch:
-		if res.Err != nil {
-			return nil, res.Err
+	for joined := 0; ; joined++ {
+		select {
+		case res := <-c.flight.DoChan(key, flight):
+			if res.Err != nil {
+				return nil, res.Err
+			}
+			f := res.Val.(flown)
+			// A flight that found the value in the cache before this call
+			// began may hold one that a write or a delete since replaced:
+			// once, ask a flight of its own (the one joined is over).
+			if f.readAt.IsZero() || !f.readAt.Before(start) || joined > 0 {
+				return f.v, nil
+			}
+		case <-ctx.Done():
+			c.loads.abandoned.Add(1)
+			return nil, ctx.Err()
 		}
-		return res.Val.([]byte), nil
-	case <-ctx.Done():
-		c.loads.abandoned.Add(1)
-		return nil, ctx.Err()
 	}
+}
+
+// flown is what a flight of loadKey found: a value loaded, or read from the
+// cache by a read that began at readAt.
+type flown struct {
+	v      []byte
+	readAt time.Time
 }
 
 // answer returns a cached value, or ErrNotFound for a negative entry, and
@@ -224,13 +240,13 @@ func (c *Client) answer(v []byte) ([]byte, error) {
 	return v, nil
 }
 
-// cached is answer for a load that found the value in the cache after all:
-// its callers were counted as misses.
-func cached(v []byte) ([]byte, error) {
+// cached is answer for a load that found the value in the cache after all,
+// by a read that began at at: its callers were counted as misses.
+func cached(v []byte, at time.Time) (any, error) {
 	if isNegative(v) {
 		return nil, ErrNotFound
 	}
-	return v, nil
+	return flown{v, at}, nil
 }
 
 // loadKey is one load of key, run by singleflight for every caller waiting
@@ -247,16 +263,18 @@ func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Dur
 	if c.opts.Lease > 0 {
 		var v []byte
 		var hit bool
-		if l, v, hit, err = c.leaseOrValue(ctx, r, key); err != nil {
+		var at time.Time
+		if l, v, hit, at, err = c.leaseOrValue(ctx, r, key); err != nil {
 			return nil, err
 		}
 		if hit {
-			return cached(v)
+			return cached(v, at)
 		}
 	} else {
+		at := time.Now()
 		v, err := c.get(ctx, r, key)
 		if err == nil {
-			return cached(v)
+			return cached(v, at)
 		}
 		if err != ErrCacheMiss {
 			c.loads.cacheErrors.Add(1)
@@ -286,7 +304,7 @@ func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Dur
 		v = []byte{}
 	}
 	c.store(ctx, r, l, key, v, ttl)
-	return v, nil
+	return flown{v: v}, nil
 }
 
 // callLoad calls load, turning a panic into ErrLoadPanic: singleflight

@@ -464,8 +464,13 @@ func TestGetMultiStalledNode(t *testing.T) {
 // sends the rest once the client reads.
 func TestLargeAnswerBehindStall(t *testing.T) {
 	ss := testserver.Memcached(t, 2)
-	stalled, _ := newNode(t, ss[0], Config{ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond})
-	healthy, rec := newNode(t, ss[1], Config{ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond})
+	// Both nodes have the same timeouts: a reader that waited for the
+	// stalled node before reading the healthy one would see the healthy
+	// node's deadline pass too. 2 s leaves room to read 12 MiB under
+	// -race on a busy machine.
+	timeouts := Config{ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second}
+	stalled, _ := newNode(t, ss[0], timeouts)
+	healthy, rec := newNode(t, ss[1], timeouts)
 	v := bytes.Repeat([]byte("x"), 512<<10)
 	var big []node.Item
 	var bigKeys []string

@@ -45,6 +45,13 @@ func (p *Proxy) Latency(d time.Duration) {
 	p.add("latency", "downstream", fmt.Sprintf(`{"latency": %d}`, d.Milliseconds()))
 }
 
+// Bandwidth limits every reply to kbps kilobytes a second, on each
+// connection apart: a large value comes back slowly while a small answer on
+// another connection does not wait.
+func (p *Proxy) Bandwidth(kbps int) {
+	p.add("bandwidth", "downstream", fmt.Sprintf(`{"rate": %d}`, kbps))
+}
+
 // ResetPeer resets each connection (TCP RST) as soon as a reply comes
 // through it: the client sees its connection reset mid-call.
 func (p *Proxy) ResetPeer() {

@@ -19,6 +19,7 @@ import (
 	"github.com/shardcache/shardcache/internal/pool"
 	"github.com/shardcache/shardcache/migration"
 	"github.com/shardcache/shardcache/ring"
+	"github.com/shardcache/shardcache/topology"
 )
 
 // Backend is the protocol the nodes speak.
@@ -162,6 +163,13 @@ type Options struct {
 	// writes its key; Memcached cannot: there a write by another process is
 	// seen within NearCache.MaxAge. Default nil.
 	NearCache *NearCache
+
+	// Topology, when set, makes the client take its nodes from a source
+	// (DNS, a file, etcd) and follow every change as the fleet's rollout
+	// protocol says (package topology): leave Nodes, Placement and
+	// MigrateFrom empty. New waits for the first topology. Default nil:
+	// the nodes of Options, changed by Reshard alone.
+	Topology *TopologyOptions
 }
 
 // DefaultTimeout is the default of DialTimeout, ReadTimeout and
@@ -310,6 +318,9 @@ type Client struct {
 	// maxValueSet: Options.MaxValueSize was given, and replaces the limit a
 	// Memcached node learns from its server.
 	maxValueSet bool
+
+	// follower follows Options.Topology's source; nil without one.
+	follower *follower
 }
 
 // state is an immutable routing table.
@@ -320,6 +331,23 @@ type state struct {
 	// placements' nodes by address. Otherwise mig is nil and conns is own.
 	mig   *migration.Migration
 	conns map[string]*member
+	// hold keeps a migration before its start, whatever the clock says:
+	// the client received its topology late and reads the old placement
+	// alone until it has repaired the new owners (topology.go).
+	hold bool
+	// announced: the migration was known before its start, by this
+	// process or others (a topology's), so writes before it may have left
+	// tombstones on the new owners (copy.go, tombTTL).
+	announced bool
+}
+
+// at is the instant st routes at when the clock reads now: now, or just
+// before the migration's start while st is held.
+func (st *state) at(now time.Time) time.Time {
+	if st.hold && !now.Before(st.mig.Start()) {
+		return st.mig.Start().Add(-time.Nanosecond)
+	}
+	return now
 }
 
 // first returns the node key's operations ask first at now: its owner, or
@@ -347,27 +375,10 @@ func New(opts Options) (*Client, error) {
 	}
 	c := &Client{opts: opts, grace: retireGrace(&opts), limiter: limiter, maxValueSet: maxValueSet}
 	c.pools = pool.New(c.dial)
-	placement, err := c.placement(opts.Placement, opts.Nodes)
+	st, first, err := c.initialState()
 	if err != nil {
+		c.pools.Close()
 		return nil, err
-	}
-	own, err := c.pools.Acquire(placement.Nodes())
-	if err != nil {
-		return nil, err
-	}
-	st := &state{placement: placement, own: own, conns: own}
-	if m := opts.MigrateFrom; m != nil && opts.Now().Before(m.Start.Add(m.Window)) {
-		old, err := c.placement(m.Placement, m.Nodes)
-		if err == nil {
-			var oldConns map[string]*member
-			if oldConns, err = c.pools.Acquire(old.Nodes()); err == nil {
-				st, err = c.migrate(old, oldConns, placement, own, m.Start, m.Window)
-			}
-		}
-		if err != nil {
-			c.pools.Close()
-			return nil, fmt.Errorf("MigrateFrom: %w", err)
-		}
 	}
 	c.state.Store(st)
 	if opts.AsyncBackfill {
@@ -378,7 +389,51 @@ func New(opts Options) (*Client, error) {
 		c.worker.Add(1)
 		go c.backfillWorker(ctx)
 	}
+	if c.follower != nil {
+		go c.follower.run(first)
+	}
 	return c, nil
+}
+
+// initialState returns the state New starts in: the first topology's, when
+// the client follows one (returned too), or the placement of the options
+// and the migration MigrateFrom resumes.
+func (c *Client) initialState() (*state, *topology.Topology, error) {
+	if o := c.opts.Topology; o != nil {
+		f, first, err := c.newFollower(o)
+		if err != nil {
+			return nil, nil, err
+		}
+		st, err := f.initial(first)
+		if err != nil {
+			f.stop()
+			return nil, nil, err
+		}
+		c.follower = f
+		return st, first, nil
+	}
+	placement, err := c.placement(c.opts.Placement, c.opts.Nodes)
+	if err != nil {
+		return nil, nil, err
+	}
+	own, err := c.pools.Acquire(placement.Nodes())
+	if err != nil {
+		return nil, nil, err
+	}
+	st := &state{placement: placement, own: own, conns: own}
+	if m := c.opts.MigrateFrom; m != nil && c.opts.Now().Before(m.Start.Add(m.Window)) {
+		old, err := c.placement(m.Placement, m.Nodes)
+		if err == nil {
+			var oldConns map[string]*member
+			if oldConns, err = c.pools.Acquire(old.Nodes()); err == nil {
+				st, err = c.migrate(old, oldConns, placement, own, m.Start, m.Window, 0)
+			}
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("MigrateFrom: %w", err)
+		}
+	}
+	return st, nil, nil
 }
 
 // placement returns p, or a ring of nodes.
@@ -403,6 +458,9 @@ func (c *Client) placement(p ring.Locator, nodes []ring.Node) (ring.Locator, err
 // Close closes every node's pool and stops the backfill worker. Operations
 // after Close return ErrClosed.
 func (c *Client) Close() error {
+	if c.follower != nil {
+		c.follower.close() // before the state goes: it may be applying a topology
+	}
 	c.mu.Lock()
 	st := c.state.Swap(nil)
 	if c.timer != nil {
@@ -517,7 +575,7 @@ func (c *Client) ReshardTo(p ring.Locator, window time.Duration) error {
 	if err != nil {
 		return err
 	}
-	next, err := c.migrate(st.placement, st.own, p, own, now, window)
+	next, err := c.migrate(st.placement, st.own, p, own, now, window, 0)
 	if err != nil {
 		c.pools.Release(p.Nodes())
 		return err
@@ -530,9 +588,10 @@ func (c *Client) ReshardTo(p ring.Locator, window time.Duration) error {
 }
 
 // migrate returns the state of a migration from old to p, with the clients
-// of both placements' nodes, and arms the timer that ends it.
-func (c *Client) migrate(old ring.Locator, oldConns map[string]*member, p ring.Locator, own map[string]*member, start time.Time, window time.Duration) (*state, error) {
-	m, err := migration.New(old, p, start, window)
+// of both placements' nodes, for clocks within skew of each other
+// (migration.WithSkew), and arms the timer that ends it.
+func (c *Client) migrate(old ring.Locator, oldConns map[string]*member, p ring.Locator, own map[string]*member, start time.Time, window, skew time.Duration) (*state, error) {
+	m, err := migration.New(old, p, start, window, migration.WithSkew(skew))
 	if err != nil {
 		return nil, err
 	}
@@ -577,7 +636,7 @@ func (c *Client) migrate(old ring.Locator, oldConns map[string]*member, p ring.L
 func (c *Client) retireIfOver() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if st := c.state.Load(); st != nil && st.mig != nil && !st.mig.Active(c.opts.Now()) {
+	if st := c.state.Load(); st != nil && st.mig != nil && !st.hold && !st.mig.Active(c.opts.Now()) {
 		c.retireLocked(st)
 	}
 }
@@ -614,10 +673,12 @@ func (c *Client) load() (*state, time.Time) {
 	if st == nil || st.mig == nil {
 		return st, time.Time{}
 	}
-	now := c.opts.Now()
+	now := st.at(c.opts.Now())
 	if !st.mig.Active(now) {
 		c.retireIfOver()
-		st = c.state.Load()
+		if st = c.state.Load(); st != nil {
+			now = st.at(now)
+		}
 	}
 	return st, now
 }

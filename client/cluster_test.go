@@ -158,7 +158,7 @@ func (c *cluster) client(t testing.TB, opts Options) *Client {
 	if opts.WriteTimeout == 0 {
 		opts.WriteTimeout = 5 * time.Second
 	}
-	if opts.Nodes == nil && opts.Placement == nil {
+	if opts.Nodes == nil && opts.Placement == nil && opts.Topology == nil {
 		opts.Nodes = c.nodes()
 	}
 	cl, err := New(opts)

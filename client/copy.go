@@ -50,11 +50,33 @@ func (c *Client) bury(ctx context.Context, n node.Node, keys []string, ttl time.
 	return n.Bury(ctx, keys, ttl)
 }
 
-// tombTTL is the life of a tombstone left at now: to the window's end, the
-// skew after it (while others may still copy) and tombMargin.
+// copyLife bounds how long a copy may take from its read of the old owner
+// to its write on the new one: a synchronous copy is bounded by the
+// network timeouts, and the backfill worker drops a queued copy older than
+// this. A tombstone left before the migration's start needs to outlive
+// only the copies that read the old owner before the write that left it.
+const copyLife = 10 * time.Second
+
+// tombTTL is the life of a tombstone left at now. In the window: to its
+// end, the skew after it (while others may still copy) and tombMargin.
+// Before the start (a write there buries the new owner, which must hold no
+// value yet): until every copy that read the old owner before this write
+// is over, start + 2×skew + copyLife, for copies begin at start+skew by the
+// clock of their process (see shortTomb); the value written is then copied
+// as any other, instead of being refused until the window's end.
 func tombTTL(st *state, now time.Time) time.Duration {
+	if now.Before(st.mig.Start()) {
+		return max(st.mig.Start().Sub(now), 0) + shortTomb(st)
+	}
 	return max(st.mig.End().Add(st.mig.Skew()).Sub(now), 0) + tombMargin
 }
+
+// shortTomb is how long a tombstone must outlive the write that leaves it
+// before copies are made, or while they may be: a copy that read the old
+// owner before the write began at the earliest at start+skew by its
+// process's clock, up to a skew later than the writer's, and is over
+// within copyLife.
+func shortTomb(st *state) time.Duration { return 2*st.mig.Skew() + copyLife + time.Second }
 
 // copyHow says how fromOld copies.
 type copyHow struct {
@@ -270,13 +292,14 @@ type pendingBackfill struct {
 	st    *state
 	node  ring.Node
 	items []item
+	at    time.Time // when it was queued, just after its read
 }
 
 // enqueue hands copies to the backfill worker, or drops and counts them when
 // its queue is full: a read must not wait for a copy.
 func (c *Client) enqueue(st *state, n ring.Node, items []item) {
 	select {
-	case c.queue <- pendingBackfill{st, n, items}:
+	case c.queue <- pendingBackfill{st, n, items, c.opts.Now()}:
 		c.queueAccepts(n)
 	default: // full, or closed: the worker has gone
 		st.mig.Counters.BackfillsDropped.Add(int64(len(items)))
@@ -296,7 +319,9 @@ func (c *Client) backfillWorker(ctx context.Context) {
 		case <-c.done:
 			return
 		case p := <-c.queue:
-			if !p.st.mig.Backfilling(c.opts.Now()) { // past the window: its tombstones may be gone
+			// Past the window its tombstones may be gone; past copyLife, a
+			// tombstone left before the start may be (tombTTL).
+			if now := c.opts.Now(); !p.st.mig.Backfilling(now) || now.Sub(p.at) > copyLife {
 				p.st.mig.Counters.BackfillsDropped.Add(int64(len(p.items)))
 				continue
 			}

@@ -178,6 +178,9 @@ func (c *Client) Store(ctx context.Context, op StoreOp, it Item) error {
 		begin = c.beginUpdate
 	}
 	r, err := begin(ctx, it.Key)
+	if err == nil {
+		c.wrote(it.Key)
+	}
 	if err != nil {
 		return err
 	}
@@ -286,6 +289,7 @@ func (c *Client) incrDecr(ctx context.Context, key string, delta uint64, decr bo
 	if err != nil {
 		return 0, err
 	}
+	c.wrote(key)
 	if r.Fallback {
 		if err := c.bringOver(ctx, r, key); err != nil { // as Incr does
 			return 0, err
@@ -313,6 +317,7 @@ func (c *Client) DeleteFound(ctx context.Context, key string) (found bool, err e
 	if err != nil {
 		return false, err
 	}
+	c.wrote(key)
 	if c.opts.Lease > 0 { // first: a load under the lease must not store (lease.go)
 		if err := c.clearLease(ctx, r, key); err != nil {
 			return false, err

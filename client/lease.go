@@ -186,6 +186,7 @@ func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, 
 	routes := make([]migration.Route, len(items))
 	news, olds, tombs := newBatches(st), newBatches(st), newBatches(st)
 	for i, it := range items {
+		c.wrote(it.Key)
 		if st.mig == nil {
 			routes[i].New = st.placement.Locate(it.Key)
 		} else {

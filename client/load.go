@@ -328,6 +328,7 @@ func (c *Client) store(ctx context.Context, r route, l *lease, key string, v []b
 		c.storeUnderLease(ctx, r.st, r.now, []item{{Key: key, Value: v, TTL: ttl}}, l.token)
 		return
 	}
+	c.wrote(key)
 	err := c.write(ctx, "set", r, key, func(n node.Node) error { return n.Set(ctx, key, v, ttl) })
 	if err != nil {
 		c.loads.cacheErrors.Add(1)

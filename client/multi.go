@@ -385,6 +385,7 @@ func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk fu
 	if st == nil {
 		return ErrClosed
 	}
+	c.wroteAll(keys)
 	del := op == "delete_multi"
 	bs := newBatches(st)
 	tombs := newBatches(st) // deletes of moved keys, on their new owners

@@ -205,6 +205,7 @@ func (c *Client) Set(ctx context.Context, key string, value []byte, ttl time.Dur
 	if err != nil {
 		return err
 	}
+	c.wrote(key)
 	if !r.Dual { // no closure, no goroutine: the common case costs nothing extra
 		return c.open(r.st, fail("set", r.New, key, r.st.conn(r.New).Set(ctx, key, value, ttl)), false)
 	}
@@ -222,6 +223,7 @@ func (c *Client) Add(ctx context.Context, key string, value []byte, ttl time.Dur
 	if err != nil {
 		return err
 	}
+	c.wrote(key)
 	return c.open(r.st, c.add(ctx, r, key, value, ttl), false)
 }
 
@@ -267,6 +269,7 @@ func (c *Client) Incr(ctx context.Context, key string, delta int64) (int64, erro
 	if err != nil {
 		return 0, err
 	}
+	c.wrote(key)
 	if r.Fallback {
 		if err := c.bringOver(ctx, r, key); err != nil {
 			return 0, err

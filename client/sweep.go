@@ -109,6 +109,10 @@ func (c *Client) Sweep(ctx context.Context, opts SweepOptions) (SweepStatus, err
 		c.mu.Unlock()
 		return SweepStatus{}, ErrNoMigration
 	}
+	if st.hold {
+		c.mu.Unlock()
+		return SweepStatus{}, ErrRepairing
+	}
 	held := append(st.mig.Old().Nodes(), st.mig.New().Nodes()...)
 	_, err := c.pools.Acquire(held)
 	c.mu.Unlock()
@@ -116,8 +120,17 @@ func (c *Client) Sweep(ctx context.Context, opts SweepOptions) (SweepStatus, err
 		return SweepStatus{}, err
 	}
 	defer c.pools.Release(held)
-	// Copies wait for the start and the skew after it (migration.Backfilling).
-	if wait := st.mig.Start().Add(st.mig.Skew()).Sub(now); wait > 0 {
+	// Copies wait for the start and the skew after it (migration.Backfilling)
+	// and, when writes before the start may have left tombstones on the new
+	// owners, for those to expire (tombTTL), so that their values are
+	// copied too.
+	from := st.mig.Start().Add(st.mig.Skew())
+	if st.announced {
+		// Two seconds more: memcached counts a TTL in whole seconds, on a
+		// clock that ticks once a second.
+		from = st.mig.Start().Add(shortTomb(st) + 2*time.Second)
+	}
+	if wait := from.Sub(now); wait > 0 {
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:

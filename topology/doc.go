@@ -44,11 +44,13 @@
 // topology:
 //
 //   - Before S: read the old placement alone. A write sets the old owner
-//     and deletes k on the new owner; a delete goes to both, old first.
+//     and leaves a tombstone on the new owner (node.Bury in the client: a
+//     marker that reads as a miss and that no copy stores over); a delete
+//     deletes the old owner and buries the new one.
 //   - During [S, S+W): read the new owner first, fall back to the old one on
-//     a miss and backfill the new owner (add if absent, then confirm that
-//     the old owner still holds k, as the client's backfill does: a write
-//     or a delete in between wins); write and delete both owners.
+//     a miss and backfill the new owner (add if absent: a write that got
+//     there first, or a tombstone, wins); write both owners; a delete
+//     deletes the old owner and buries the new one until the window's end.
 //   - After S+W: read the new placement alone.
 //
 // Why no read is stale, when every process received the topology before S:
@@ -56,26 +58,31 @@
 //   - Before S every read goes to O(k), and every write reaches O(k), from
 //     processes on the old topology as from those waiting for S: O is
 //     exactly what one cache would be.
-//   - Nothing is set on N(k) before S; only deletes reach it. Setting N(k)
-//     there would not do: a process that has not received the topology yet
-//     updates O(k) alone and would leave the earlier copy on N(k) stale. A
-//     delete leaves nothing behind: N(k) holds no copy from before S.
+//   - No value is set on N(k) before S; only tombstones reach it. Setting
+//     N(k) there would not do: a process that has not received the
+//     topology yet updates O(k) alone and would leave the earlier copy on
+//     N(k) stale. A tombstone holds no value: N(k) has no copy from before
+//     S to serve.
 //   - From S every process writes both owners, so N(k) holds either nothing
 //     (and the read falls back to O(k), which has every write), or a copy
 //     backfilled from O(k) or written after S, which every later write
-//     replaces on both, and which a delete removes from both.
+//     replaces on both, and which a delete removes from both; a copy read
+//     from O(k) before a delete and landing after it finds the tombstone.
 //
 // # Clocks
 //
 // Processes agree on S and S+W, not on the instant their clocks reach
-// them. With clocks within a skew ε of each other (DefaultClockSkew; StepAt
-// and NextChange take it):
+// them. With clocks within a skew ε of each other (DefaultClockSkew;
+// package migration's WithSkew, which the client gives it):
 //
-//   - Backfills start at S+ε, not S: a process still Before by its clock
-//     deletes on N(k) what it replaces on O(k), and a backfill that read
-//     O(k) before the write and lands after the delete would bring back the
-//     old value. From S+ε every writer sets both owners, and the backfill's
-//     add-if-absent loses to them.
+//   - Backfills start at S+ε, not S. A process still Before by its clock
+//     buries N(k) where it replaces O(k), and a backfill that read O(k)
+//     before that write finds the tombstone. That tombstone lasts until
+//     S+2ε plus the longest a copy may take from its read to its write
+//     (the client's copyLife, ten seconds), not until the window's end, so
+//     that the value the write left on O(k) is copied afterwards like any
+//     other; a sweep waits for it. From S+ε every writer sets both owners,
+//     and the backfill's add-if-absent loses to them.
 //   - Writes and deletes keep reaching O(k) until S+W+ε: a process still
 //     During by its clock may read O(k) as a fallback, and backfill from it.
 //
@@ -98,6 +105,16 @@
 // start serving on a static node list older than the published topology:
 // with a source, the first Update comes first.
 //
+// # A change without a migration
+//
+// A source that knows nodes alone (DNS, a bare node list in a file) gives
+// no start. The client then starts the migration a lead after it received
+// the change (client.TopologyOptions.Lead), for its Window, and adds the
+// lead to the clock skew: the processes receive one DNS change up to a
+// resolution interval apart, so their starts are up to that far apart,
+// which is what the skew's rules cover. The lead must exceed the source's
+// interval (plus any resolver caching).
+//
 // # A late process
 //
 // A process that receives a topology at or after its start (Late: it was
@@ -108,9 +125,11 @@
 //   - It enters the phase Before, whatever the clock says, and serves no
 //     read from N: it reads the old placement alone. That read is fresh
 //     during the window, because every process writes O(k) until S+W+ε.
-//   - It deletes, on its new owner, every key it wrote or deleted since S
-//     (the client keeps a bounded log of the keys it wrote recently; a
-//     process that was on the old topology writes nothing else).
+//   - It buries, on its new owner, every key it wrote or deleted since S−ε
+//     (the client keeps a bounded log of the keys it wrote recently,
+//     client.TopologyOptions.WriteLog; a process that was on the old
+//     topology wrote nothing else), with a tombstone as short as a write's
+//     before the start.
 //   - Then it joins the phase of its clock.
 //
 // If its log does not reach back to S (it overflowed: a long partition),
@@ -128,7 +147,9 @@
 // than the lead, so that a process cut off for longer drops out of the
 // count.
 //
-// PhaseAt, StepAt, NextChange and Late are the pure part of this: given a
-// topology, an instant and the clock skew, which phase and what to do, and
-// when that changes. The client acts.
+// PhaseAt and Late are this package's pure part: given a topology and an
+// instant, which phase, and whether a process that received it then is
+// late. Package migration's Route says, for a key, an instant and the
+// skew, where each operation goes; client.Options.Topology follows a
+// source and acts, as its doc says.
 package topology

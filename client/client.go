@@ -55,6 +55,15 @@ type Options struct {
 	// Vnodes is the ring's points per unit of weight, for Nodes and for
 	// Reshard. Default ring.DefaultVnodes.
 	Vnodes int
+	// Equalize, above 0, equalizes every ring the client builds (of Nodes,
+	// MigrateFrom.Nodes and Reshard): each node's exact share within
+	// Equalize (relative: 0.01 is 1%) of its weight's fair share
+	// (ring.WithEqualize). It is part of the placement: every client of a
+	// fleet must use the same value, or they place keys apart. A change of
+	// it is a change of placement (give the old ring as
+	// MigrateFrom.Placement, or ReshardTo the new one). Default 0, the
+	// classic ring; it plays no part in a Placement of the caller's.
+	Equalize float64
 	// Placement, when set, replaces the ring built from Nodes (leave Nodes
 	// empty): any ring.Locator, such as a ring built with other options.
 	Placement ring.Locator
@@ -180,7 +189,7 @@ const DefaultTimeout = 500 * time.Millisecond
 // window.
 type MigrateFrom struct {
 	// Placement is the old placement; or leave it nil and give Nodes for a
-	// ring built with Options.Vnodes.
+	// ring built with Options.Vnodes and Options.Equalize.
 	Placement ring.Locator
 	Nodes     []ring.Node
 	// Start is when the migration started, and Window how long it lasts:
@@ -267,6 +276,9 @@ func (o *Options) check() error {
 	}
 	if o.Placement != nil && len(o.Nodes) > 0 {
 		return fmt.Errorf("%w: give Nodes or Placement, not both", ErrBadOptions)
+	}
+	if e := o.Equalize; !(e >= 0 && e < 1) { // NaN too
+		return fmt.Errorf("%w: Equalize %v (want 0 for the classic ring, or a tolerance above 0 and below 1)", ErrBadOptions, e)
 	}
 	if m := o.MigrateFrom; m != nil && m.Window < 0 {
 		return fmt.Errorf("MigrateFrom: %w: %v", migration.ErrBadWindow, m.Window)
@@ -436,7 +448,8 @@ func (c *Client) initialState() (*state, *topology.Topology, error) {
 	return st, nil, nil
 }
 
-// placement returns p, or a ring of nodes.
+// placement returns p, or a ring of nodes built with Options.Vnodes and
+// Options.Equalize: every ring the client builds is built here.
 func (c *Client) placement(p ring.Locator, nodes []ring.Node) (ring.Locator, error) {
 	if p != nil {
 		if len(p.Nodes()) == 0 {
@@ -447,6 +460,9 @@ func (c *Client) placement(p ring.Locator, nodes []ring.Node) (ring.Locator, err
 	var opts []ring.Option
 	if c.opts.Vnodes > 0 {
 		opts = append(opts, ring.WithVnodes(c.opts.Vnodes))
+	}
+	if c.opts.Equalize > 0 {
+		opts = append(opts, ring.WithEqualize(c.opts.Equalize))
 	}
 	r, err := ring.New(nodes, opts...)
 	if err != nil {
@@ -532,7 +548,8 @@ func (c *Client) Redis(key string) *redis.Client {
 	return nil
 }
 
-// Reshard moves the client to a ring of nodes (built with Options.Vnodes).
+// Reshard moves the client to a ring of nodes (built with Options.Vnodes
+// and Options.Equalize).
 // For window reads fall back to the current placement and writes reach both;
 // then the current placement is dropped and the pools of nodes only it used
 // are closed, after a grace period that lets operations routed before

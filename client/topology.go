@@ -169,8 +169,8 @@ func (c *Client) newFollower(o *TopologyOptions) (*follower, *topology.Topology,
 	if o.Source == nil {
 		return nil, nil, fmt.Errorf("%w: Topology without a Source", ErrBadOptions)
 	}
-	if len(c.opts.Nodes) > 0 || c.opts.Placement != nil || c.opts.MigrateFrom != nil {
-		return nil, nil, fmt.Errorf("%w: give Topology or Nodes, Placement and MigrateFrom, not both", ErrBadOptions)
+	if len(c.opts.Nodes) > 0 || c.opts.Placement != nil || c.opts.MigrateFrom != nil || c.opts.Equalize != 0 {
+		return nil, nil, fmt.Errorf("%w: give Topology or Nodes, Placement, MigrateFrom and Equalize, not both (the topology says how to place)", ErrBadOptions)
 	}
 	o = o.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -234,29 +234,15 @@ func (f *follower) initial(t *topology.Topology) (*state, error) {
 	return st, nil
 }
 
-// placements builds t's new placement (a ring, with the client's options)
-// and, with a migration, the placement it moves from.
+// placements builds t's new placement and, with a migration, the one it
+// moves from, as t says (topology.Placements: its tolerances, its kind),
+// with Options.Vnodes.
 func (f *follower) placements(t *topology.Topology) (p, old ring.Locator, err error) {
-	if p, err = f.c.placement(nil, t.Nodes); err != nil {
-		return nil, nil, err
-	}
-	m := t.Migration
-	if m == nil {
-		return p, nil, nil
-	}
-	if m.FromKind == "" || m.FromKind == topology.KindRing {
-		old, err = f.c.placement(nil, t.OldNodes())
-	} else {
-		vnodes := f.c.opts.Vnodes
-		if vnodes == 0 {
-			vnodes = ring.DefaultVnodes
-		}
-		old, err = topology.Placement(m.FromKind, m.FromHash, m.FromHashTag, t.OldNodes(), vnodes)
-	}
+	o, n, err := t.Placements(f.c.opts.Vnodes)
 	if err != nil {
-		return nil, nil, fmt.Errorf("shardcache: the topology's migration: %w", err)
+		return nil, nil, fmt.Errorf("shardcache: the topology's placement: %w", err)
 	}
-	return p, old, nil
+	return n, o, nil
 }
 
 // run follows the source until close, applying each topology, and each
@@ -440,7 +426,10 @@ func (f *follower) readdressed(p ring.Locator) (ring.Locator, error) {
 	if _, ok := st.placement.(*ring.Ring); !ok {
 		return st.placement, nil // not placed by name: a migration as any other
 	}
-	return f.c.placement(nil, nodes)
+	f.mu.Lock()
+	equalize := f.last.Equalize
+	f.mu.Unlock()
+	return topology.Ring(nodes, f.c.opts.Vnodes, equalize)
 }
 
 // errSamePlacement: a topology that places keys as the client already

@@ -67,18 +67,39 @@ func Placement(kind Kind, hash, tag string, nodes []ring.Node, vnodes int) (ring
 	return ring.New(nodes, ring.WithVnodes(vnodes))
 }
 
-// Placements builds what t places: the new ring of t.Nodes and, with a
-// migration, the old placement of t.OldNodes (nil without one). vnodes is
-// the ring's points per unit of weight (ring.DefaultVnodes when 0).
+// Ring builds the ring of nodes at vnodes points per unit of weight
+// (ring.DefaultVnodes when 0), equalized to the tolerance equalize when it
+// is above 0, classic when it is 0: Equalize's meaning, not
+// ring.WithEqualize's, whose 0 is ring.DefaultTolerance.
+func Ring(nodes []ring.Node, vnodes int, equalize float64) (*ring.Ring, error) {
+	if vnodes == 0 {
+		vnodes = ring.DefaultVnodes
+	}
+	if equalize == 0 {
+		return ring.New(nodes, ring.WithVnodes(vnodes))
+	}
+	return ring.New(nodes, ring.WithVnodes(vnodes), ring.WithEqualize(equalize))
+}
+
+// Placements builds what t places: the new ring of t.Nodes (equalized to
+// t.Equalize) and, with a migration, the old placement of t.OldNodes (a
+// ring equalized to FromEqualize, or FromKind's placement; nil without a
+// migration). vnodes is the ring's points per unit of weight
+// (ring.DefaultVnodes when 0).
 func (t *Topology) Placements(vnodes int) (old ring.Locator, new *ring.Ring, err error) {
 	if vnodes == 0 {
 		vnodes = ring.DefaultVnodes
 	}
-	if new, err = ring.New(t.Nodes, ring.WithVnodes(vnodes)); err != nil {
+	if new, err = Ring(t.Nodes, vnodes, t.Equalize); err != nil {
 		return nil, nil, err
 	}
 	if m := t.Migration; m != nil {
-		if old, err = Placement(m.FromKind, m.FromHash, m.FromHashTag, t.OldNodes(), vnodes); err != nil {
+		if m.FromKind == "" || m.FromKind == KindRing {
+			old, err = Ring(t.OldNodes(), vnodes, m.FromEqualize)
+		} else {
+			old, err = Placement(m.FromKind, m.FromHash, m.FromHashTag, t.OldNodes(), vnodes)
+		}
+		if err != nil {
 			return nil, nil, fmt.Errorf("migration from: %w", err)
 		}
 	}

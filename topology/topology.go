@@ -40,6 +40,7 @@ var (
 	ErrBadWindow      = errors.New("shardcache/topology: bad migration window")
 	ErrNoStart        = errors.New("shardcache/topology: migration window without a start")
 	ErrBadShare       = errors.New("shardcache/topology: bad max removed share (want a fraction in (0, 1])")
+	ErrBadEqualize    = errors.New("shardcache/topology: bad equalization tolerance (want 0 for the classic ring, or a fraction in (0, 1))")
 	ErrTooMuchRemoved = errors.New("shardcache/topology: the change removes too much of the weight at once")
 	ErrNilTopology    = errors.New("shardcache/topology: nil topology")
 )
@@ -54,6 +55,11 @@ type Topology struct {
 	// Nodes are the nodes of the new placement, a ring (names, addresses,
 	// weights as ring.Node, whose defaults apply).
 	Nodes []ring.Node
+	// Equalize, above 0, is the tolerance the ring of Nodes is equalized
+	// to (ring.WithEqualize, client.Options.Equalize); 0 is the classic
+	// ring. It is part of the placement: every process of the fleet must
+	// build its ring with it (see Ring).
+	Equalize float64
 	// Migration, when set, moves keys from an old placement to Nodes at a
 	// time every process shares. See the package doc for the protocol.
 	Migration *Migration
@@ -74,6 +80,12 @@ type Migration struct {
 	// FromKind is the placement of From, as the CLI's --from-kind: empty
 	// or KindRing, KindKetama, KindModulo or KindRendezvous.
 	FromKind Kind
+	// FromEqualize is Equalize for the old ring, of FromKind ring: the
+	// tolerance the fleet ran before, 0 for the classic ring. It is not
+	// inherited from the topology's Equalize, so that a move from the
+	// classic ring to an equalized one (Equalize set, FromEqualize 0) can
+	// be said; an equalized fleet that changes its nodes gives both.
+	FromEqualize float64
 	// FromHash and FromHashTag are the key hash and hash tag of a ketama
 	// or modulo placement, as --from-hash and --from-hash-tag; empty for
 	// the kind's default.
@@ -131,6 +143,9 @@ func (t *Topology) Check() error {
 	if s := t.MaxRemovedShare; math.IsNaN(s) || s < 0 || s > 1 {
 		return fmt.Errorf("%w: %v", ErrBadShare, s)
 	}
+	if err := checkEqualize(t.Equalize); err != nil {
+		return err
+	}
 	m := t.Migration
 	if m == nil {
 		return nil
@@ -143,11 +158,26 @@ func (t *Topology) Check() error {
 	if err := checkKind(m.FromKind, m.FromHash, m.FromHashTag); err != nil {
 		return fmt.Errorf("migration: %w", err)
 	}
+	if err := checkEqualize(m.FromEqualize); err != nil {
+		return fmt.Errorf("migration from: %w", err)
+	}
+	if m.FromEqualize != 0 && m.FromKind != "" && m.FromKind != KindRing {
+		return fmt.Errorf("migration from: %w: %v is only for a ring, not %s", ErrBadEqualize, m.FromEqualize, m.FromKind)
+	}
 	switch {
 	case m.Window < 0:
 		return fmt.Errorf("%w: %v (want 0 or more)", ErrBadWindow, m.Window)
 	case m.Start.IsZero():
 		return fmt.Errorf("%w: window %v", ErrNoStart, m.Window)
+	}
+	return nil
+}
+
+// checkEqualize checks an equalization tolerance: 0, or in (0, 1) as
+// ring.WithEqualize wants it.
+func checkEqualize(tol float64) error {
+	if !(tol >= 0 && tol < 1) { // NaN too
+		return fmt.Errorf("%w: %v", ErrBadEqualize, tol)
 	}
 	return nil
 }
@@ -288,9 +318,10 @@ func removedShare(from, to []ring.Node) float64 {
 const digestMask = 1<<53 - 1
 
 // Digest returns a hash of what t places and how it migrates (nodes by
-// name with their addresses and weights, the migration), not of its
-// Version or MaxRemovedShare: equal in every process that sees the same
-// nodes, whatever their order. It is positive and below 2^53.
+// name with their addresses and weights, the equalization, the
+// migration), not of its Version or MaxRemovedShare: equal in every
+// process that sees the same nodes, whatever their order. It is positive
+// and below 2^53.
 func (t *Topology) Digest() int64 {
 	h := fnv.New64a()
 	h.Write(t.canonical())
@@ -298,8 +329,8 @@ func (t *Topology) Digest() int64 {
 }
 
 // Equal reports whether t and u place and migrate alike: the same nodes by
-// name, addresses and weights (0 and 1 alike), in any order, and the same
-// migration; Version and MaxRemovedShare aside.
+// name, addresses and weights (0 and 1 alike), in any order, the same
+// equalization and the same migration; Version and MaxRemovedShare aside.
 func (t *Topology) Equal(u *Topology) bool {
 	if t == nil || u == nil {
 		return t == u
@@ -326,6 +357,12 @@ func (t *Topology) canonical() []byte {
 		}
 	}
 	nodes(t.Nodes)
+	// The tolerances only when set, so that the digests of classic
+	// topologies are those they had before equalization existed.
+	if t.Equalize != 0 {
+		put("equalize")
+		put(strconv.FormatFloat(t.Equalize, 'g', -1, 64))
+	}
 	if m := t.Migration; m != nil {
 		put("migration")
 		nodes(m.From)
@@ -334,6 +371,10 @@ func (t *Topology) canonical() []byte {
 		put(m.FromHashTag)
 		put(m.Start.UTC().Format(time.RFC3339Nano))
 		put(m.Window.String())
+		if m.FromEqualize != 0 {
+			put("from equalize")
+			put(strconv.FormatFloat(m.FromEqualize, 'g', -1, 64))
+		}
 	}
 	return b
 }

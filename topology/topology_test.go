@@ -52,6 +52,13 @@ func TestCheckRefusals(t *testing.T) {
 		{"negative max removed share", func(t *Topology) { t.MaxRemovedShare = -0.1 }, ErrBadShare},
 		{"max removed share above 1", func(t *Topology) { t.MaxRemovedShare = 1.5 }, ErrBadShare},
 		{"max removed share NaN", func(t *Topology) { t.MaxRemovedShare = math.NaN() }, ErrBadShare},
+		{"negative equalize", func(t *Topology) { t.Equalize = -0.01 }, ErrBadEqualize},
+		{"equalize 1", func(t *Topology) { t.Equalize = 1 }, ErrBadEqualize},
+		{"equalize NaN", func(t *Topology) { t.Equalize = math.NaN() }, ErrBadEqualize},
+		{"from equalize above 1", func(t *Topology) { t.Migration = &Migration{FromEqualize: 2, Start: start} }, ErrBadEqualize},
+		{"from equalize for ketama", func(t *Topology) {
+			t.Migration = &Migration{FromKind: KindKetama, FromEqualize: 0.01, Start: start}
+		}, ErrBadEqualize},
 		{"window without a start", func(t *Topology) { t.Migration = &Migration{Window: time.Hour} }, ErrNoStart},
 		{"negative window", func(t *Topology) { t.Migration = &Migration{Start: start, Window: -time.Second} }, ErrBadWindow},
 		{"unknown kind", func(t *Topology) { t.Migration = &Migration{FromKind: "maglev", Start: start} }, ErrBadKind},
@@ -86,6 +93,8 @@ func TestCheckRefusals(t *testing.T) {
 		{Nodes: []ring.Node{{Addr: "[::1]:6379", Weight: MaxWeight}}},
 		{Nodes: four().Nodes, Migration: &Migration{FromKind: KindKetama, FromHash: "fnv1a_64", FromHashTag: "{}", Start: start}},
 		{Nodes: four().Nodes, Migration: &Migration{From: four().Nodes[:3], Start: start, Window: time.Hour}, MaxRemovedShare: 1},
+		{Nodes: four().Nodes, Equalize: 0.01, Migration: &Migration{From: four().Nodes[:3], FromEqualize: 0.02, Start: start}},
+		{Nodes: four().Nodes, Equalize: 0.01, Migration: &Migration{FromKind: KindRing, Start: start}}, // classic to equalized
 	} {
 		if err := ok.Check(); err != nil {
 			t.Errorf("Check(%+v) = %v, want nil", ok, err)
@@ -151,7 +160,19 @@ func TestDigestEqual(t *testing.T) {
 	c.Nodes[1].Addr = "10.9.9.9:11211"
 	m := four()
 	m.Migration = &Migration{From: four().Nodes[:3], Start: time.Unix(1e9, 0), Window: time.Hour}
-	for _, other := range []*Topology{c, m, {Nodes: a.Nodes[:3]}} {
+	// Equalization is placement; a classic topology keeps the digest it had
+	// before Equalize existed.
+	e := four()
+	e.Equalize = 0.01
+	me := four()
+	me.Migration = &Migration{From: four().Nodes[:3], FromEqualize: 0.01, Start: time.Unix(1e9, 0), Window: time.Hour}
+	if a.Digest() != 4173636200728060 || m.Digest() != 5945491728777329 {
+		t.Errorf("digests of classic topologies changed: %d and %d, want 4173636200728060 and 5945491728777329", a.Digest(), m.Digest())
+	}
+	if m.Equal(me) || m.Digest() == me.Digest() {
+		t.Error("migrations from a classic and an equalized ring: Equal, or the same digest")
+	}
+	for _, other := range []*Topology{c, m, e, {Nodes: a.Nodes[:3]}} {
 		if a.Equal(other) || a.Digest() == other.Digest() {
 			t.Errorf("%+v: Equal to four nodes, or the same digest", other)
 		}
@@ -177,6 +198,23 @@ func TestPlacements(t *testing.T) {
 	topo.Migration.FromKind, topo.Migration.FromHash = KindKetama, "sha1"
 	if _, _, err := topo.Placements(0); !errors.Is(err, ring.ErrBadHash) {
 		t.Errorf("Placements with an unknown ketama hash: %v, want ring.ErrBadHash", err)
+	}
+	// Equalized rings, each with its own tolerance.
+	topo.Equalize = 0.02
+	topo.Migration = &Migration{From: topo.Nodes[:3], FromEqualize: 0.01, Start: time.Unix(1e9, 0), Window: time.Hour}
+	old, new, err = topo.Placements(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := old.(*ring.Ring); !ok || o.Tolerance() != 0.01 || new.Tolerance() != 0.02 || new.Deviation() > 0.02 {
+		t.Errorf("Placements, equalized: old %T, tolerances %v and %v, new ring's deviation %v", old, o.Tolerance(), new.Tolerance(), new.Deviation())
+	}
+	topo.Migration.FromEqualize = 0
+	if old, _, _ = topo.Placements(0); old.(*ring.Ring).Tolerance() != 0 {
+		t.Errorf("Placements: FromEqualize 0 gave an old ring of tolerance %v, want the classic ring", old.(*ring.Ring).Tolerance())
+	}
+	if r, err := Ring(topo.Nodes, 0, 0); err != nil || r.Tolerance() != 0 || r.Vnodes() != ring.DefaultVnodes {
+		t.Errorf("Ring(nodes, 0, 0) = %v, %v; want the classic ring of ring.DefaultVnodes", r, err)
 	}
 	for _, kind := range Kinds {
 		if _, err := Placement(kind, "", "", topo.Nodes, 16); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -73,9 +74,12 @@ type balanceNode struct {
 // balanceReport is the output of balance; its JSON form is what --json
 // prints.
 type balanceReport struct {
-	Backend string        `json:"backend"`
-	Vnodes  int           `json:"vnodes"`
-	Nodes   []balanceNode `json:"nodes"`
+	Backend string `json:"backend"`
+	Vnodes  int    `json:"vnodes"`
+	// Equalize is the ring's tolerance (--equalize, or the topology's), 0
+	// for the classic ring.
+	Equalize float64       `json:"equalize"`
+	Nodes    []balanceNode `json:"nodes"`
 	// Skew is the max/mean of the nodes' fills, CV their coefficient of
 	// variation; Projected* the same with the proposed weights.
 	Skew          float64     `json:"fill_max_over_mean"`
@@ -96,6 +100,7 @@ func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	nodesFlag := fs.String("nodes", "", "the nodes: a node `list` (see below), or use the topology flags")
 	src := addSourceFlags(fs.FlagSet, true)
 	vnodes := fs.Int("vnodes", ring.DefaultVnodes, "ring points per unit of weight, as the client's Options.Vnodes")
+	equalize := addEqualizeFlag(fs.FlagSet)
 	hitRate := fs.Float64("hit-rate", 0.95, "the steady hit rate, in [0, 1), for the plan")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
 	write := fs.String("write", "", "write the node list with the proposed weights to `file` (JSON, or YAML for .yaml and .yml)")
@@ -118,6 +123,11 @@ func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case !(*hitRate >= 0 && *hitRate < 1):
 		return badInput(stderr, cmd, "--hit-rate %v: want a fraction in [0, 1)", *hitRate)
 	}
+	if err := checkEqualize(*equalize); err != nil {
+		return badInput(stderr, cmd, "%v", err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var notes []string
 	var nodes []ring.Node
 	if *nodesFlag != "" {
@@ -137,11 +147,14 @@ func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return failed(stderr, cmd, err)
 		}
 		nodes = t.Nodes
+		if !set["equalize"] {
+			*equalize = t.Equalize // the fleet's ring
+		}
 		if p := t.PhaseAt(time.Now()); t.Migration != nil && p != topology.After {
 			notes = append(notes, fmt.Sprintf("the topology's migration is %s: the data has not settled on its nodes yet; balance after the window", p))
 		}
 	}
-	if _, err := ring.New(nodes, ring.WithVnodes(*vnodes)); err != nil {
+	if _, err := topology.Ring(nodes, *vnodes, *equalize); err != nil {
 		return badInput(stderr, cmd, "the nodes: %v", err)
 	}
 	conn, err := connFlags.resolve(os.Getenv, stderr)
@@ -152,7 +165,7 @@ func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		func(got client.Backend) string { return "--backend " + got.String() }); err != nil {
 		return badInput(stderr, cmd, "--backend %v: %v", b, err)
 	}
-	opts := client.Options{Backend: b, Nodes: nodes, Vnodes: *vnodes}
+	opts := client.Options{Backend: b, Nodes: nodes, Vnodes: *vnodes, Equalize: *equalize}
 	conn.apply(&opts)
 	c, err := client.New(opts)
 	if err != nil {
@@ -169,7 +182,7 @@ func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "shardcache %s: no proposal without every node's reading\n", cmd)
 		return exitFail
 	}
-	rep, err := makeBalance(b, usage, nodes, *vnodes, *hitRate)
+	rep, err := makeBalance(b, usage, planInput{from: nodes, vnodes: *vnodes, equalize: *equalize, hitRate: *hitRate})
 	if err != nil {
 		return failed(stderr, cmd, err)
 	}
@@ -200,14 +213,16 @@ func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return exitOK
 }
 
-// makeBalance reads the usage of the nodes (in their order, usage sorted
-// by name) into a proposal and its plan.
-func makeBalance(b client.Backend, usage []client.NodeUsage, nodes []ring.Node, vnodes int, hitRate float64) (*balanceReport, error) {
+// makeBalance reads the usage of the nodes in.from (in their order, usage
+// sorted by name) into a proposal and its plan, on the ring of in.vnodes
+// and in.equalize, with in.hitRate.
+func makeBalance(b client.Backend, usage []client.NodeUsage, in planInput) (*balanceReport, error) {
+	nodes, vnodes := in.from, in.vnodes
 	byAddr := map[string]client.NodeUsage{}
 	for _, u := range usage {
 		byAddr[u.Node.Addr] = u
 	}
-	rep := &balanceReport{Backend: b.String(), Vnodes: vnodes}
+	rep := &balanceReport{Backend: b.String(), Vnodes: vnodes, Equalize: in.equalize}
 	readings := make([]balance.Reading, len(nodes))
 	limitFrom := make([]string, len(nodes))
 	for i, n := range nodes {
@@ -226,7 +241,7 @@ func makeBalance(b client.Backend, usage []client.NodeUsage, nodes []ring.Node, 
 		limitFrom[i] = from
 		readings[i] = balance.Reading{Node: n, Bytes: u.Bytes, BaseBytes: u.BaseBytes, Limit: limit, Evictions: u.Evictions}
 	}
-	p, err := balance.Propose(readings, vnodes)
+	p, err := balance.Propose(readings, vnodes, in.equalize)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +265,7 @@ func makeBalance(b client.Backend, usage []client.NodeUsage, nodes []ring.Node, 
 		from[i] = n.Node
 	}
 	rep.Proposed = formatNodes(p.Weighted())
-	rep.Plan, err = makePlan(planInput{from: from, to: p.Weighted(), kind: &fromKind{kind: "ring"}, vnodes: vnodes, hitRate: hitRate})
+	rep.Plan, err = makePlan(planInput{from: from, to: p.Weighted(), kind: &fromKind{kind: "ring"}, vnodes: vnodes, equalize: in.equalize, hitRate: in.hitRate})
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +274,11 @@ func makeBalance(b client.Backend, usage []client.NodeUsage, nodes []ring.Node, 
 
 // writeBalance prints the report as tables.
 func writeBalance(w io.Writer, rep *balanceReport) {
-	fmt.Fprintf(w, "Balance of %s (%s), %s per unit of weight\n\n", count(len(rep.Nodes), "node", ""), rep.Backend, count(rep.Vnodes, "vnode", ""))
+	eq := ""
+	if rep.Equalize > 0 {
+		eq = ", the ring equalized to " + pct(rep.Equalize, 2)
+	}
+	fmt.Fprintf(w, "Balance of %s (%s), %s per unit of weight%s\n\n", count(len(rep.Nodes), "node", ""), rep.Backend, count(rep.Vnodes, "vnode", ""), eq)
 	tw := newTable(w, 0)
 	fmt.Fprintln(tw, "node\taddress\tweight\titems\tmemory\tlimit\tof limit\tevictions\tring share\tbytes per share\t")
 	for _, n := range rep.Nodes {

@@ -13,7 +13,7 @@ import (
 // fromKindHelp documents --from-kind, for the help of plan and simulate.
 const fromKindHelp = `--from-kind names the placement the --from nodes run today, so that moving
 off it to our ring is planned before it is done:
-  ring        our ring (the default), with --vnodes
+  ring        our ring (the default), with --vnodes and --equalize
   ketama      twemproxy's "distribution: ketama" with "hash: md5" (or
               --from-hash fnv1a_64, twemproxy's default hash), or
               libmemcached's weighted ketama; a node's NAME is twemproxy's
@@ -72,7 +72,11 @@ func (k *fromKind) check(set map[string]bool) error {
 	return nil
 }
 
-// placement builds the placement of nodes; vnodes is the ring's.
-func (k *fromKind) placement(nodes []ring.Node, vnodes int) (ring.Locator, error) {
+// placement builds the placement of nodes; vnodes and equalize (0: the
+// classic ring) are the ring's.
+func (k *fromKind) placement(nodes []ring.Node, vnodes int, equalize float64) (ring.Locator, error) {
+	if k.kind == "ring" {
+		return topology.Ring(nodes, vnodes, equalize)
+	}
 	return topology.Placement(topology.Kind(k.kind), k.hash, k.tag, nodes, vnodes)
 }

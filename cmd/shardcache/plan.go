@@ -16,6 +16,7 @@ import (
 	"github.com/shardcache/shardcache/client"
 	"github.com/shardcache/shardcache/cmd/shardcache/internal/sim"
 	"github.com/shardcache/shardcache/ring"
+	"github.com/shardcache/shardcache/topology"
 )
 
 const planAbout = `Computes, from the placements themselves, each node's share of the keys
@@ -48,6 +49,14 @@ JSON (--json) fields, all fractions of all keys:
                  starts_without, for a node that changes address, is its
                  share after the change, which its new server starts without
   min_moved      the least any placement must move: the ideal shares lost
+  equalize       the ring's tolerance (--equalize), 0 for the classic ring
+  balance        the deviation before and after: how far the node furthest
+                 from its fair share is from it, relative (each node's is
+                 its deviation, share / ideal - 1)
+  equalization   with --equalize from a ring: the keys moved and the
+                 deviations on the classic and the equalized rings, the
+                 least any placement moves (minimum), and the equalized
+                 ring's moves over the classic's and over the minimum
   mod_n_moved    what hash(key) % N over the same lists' servers would move
   flows          from each node to each (from == to: keys that stay)
   after_switch   hit rate, database load (× the steady one) and the share of
@@ -81,6 +90,15 @@ type planReport struct {
 	FromKind string `json:"from_kind"`
 	To       string `json:"to"`
 	Vnodes   int    `json:"vnodes"`
+	// Equalize is the rings' tolerance (--equalize), 0 for the classic
+	// ring.
+	Equalize float64 `json:"equalize"`
+	// Balance is how far each side's node furthest from its fair share is
+	// from it (ring.Deviation).
+	Balance planBalance `json:"balance"`
+	// Equalization is, with --equalize from a ring, what equalizing gives
+	// and costs on this change.
+	Equalization *planEqualization `json:"equalization,omitempty"`
 	// Nodes are both lists' nodes by name, sorted.
 	Nodes []planNode `json:"nodes"`
 	// Moved is the fraction of keys whose node changes: by name from ring
@@ -146,6 +164,9 @@ type planSide struct {
 	Weight float64 `json:"weight"`
 	Share  float64 `json:"share"` // fraction of the keys (ring.Shares, or ring.Compare's)
 	Ideal  float64 `json:"ideal"` // weight over total weight
+	// Deviation is Share over Ideal, less 1: how far the node is from its
+	// fair share, relative.
+	Deviation float64 `json:"deviation"`
 }
 
 type planFlow struct {
@@ -168,6 +189,7 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	from := fs.String("from", "", "the nodes now: a node `list` (see below); with neither --from nor --to, the demo's "+demoFrom)
 	to := fs.String("to", "", "the nodes after the change: a node `list`; with neither, the demo's "+demoTo)
 	vnodes := fs.Int("vnodes", ring.DefaultVnodes, "ring points per unit of weight, as the client's Options.Vnodes")
+	equalize := addEqualizeFlag(fs.FlagSet)
 	kind := addFromKindFlags(fs.FlagSet)
 	hitRate := fs.Float64("hit-rate", 0.95, "the steady hit rate, in [0, 1), from which to expect the rate after the switch")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
@@ -185,6 +207,9 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if *vnodes < 1 || *vnodes > ring.MaxVnodes {
 		return badInput(stderr, "plan", "--vnodes %d: want 1..%d", *vnodes, ring.MaxVnodes)
 	}
+	if err := checkEqualize(*equalize); err != nil {
+		return badInput(stderr, "plan", "%v", err)
+	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if err := kind.check(set); err != nil {
@@ -195,16 +220,16 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		return badInput(stderr, "plan", "%v", err)
 	}
 	// The mistakes of a list come before the want of the other.
-	if _, err := kind.placement(fromNodes, *vnodes); fromNodes != nil && err != nil {
+	if _, err := kind.placement(fromNodes, *vnodes, *equalize); fromNodes != nil && err != nil {
 		return badInput(stderr, "plan", "--from: %v", err)
 	}
-	if _, err := ring.New(toNodes, ring.WithVnodes(*vnodes)); toNodes != nil && err != nil {
+	if _, err := topology.Ring(toNodes, *vnodes, *equalize); toNodes != nil && err != nil {
 		return badInput(stderr, "plan", "--to: %v", err)
 	}
 	if err := bothLists(set); err != nil {
 		return badInput(stderr, "plan", "%v", err)
 	}
-	rep, err := makePlan(planInput{from: fromNodes, to: toNodes, kind: kind, vnodes: *vnodes, hitRate: *hitRate})
+	rep, err := makePlan(planInput{from: fromNodes, to: toNodes, kind: kind, vnodes: *vnodes, equalize: *equalize, hitRate: *hitRate})
 	if err != nil {
 		return badInput(stderr, "plan", "%v", err)
 	}
@@ -290,16 +315,17 @@ type planInput struct {
 	from, to []ring.Node
 	kind     *fromKind // of from
 	vnodes   int
+	equalize float64 // the rings' tolerance, 0 for the classic ring
 	hitRate  float64
 }
 
 // makePlan computes the plan of a change from one node list to another.
 func makePlan(in planInput) (*planReport, error) {
-	before, err := in.kind.placement(in.from, in.vnodes)
+	before, err := in.kind.placement(in.from, in.vnodes, in.equalize)
 	if err != nil {
 		return nil, fmt.Errorf("--from: %w", err)
 	}
-	after, err := ring.New(in.to, ring.WithVnodes(in.vnodes))
+	after, err := topology.Ring(in.to, in.vnodes, in.equalize)
 	if err != nil {
 		return nil, fmt.Errorf("--to: %w", err)
 	}
@@ -316,7 +342,7 @@ func makePlan(in planInput) (*planReport, error) {
 
 	change := ring.Compare(before, after)
 	rep := &planReport{
-		From: formatNodes(in.from), FromKind: in.kind.kind, To: formatNodes(in.to), Vnodes: in.vnodes,
+		From: formatNodes(in.from), FromKind: in.kind.kind, To: formatNodes(in.to), Vnodes: in.vnodes, Equalize: in.equalize,
 		ServerMoved: change.Moved,
 		Exact:       change.Exact, Method: change.Method, Samples: change.Samples, StdErr: change.StdErr,
 		ModNMoved:     ring.Compare(modFrom, modTo).Moved,
@@ -342,6 +368,7 @@ func makePlan(in planInput) (*planReport, error) {
 			}
 			p.Addr = n.Addr // the address after the change, when the node stays
 			s := &planSide{Addr: n.Addr, Weight: n.Weight, Share: share(n), Ideal: n.Weight / total}
+			s.Deviation = s.Share/s.Ideal - 1
 			if n.Name != p.Name {
 				s.Name = n.Name
 			}
@@ -352,9 +379,22 @@ func makePlan(in planInput) (*planReport, error) {
 		shares := r.Shares()
 		side(r.Nodes(), func(n ring.Node) float64 { return shares[n.Name] }, func(p *planNode, s *planSide) { p.Before = s })
 		rep.Moved = min(max(ring.Moved(r, after), 0), 1) // the sum of arcs may round past 1
+		rep.Balance.Before = r.Deviation()
 	} else {
-		side(before.Nodes(), func(n ring.Node) float64 { return change.Before[n.Addr] }, func(p *planNode, s *planSide) { p.Before = s })
+		side(before.Nodes(), func(n ring.Node) float64 { return change.Before[n.Addr] }, func(p *planNode, s *planSide) {
+			p.Before = s
+			rep.Balance.Before = max(rep.Balance.Before, math.Abs(s.Deviation))
+		})
 		rep.Moved = change.Moved
+	}
+	rep.Balance.After = after.Deviation()
+	switch {
+	case in.equalize > 0 && in.kind.kind == "ring":
+		if rep.Equalization, err = equalization(in); err != nil {
+			return nil, err
+		}
+	case in.equalize > 0:
+		rep.Notes = append(rep.Notes, "what equalizing costs in keys moved is computed from ring to ring; here the keys move off "+in.kind.kind+" in any case")
 	}
 	afterShares := after.Shares()
 	side(after.Nodes(), func(n ring.Node) float64 { return afterShares[n.Name] }, func(p *planNode, s *planSide) {
@@ -490,15 +530,15 @@ func writePlan(w io.Writer, rep *planReport) {
 	}
 
 	tw := newTable(w, 0)
-	fmt.Fprintln(tw, "node\taddress\tweight\tshare before\tideal\tshare after\tideal\t")
+	fmt.Fprintln(tw, "node\taddress\tweight\tshare before\tideal\toff\tshare after\tideal\toff\t")
 	for _, n := range rep.Nodes {
-		wb, sb, ib := "-", "-", "-"
+		wb, sb, ib, db := "-", "-", "-", "-"
 		if s := n.Before; s != nil {
-			wb, sb, ib = fmt.Sprint(s.Weight), pct(s.Share, 2), pct(s.Ideal, 2)
+			wb, sb, ib, db = fmt.Sprint(s.Weight), pct(s.Share, 2), pct(s.Ideal, 2), fmt.Sprintf("%+.2f%%", 100*s.Deviation)
 		}
-		wa, sa, ia := "-", "-", "-"
+		wa, sa, ia, da := "-", "-", "-", "-"
 		if s := n.After; s != nil {
-			wa, sa, ia = fmt.Sprint(s.Weight), pct(s.Share, 2), pct(s.Ideal, 2)
+			wa, sa, ia, da = fmt.Sprint(s.Weight), pct(s.Share, 2), pct(s.Ideal, 2), fmt.Sprintf("%+.2f%%", 100*s.Deviation)
 		}
 		name := n.Name
 		if n.Before != nil && n.Before.Name != "" {
@@ -508,9 +548,10 @@ func writePlan(w io.Writer, rep *planReport) {
 		if n.StartsWithout > 0 {
 			addr = n.Before.Addr + " → " + n.After.Addr
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s → %s\t%s\t%s\t%s\t%s\t\n", name, addr, wb, wa, sb, ib, sa, ia)
+		fmt.Fprintf(tw, "%s\t%s\t%s → %s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, addr, wb, wa, sb, ib, db, sa, ia, da)
 	}
 	tw.Flush()
+	writeRingBalance(w, rep)
 
 	fmt.Fprintf(w, "\nKeys that move: %s of all keys (the least any placement must move: %s; mod-N would move %s)\n",
 		pct(rep.Moved, 2), pct(rep.MinMoved, 2), pct(rep.ModNMoved, 2))

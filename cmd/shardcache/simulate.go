@@ -72,6 +72,7 @@ mod-N fleet (gomemcache's ServerList) adopting the ring.
 type simFlags struct {
 	from, to          string
 	vnodes, keys      int
+	equalize          float64 // --equalize: the rings' tolerance, 0 classic
 	zipfS, zipfV      float64
 	requests          int
 	writes, noTTL     float64
@@ -100,6 +101,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.StringVar(&f.from, "from", "", "the nodes before the reshard: a node `list` (see below); on embedded servers only the names, weights and distinct addresses matter; with neither --from nor --to, the demo's "+demoFrom)
 	fs.StringVar(&f.to, "to", "", "the nodes after the reshard: a node `list`; with neither, the demo's "+demoTo)
 	fs.IntVar(&f.vnodes, "vnodes", d.Vnodes, "ring points per unit of weight")
+	fs.Float64Var(&f.equalize, "equalize", 0, equalizeUsage)
 	fs.IntVar(&f.keys, "keys", d.Keys, "distinct keys")
 	fs.Float64Var(&f.zipfS, "zipf-s", d.ZipfS, "Zipf exponent s > 1: key k (0 the most popular) is drawn with probability ∝ (v+k)^-s")
 	fs.Float64Var(&f.zipfV, "zipf-v", d.ZipfV, "Zipf offset v >= 1: a larger v flattens the most popular keys")
@@ -232,6 +234,7 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 		want string
 	}{
 		{f.vnodes >= 1 && f.vnodes <= ring.MaxVnodes, "vnodes", f.vnodes, fmt.Sprintf("1..%d", ring.MaxVnodes)},
+		{checkEqualize(f.equalize) == nil, "equalize", f.equalize, "0 (the classic ring) or a tolerance above 0 and below 1, such as 0.01"},
 		{f.keys >= 1 && f.keys <= 1<<24, "keys", f.keys, fmt.Sprintf("1..%d", 1<<24)},
 		{f.zipfS > 1, "zipf-s", f.zipfS, "> 1"},
 		{f.zipfV >= 1, "zipf-v", f.zipfV, ">= 1"},
@@ -262,7 +265,7 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 		return cfg, "", err
 	}
 	cfg = sim.Config{
-		From: from, To: to, Vnodes: f.vnodes,
+		From: from, To: to, Vnodes: f.vnodes, Equalize: f.equalize,
 		Keys: f.keys, ZipfS: f.zipfS, ZipfV: f.zipfV,
 		Requests: f.requests, WriteRatio: f.writes, NoTTL: f.noTTL,
 		Step: f.step, TTL: f.ttl, Window: f.window, SweepWindow: f.sweepWindow,
@@ -277,7 +280,7 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 	}
 	if f.kind.kind != "ring" {
 		cfg.FromKind = f.kind.kind
-		cfg.FromPlacement = func(nodes []ring.Node) (ring.Locator, error) { return f.kind.placement(nodes, f.vnodes) }
+		cfg.FromPlacement = func(nodes []ring.Node) (ring.Locator, error) { return f.kind.placement(nodes, f.vnodes, f.equalize) }
 	}
 	if cfg.Window == 0 {
 		cfg.Window = cfg.TTL
@@ -380,6 +383,9 @@ func describe(res *sim.Result, f *simFlags) string {
 	where := "embedded servers, simulated clock"
 	if cfg.Servers != nil {
 		where = fmt.Sprintf("%s, real time", count(len(cfg.Servers), cfg.Backend.String()+" server", ""))
+	}
+	if cfg.Equalize > 0 {
+		where += ", rings equalized to " + pct(cfg.Equalize, 2)
 	}
 	window := fmt.Sprintf("dual-ring window %v", cfg.Window)
 	if hasMode(res, sim.ModeSweep) {

@@ -38,7 +38,7 @@ func TestSimulateFromModulo(t *testing.T) {
 	}
 	// From 8 servers by crc32 % 8 to a ring of 6: the two hash keys
 	// independently, so a key stays with probability Σ 1/8 × share after.
-	from, _ := (&fromKind{kind: "modulo"}).placement(sim.DefaultFrom(), 0)
+	from, _ := (&fromKind{kind: "modulo"}).placement(sim.DefaultFrom(), 0, 0)
 	to, _ := ring.New(sim.DefaultTo())
 	want := ring.Compare(from, to).Moved
 	rng, dual := res.Modes[0], res.Modes[1]

@@ -50,7 +50,7 @@ func runMemorySimulation(ctx context.Context, f *simFlags, set map[string]bool, 
 	}
 	mc := sim.MemoryConfig{
 		Config: sim.Config{
-			From: from, Vnodes: f.vnodes, Keys: f.keys, ZipfS: f.zipfS, ZipfV: f.zipfV,
+			From: from, Vnodes: f.vnodes, Equalize: f.equalize, Keys: f.keys, ZipfS: f.zipfS, ZipfV: f.zipfV,
 			Requests: f.requests, WriteRatio: f.writes, Steps: f.steps, ReshardAt: f.reshardAt, Seed: f.seed,
 		},
 		Limits: limits, ValueSize: f.valueSize,

@@ -37,6 +37,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	rate := fs.Int("rate", client.DefaultSweepRate, "the most keys read per second from each old node; 0 for no limit")
 	concurrency := fs.Int("concurrency", 0, "old nodes swept at once; 0 for all")
 	vnodes := fs.Int("vnodes", ring.DefaultVnodes, "ring points per unit of weight, as the client's Options.Vnodes")
+	equalize := addEqualizeFlag(fs.FlagSet)
 	quiet := fs.Bool("quiet", false, "no progress bar on stderr")
 	connFlags := addConnFlags(fs.FlagSet)
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
@@ -57,6 +58,9 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *rate < 0 || *concurrency < 0 {
 		return badInput(stderr, "sweep", "--rate and --concurrency: want 0 or more")
 	}
+	if err := checkEqualize(*equalize); err != nil {
+		return badInput(stderr, "sweep", "%v", err)
+	}
 	fromNodes, err := parseNodes(*from)
 	if err != nil {
 		return badInput(stderr, "sweep", "--from: %v", err)
@@ -74,7 +78,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return badInput(stderr, "sweep", "--backend %v: %v", b, err)
 	}
 	opts := client.Options{
-		Backend: b, Nodes: toNodes, Vnodes: *vnodes,
+		Backend: b, Nodes: toNodes, Vnodes: *vnodes, Equalize: *equalize,
 		MigrateFrom: &client.MigrateFrom{Nodes: fromNodes, Start: time.Now(), Window: sweepWindow},
 	}
 	conn.apply(&opts)

@@ -314,11 +314,19 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 		fromNodes = cur.Nodes
 	}
 
-	next := &topology.Topology{Nodes: toNodes, MaxRemovedShare: *share}
+	// An equalized fleet stays so, on both sides of the change: the
+	// tolerance is part of the placement.
+	equalize := 0.0
+	if cur != nil {
+		equalize = cur.Equalize
+	}
+	next := &topology.Topology{Nodes: toNodes, Equalize: equalize, MaxRemovedShare: *share}
 	if fromNodes != nil {
 		m := &topology.Migration{Window: *window}
 		if kind.kind != "ring" {
 			m.FromKind, m.FromHash, m.FromHashTag = topology.Kind(kind.kind), kind.hash, kind.tag
+		} else {
+			m.FromEqualize = equalize
 		}
 		if !(&topology.Topology{Nodes: fromNodes}).Equal(&topology.Topology{Nodes: toNodes}) {
 			m.From = fromNodes
@@ -339,7 +347,7 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 		fmt.Fprintf(stdout, "No topology at %s yet.\n", src.key)
 	}
 	if next.Migration != nil {
-		rep, err := makePlan(planInput{from: fromNodes, to: toNodes, kind: kind, vnodes: *vnodes, hitRate: *hitRate})
+		rep, err := makePlan(planInput{from: fromNodes, to: toNodes, kind: kind, vnodes: *vnodes, equalize: equalize, hitRate: *hitRate})
 		if err != nil {
 			return badInput(stderr, cmd, "%v", err)
 		}
@@ -475,10 +483,16 @@ func writeTopology(w io.Writer, from string, t *topology.Topology, now time.Time
 		fmt.Fprintf(tw, "%s\t%s\t%g\t\n", name, n.Addr, max(n.Weight, 1))
 	}
 	tw.Flush()
+	if t.Equalize > 0 {
+		fmt.Fprintf(w, "The ring is equalized to %s (every client's Options.Equalize must be %g).\n", pct(t.Equalize, 2), t.Equalize)
+	}
 	if m := t.Migration; m != nil {
 		kind := string(m.FromKind)
 		if kind == "" {
 			kind = "ring"
+		}
+		if m.FromEqualize > 0 {
+			kind += " equalized to " + pct(m.FromEqualize, 2)
 		}
 		fmt.Fprintf(w, "Migration from %s (%s), start %s, window %v, end %s: %s",
 			formatNodes(t.OldNodes()), kind, m.Start.Format(time.RFC3339), m.Window, m.End().Format(time.RFC3339), t.PhaseAt(now))

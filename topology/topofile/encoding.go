@@ -57,6 +57,7 @@ func (f Format) String() string {
 type fileTopology struct {
 	Version         int64          `json:"version,omitempty" yaml:"version,omitempty"`
 	Nodes           []fileNode     `json:"nodes" yaml:"nodes"`
+	Equalize        float64        `json:"equalize,omitempty" yaml:"equalize,omitempty"`
 	Migration       *fileMigration `json:"migration,omitempty" yaml:"migration,omitempty"`
 	MaxRemovedShare float64        `json:"max_removed_share,omitempty" yaml:"max_removed_share,omitempty"`
 }
@@ -72,12 +73,13 @@ type fileNode struct {
 // fileMigration is a Migration as a file writes it: Start in RFC 3339,
 // Window as a Go duration ("1h30m").
 type fileMigration struct {
-	From        []fileNode    `json:"from,omitempty" yaml:"from,omitempty"`
-	FromKind    topology.Kind `json:"from_kind,omitempty" yaml:"from_kind,omitempty"`
-	FromHash    string        `json:"from_hash,omitempty" yaml:"from_hash,omitempty"`
-	FromHashTag string        `json:"from_hash_tag,omitempty" yaml:"from_hash_tag,omitempty"`
-	Start       string        `json:"start,omitempty" yaml:"start,omitempty"`
-	Window      string        `json:"window,omitempty" yaml:"window,omitempty"`
+	From         []fileNode    `json:"from,omitempty" yaml:"from,omitempty"`
+	FromKind     topology.Kind `json:"from_kind,omitempty" yaml:"from_kind,omitempty"`
+	FromEqualize float64       `json:"from_equalize,omitempty" yaml:"from_equalize,omitempty"`
+	FromHash     string        `json:"from_hash,omitempty" yaml:"from_hash,omitempty"`
+	FromHashTag  string        `json:"from_hash_tag,omitempty" yaml:"from_hash_tag,omitempty"`
+	Start        string        `json:"start,omitempty" yaml:"start,omitempty"`
+	Window       string        `json:"window,omitempty" yaml:"window,omitempty"`
 }
 
 // Parse decodes a topology in format f and checks it (Check). The document
@@ -86,13 +88,15 @@ type fileMigration struct {
 //
 //	{"version": 8,
 //	 "nodes": [{"name": "a", "addr": "cache-a:11211", "weight": 2}, ...],
+//	 "equalize": 0.01,
 //	 "migration": {"from": [...], "from_kind": "ketama", "from_hash": "md5",
 //	               "from_hash_tag": "{}", "start": "2026-05-01T10:00:00Z",
 //	               "window": "1h"},
 //	 "max_removed_share": 0.75}
 //
 // where every field but nodes is optional, and "from" defaults to the
-// nodes (a change of kind alone). An unknown field is an error, so that a
+// nodes (a change of kind alone). "equalize" is Topology.Equalize, and a
+// migration's "from_equalize" (of a ring) Migration.FromEqualize. An unknown field is an error, so that a
 // misspelt "wieght" does not pass for weight 1; nothing is trimmed. Syntax
 // errors wrap ErrParse; the others wrap topology.Check's.
 func Parse(data []byte, f Format) (*topology.Topology, error) {
@@ -111,12 +115,12 @@ func Parse(data []byte, f Format) (*topology.Topology, error) {
 	if list != nil {
 		doc.Nodes = list
 	}
-	t := &topology.Topology{Version: doc.Version, MaxRemovedShare: doc.MaxRemovedShare}
+	t := &topology.Topology{Version: doc.Version, Equalize: doc.Equalize, MaxRemovedShare: doc.MaxRemovedShare}
 	if t.Nodes, err = fromFile(doc.Nodes); err != nil {
 		return nil, err
 	}
 	if fm := doc.Migration; fm != nil {
-		m := &topology.Migration{FromKind: fm.FromKind, FromHash: fm.FromHash, FromHashTag: fm.FromHashTag}
+		m := &topology.Migration{FromKind: fm.FromKind, FromEqualize: fm.FromEqualize, FromHash: fm.FromHash, FromHashTag: fm.FromHashTag}
 		if len(fm.From) > 0 {
 			if m.From, err = fromFile(fm.From); err != nil {
 				return nil, fmt.Errorf("migration from: %w", err)
@@ -200,10 +204,10 @@ func Marshal(t *topology.Topology, f Format) ([]byte, error) {
 	if t == nil {
 		return nil, topology.ErrNilTopology
 	}
-	doc := fileTopology{Version: t.Version, Nodes: toFile(t.Nodes), MaxRemovedShare: t.MaxRemovedShare}
+	doc := fileTopology{Version: t.Version, Nodes: toFile(t.Nodes), Equalize: t.Equalize, MaxRemovedShare: t.MaxRemovedShare}
 	if m := t.Migration; m != nil {
 		doc.Migration = &fileMigration{
-			From: toFile(m.From), FromKind: m.FromKind, FromHash: m.FromHash, FromHashTag: m.FromHashTag,
+			From: toFile(m.From), FromKind: m.FromKind, FromEqualize: m.FromEqualize, FromHash: m.FromHash, FromHashTag: m.FromHashTag,
 		}
 		if !m.Start.IsZero() {
 			doc.Migration.Start = m.Start.Format(time.RFC3339Nano)

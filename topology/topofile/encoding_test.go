@@ -16,9 +16,11 @@ func TestParse(t *testing.T) {
 	nodes := []ring.Node{{Name: "a", Addr: "cache-a:6379", Weight: 2}, {Addr: "cache-b:6379", Weight: 1}}
 	start := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	full := &topology.Topology{
-		Version: 8, Nodes: nodes, MaxRemovedShare: 0.75,
+		Version: 8, Nodes: nodes, Equalize: 0.01, MaxRemovedShare: 0.75,
 		Migration: &topology.Migration{From: nodes[:1], FromKind: topology.KindKetama, FromHash: "md5", FromHashTag: "{}", Start: start, Window: 90 * time.Minute},
 	}
+	fromEqualized := &topology.Topology{Nodes: nodes, Equalize: 0.01,
+		Migration: &topology.Migration{From: nodes, FromEqualize: 0.02, Start: start}}
 	for _, tc := range []struct {
 		name string
 		f    Format
@@ -28,13 +30,14 @@ func TestParse(t *testing.T) {
 		{"json list", JSON, `[{"name": "a", "addr": "cache-a:6379", "weight": 2}, {"addr": "cache-b:6379"}]`, &topology.Topology{Nodes: nodes}},
 		{"json object", JSON, `{"nodes": [{"name": "a", "addr": "cache-a:6379", "weight": 2}, {"addr": "cache-b:6379"}]}`, &topology.Topology{Nodes: nodes}},
 		{"yaml list", YAML, "- name: a\n  addr: cache-a:6379\n  weight: 2\n- addr: cache-b:6379\n", &topology.Topology{Nodes: nodes}},
-		{"json full", JSON, `{"version": 8, "nodes": [{"name": "a", "addr": "cache-a:6379", "weight": 2}, {"addr": "cache-b:6379"}],
+		{"json full", JSON, `{"version": 8, "nodes": [{"name": "a", "addr": "cache-a:6379", "weight": 2}, {"addr": "cache-b:6379"}], "equalize": 0.01,
 			"migration": {"from": [{"name": "a", "addr": "cache-a:6379", "weight": 2}], "from_kind": "ketama", "from_hash": "md5",
 			"from_hash_tag": "{}", "start": "2026-05-01T10:00:00Z", "window": "1h30m"}, "max_removed_share": 0.75}`, full},
 		{"yaml full, unquoted start", YAML, `version: 8
 nodes:
   - {name: a, addr: "cache-a:6379", weight: 2}
   - addr: cache-b:6379
+equalize: 0.01
 migration:
   from: [{name: a, addr: "cache-a:6379", weight: 2}]
   from_kind: ketama
@@ -44,6 +47,10 @@ migration:
   window: 1h30m
 max_removed_share: 0.75
 `, full},
+		{"yaml, from an equalized ring", YAML, `nodes: [{name: a, addr: "cache-a:6379", weight: 2}, {addr: "cache-b:6379"}]
+equalize: 0.01
+migration: {from: [{name: a, addr: "cache-a:6379", weight: 2}, {addr: "cache-b:6379"}], from_equalize: 0.02, start: 2026-05-01T10:00:00Z}
+`, fromEqualized},
 	} {
 		got, err := Parse([]byte(tc.in), tc.f)
 		if err != nil || !reflect.DeepEqual(got, tc.want) {
@@ -52,13 +59,15 @@ max_removed_share: 0.75
 	}
 	// Round trips.
 	for _, f := range []Format{JSON, YAML} {
-		data, err := Marshal(full, f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := Parse(data, f)
-		if err != nil || !reflect.DeepEqual(got, full) {
-			t.Errorf("%v round trip: %+v, %v; want %+v\n%s", f, got, err, full, data)
+		for _, want := range []*topology.Topology{full, fromEqualized} {
+			data, err := Marshal(want, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Parse(data, f)
+			if err != nil || !reflect.DeepEqual(got, want) {
+				t.Errorf("%v round trip: %+v, %v; want %+v\n%s", f, got, err, want, data)
+			}
 		}
 	}
 }
@@ -92,6 +101,12 @@ func TestParseRefusals(t *testing.T) {
 		{"window without a start", JSON, `{"nodes": [{"addr": "h:1"}], "migration": {"window": "1h"}}`, topology.ErrNoStart},
 		{"unknown kind", JSON, `{"nodes": [{"addr": "h:1"}], "migration": {"from_kind": "jump", "start": "2026-05-01T10:00:00Z"}}`, topology.ErrBadKind},
 		{"share above 1", JSON, `{"nodes": [{"addr": "h:1"}], "max_removed_share": 2}`, topology.ErrBadShare},
+		{"equalize 1", JSON, `{"nodes": [{"addr": "h:1"}], "equalize": 1}`, topology.ErrBadEqualize},
+		{"equalize negative, yaml", YAML, "nodes: [{addr: 'h:1'}]\nequalize: -0.01\n", topology.ErrBadEqualize},
+		{"equalize NaN, yaml", YAML, "nodes: [{addr: 'h:1'}]\nequalize: .nan\n", topology.ErrBadEqualize},
+		{"equalize as a string", JSON, `{"nodes": [{"addr": "h:1"}], "equalize": "1%"}`, ErrParse},
+		{"from_equalize of ketama", JSON, `{"nodes": [{"addr": "h:1"}], "migration": {"from_kind": "ketama", "from_equalize": 0.01, "start": "2026-05-01T10:00:00Z"}}`, topology.ErrBadEqualize},
+		{"misspelt equalize", JSON, `{"nodes": [{"addr": "h:1"}], "equalise": 0.01}`, ErrParse},
 	} {
 		got, err := Parse([]byte(tc.in), tc.f)
 		if !errors.Is(err, tc.want) || got != nil {

@@ -11,6 +11,8 @@ func FuzzParse(f *testing.F) {
 		`{"version": 8, "nodes": [{"addr": "a:1"}], "migration": {"from": [{"addr": "b:2", "weight": 1.5}], "from_kind": "ketama", "start": "2026-05-01T10:00:00Z", "window": "1h"}, "max_removed_share": 0.75}`,
 		"nodes:\n  - addr: a:1\n    weight: 3\nmigration:\n  window: 90m\n",
 		"- addr: a:1\n- {name: b, addr: 'b:2'}\n",
+		`{"nodes": [{"addr": "a:1"}, {"addr": "b:2"}], "equalize": 0.01, "migration": {"from": [{"addr": "a:1"}], "from_equalize": 0.02, "start": "2026-05-01T10:00:00Z"}}`,
+		"nodes: [{addr: 'a:1'}]\nequalize: 1\n",
 		`{"nodes": [{"addr": "a:1", "wieght": 2}]}`,
 		`{"nodes": [{"addr": " a:1"}]}`,
 		`{"nodes": [{"addr": "a:1", "weight": 0}]}`,
@@ -41,7 +43,8 @@ func FuzzParse(f *testing.F) {
 			if err != nil {
 				t.Fatalf("Parse of Marshal %v: %v\n%s", out, err, b)
 			}
-			if !back.Equal(top) || back.Version != top.Version || back.MaxRemovedShare != top.MaxRemovedShare {
+			if !back.Equal(top) || back.Version != top.Version || back.MaxRemovedShare != top.MaxRemovedShare ||
+				back.Equalize != top.Equalize {
 				t.Fatalf("%v round trip changed the topology:\n%s", out, b)
 			}
 		}

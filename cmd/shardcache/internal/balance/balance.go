@@ -27,6 +27,7 @@ import (
 	"strconv"
 
 	"github.com/shardcache/shardcache/ring"
+	"github.com/shardcache/shardcache/topology"
 )
 
 // ErrNoData is returned when no node holds data to measure a density by.
@@ -90,10 +91,11 @@ type Proposal struct {
 }
 
 // Propose proposes weights for the nodes of a ring with vnodes points per
-// unit of weight, from their readings. The weights are normalised so that
+// unit of weight, equalized to equalize when above 0 (topology.Ring), from
+// their readings. The weights are normalised so that
 // the median node keeps its weight, and rounded to three significant
 // digits; the projection is that of the rounded weights.
-func Propose(readings []Reading, vnodes int) (*Proposal, error) {
+func Propose(readings []Reading, vnodes int, equalize float64) (*Proposal, error) {
 	if len(readings) == 0 {
 		return nil, fmt.Errorf("%w: no nodes", ErrBadReading)
 	}
@@ -101,7 +103,7 @@ func Propose(readings []Reading, vnodes int) (*Proposal, error) {
 	for i, r := range readings {
 		nodes[i] = r.Node
 	}
-	now, err := ring.New(nodes, ring.WithVnodes(vnodes))
+	now, err := topology.Ring(nodes, vnodes, equalize)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +187,7 @@ func Propose(readings []Reading, vnodes int) (*Proposal, error) {
 		for i := range w {
 			w[i] = max(w[i], least) // the ring gives every node a point
 		}
-		next, err := exactShares(nodes, w, vnodes)
+		next, err := exactShares(nodes, w, vnodes, equalize)
 		if err != nil {
 			return nil, err
 		}
@@ -269,13 +271,14 @@ func Round(w float64) float64 {
 	return v
 }
 
-// exactShares returns the exact shares of nodes with weights, in order.
-func exactShares(nodes []ring.Node, weights []float64, vnodes int) ([]float64, error) {
+// exactShares returns the exact shares of nodes with weights, in order, on
+// the ring Propose's arguments say.
+func exactShares(nodes []ring.Node, weights []float64, vnodes int, equalize float64) ([]float64, error) {
 	ns := slices.Clone(nodes)
 	for i := range ns {
 		ns[i].Weight = weights[i]
 	}
-	r, err := ring.New(ns, ring.WithVnodes(vnodes))
+	r, err := topology.Ring(ns, vnodes, equalize)
 	if err != nil {
 		return nil, err
 	}

@@ -43,7 +43,7 @@ func TestProposeSmallNode(t *testing.T) {
 	const mib = 1 << 20
 	for _, base := range []int64{0, mib} {
 		readings := fleet(t, []int64{32 * mib, 32 * mib, 32 * mib, 8 * mib}, base, 64*mib)
-		p, err := Propose(readings, ring.DefaultVnodes)
+		p, err := Propose(readings, ring.DefaultVnodes, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,14 +81,14 @@ func TestProposeSmallNode(t *testing.T) {
 func TestProposeDensity(t *testing.T) {
 	readings := fleet(t, []int64{1 << 30, 1 << 30, 1 << 30}, 0, 300<<20)
 	readings[1].Bytes *= 2
-	p, err := Propose(readings, ring.DefaultVnodes)
+	p, err := Propose(readings, ring.DefaultVnodes, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.NewSkew > 1.02 || p.Nodes[1].Weight > 0.6 || p.Nodes[1].Weight < 0.4 || len(p.Notes) != 0 {
 		t.Errorf("b of twice the density: weights %v %v %v, skew %.3f → %.3f, notes %q", p.Nodes[0].Weight, p.Nodes[1].Weight, p.Nodes[2].Weight, p.Skew, p.NewSkew, p.Notes)
 	}
-	even, err := Propose(fleet(t, []int64{1 << 30, 1 << 30, 1 << 30}, 0, 300<<20), ring.DefaultVnodes)
+	even, err := Propose(fleet(t, []int64{1 << 30, 1 << 30, 1 << 30}, 0, 300<<20), ring.DefaultVnodes, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,19 +100,19 @@ func TestProposeDensity(t *testing.T) {
 // TestProposeBad: no data, no limit, and every node evicting.
 func TestProposeBad(t *testing.T) {
 	empty := fleet(t, []int64{1 << 20, 1 << 20}, 0, 0)
-	if _, err := Propose(empty, 512); !errors.Is(err, ErrNoData) {
+	if _, err := Propose(empty, 512, 0); !errors.Is(err, ErrNoData) {
 		t.Errorf("no data: %v, want ErrNoData", err)
 	}
 	noLimit := fleet(t, []int64{1 << 20, 1 << 20}, 0, 1000)
 	noLimit[1].Limit = 0
-	if _, err := Propose(noLimit, 512); !errors.Is(err, ErrBadReading) || !strings.Contains(err.Error(), "node b") {
+	if _, err := Propose(noLimit, 512, 0); !errors.Is(err, ErrBadReading) || !strings.Contains(err.Error(), "node b") {
 		t.Errorf("no limit: %v, want ErrBadReading naming b", err)
 	}
-	if _, err := Propose(nil, 512); !errors.Is(err, ErrBadReading) {
+	if _, err := Propose(nil, 512, 0); !errors.Is(err, ErrBadReading) {
 		t.Errorf("no nodes: %v, want ErrBadReading", err)
 	}
 	full := fleet(t, []int64{1 << 20, 4 << 20}, 0, 100<<20)
-	p, err := Propose(full, 512)
+	p, err := Propose(full, 512, 0)
 	if err != nil || len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "every node evicts") {
 		t.Fatalf("every node evicting: %+v, %v; want a note", p, err)
 	}
@@ -134,7 +134,7 @@ func TestRound(t *testing.T) {
 // refuses.
 func TestProposeTiny(t *testing.T) {
 	readings := fleet(t, []int64{1 << 20, 1 << 34}, 0, 1<<20)
-	p, err := Propose(readings, 512)
+	p, err := Propose(readings, 512, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

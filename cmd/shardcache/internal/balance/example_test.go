@@ -21,7 +21,7 @@ func ExamplePropose() {
 		}
 		readings = append(readings, r)
 	}
-	p, err := balance.Propose(readings, ring.DefaultVnodes)
+	p, err := balance.Propose(readings, ring.DefaultVnodes, 0)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -107,7 +107,7 @@ func RunMemory(ctx context.Context, mc MemoryConfig) (*MemoryResult, error) {
 	if mc.ValueSize < 0 {
 		return nil, fmt.Errorf("%w: ValueSize %d (want >= 0)", ErrBadConfig, mc.ValueSize)
 	}
-	asIs, err := ring.New(cfg.From, ring.WithVnodes(cfg.Vnodes))
+	asIs, err := cfg.ring(cfg.From)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
@@ -135,10 +135,10 @@ func RunMemory(ctx context.Context, mc MemoryConfig) (*MemoryResult, error) {
 			return nil, err
 		}
 		if i == cfg.ReshardAt {
-			if res.Proposal, err = balance.Propose(f.readings(), cfg.Vnodes); err != nil {
+			if res.Proposal, err = balance.Propose(f.readings(), cfg.Vnodes, cfg.Equalize); err != nil {
 				return nil, fmt.Errorf("the proposal: %w", err)
 			}
-			weighted, err := ring.New(res.Proposal.Weighted(), ring.WithVnodes(cfg.Vnodes))
+			weighted, err := cfg.ring(res.Proposal.Weighted())
 			if err != nil {
 				return nil, err
 			}

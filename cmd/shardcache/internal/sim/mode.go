@@ -36,7 +36,7 @@ func modulo(nodes []ring.Node) (*ring.Modulo, error) {
 func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *cluster, prefix string, progress func()) (ModeResult, error) {
 	keys := w.keys(prefix)
 	res := ModeResult{Mode: mode, Steps: make([]Step, cfg.Steps)}
-	opts := client.Options{Backend: cfg.Backend, Vnodes: cfg.Vnodes, Now: cl.clock.Now, NewRedisClient: cl.redis}
+	opts := client.Options{Backend: cfg.Backend, Vnodes: cfg.Vnodes, Equalize: cfg.Equalize, Now: cl.clock.Now, NewRedisClient: cl.redis}
 	if cfg.LoadLimit > 0 {
 		// A step's requests all start at its beginning on the simulated
 		// clock: a burst of one step's tokens lets through LoadLimit per
@@ -64,7 +64,7 @@ func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *clust
 		res.Moved = ring.Compare(from, to).Moved
 		reshard = func(c *client.Client) error { return c.ReshardTo(to, 0) }
 	} else {
-		to, err := ring.New(cl.to, ring.WithVnodes(cfg.Vnodes))
+		to, err := cfg.ring(cl.to)
 		if err != nil {
 			return res, err
 		}
@@ -77,7 +77,7 @@ func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *clust
 			res.Moved = ring.Compare(from, to).Moved
 		} else {
 			opts.Nodes = cl.from
-			from, err := ring.New(cl.from, ring.WithVnodes(cfg.Vnodes))
+			from, err := cfg.ring(cl.from)
 			if err != nil {
 				return res, err
 			}

@@ -55,6 +55,7 @@ import (
 
 	"github.com/shardcache/shardcache/client"
 	"github.com/shardcache/shardcache/ring"
+	"github.com/shardcache/shardcache/topology"
 )
 
 // ErrBadConfig is returned by Run for a Config that cannot run.
@@ -137,6 +138,10 @@ type Config struct {
 	// Vnodes is the ring's points per unit of weight. Default
 	// ring.DefaultVnodes.
 	Vnodes int
+	// Equalize, above 0, equalizes every ring of the run to that
+	// tolerance, as client.Options.Equalize (which the clients get); 0 is
+	// the classic ring.
+	Equalize float64
 
 	// FromPlacement, when set, is the placement the ring and dual-ring
 	// modes start on and move keys off, instead of a ring of From: what a
@@ -295,7 +300,7 @@ func (c *Config) init() error {
 	}
 	// The placements must build: the same checks the client makes.
 	for _, nodes := range [][]ring.Node{c.From, c.To} {
-		if _, err := ring.New(nodes, ring.WithVnodes(c.Vnodes)); err != nil {
+		if _, err := c.ring(nodes); err != nil {
 			return fmt.Errorf("%w: %w", ErrBadConfig, err)
 		}
 		if _, err := modulo(nodes); err != nil {
@@ -468,4 +473,9 @@ func count(n int, one, many string) string {
 		return "1 " + one
 	}
 	return fmt.Sprintf("%d %s", n, many)
+}
+
+// ring builds the ring of nodes the run's clients build: Vnodes, Equalize.
+func (c *Config) ring(nodes []ring.Node) (*ring.Ring, error) {
+	return topology.Ring(nodes, c.Vnodes, c.Equalize)
 }

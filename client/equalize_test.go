@@ -1,0 +1,83 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/shardcache/shardcache/ring"
+)
+
+// TestEqualize checks that Options.Equalize places keys as
+// ring.New(nodes, ring.WithEqualize(tolerance)) does, on every ring the
+// client builds (New, MigrateFrom, Reshard), and that a bad tolerance is
+// ErrBadOptions. It dials nothing.
+func TestEqualize(t *testing.T) {
+	const tol = 0.005
+	fleet := func(n int) []ring.Node {
+		ns := make([]ring.Node, n)
+		for i := range ns {
+			ns[i] = ring.Node{Name: fmt.Sprintf("cache-%d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 1+i)}
+		}
+		return ns
+	}
+	from, to := fleet(8), fleet(9)
+	same := func(what string, got ring.Locator, nodes []ring.Node) {
+		t.Helper()
+		want, err := ring.New(nodes, ring.WithEqualize(tol))
+		if err != nil {
+			t.Fatal(err)
+		}
+		classic, err := ring.New(nodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ring.Moved(classic, want) == 0 {
+			t.Fatalf("%s: the equalized ring places keys as the classic one: the test proves nothing", what)
+		}
+		r, ok := got.(*ring.Ring)
+		if !ok {
+			t.Fatalf("%s: placement %T, want a *ring.Ring", what, got)
+		}
+		if moved := ring.Moved(r, want); r.Tolerance() != tol || moved != 0 {
+			t.Errorf("%s: tolerance %v, %.4f%% of keys placed apart from ring.New(nodes, ring.WithEqualize(%v))", what, r.Tolerance(), 100*moved, tol)
+		}
+	}
+
+	c, err := New(Options{Nodes: from, Equalize: tol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	same("New", c.state.Load().placement, from)
+	want, _ := ring.New(from, ring.WithEqualize(tol))
+	for i := range 2000 {
+		if key := fmt.Sprintf("key-%d", i); c.Locate(key) != want.Locate(key) {
+			t.Fatalf("Locate(%q) = %v, want %v", key, c.Locate(key), want.Locate(key))
+		}
+	}
+
+	if err := c.Reshard(to, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	st := c.state.Load()
+	same("Reshard, old ring", st.mig.Old(), from)
+	same("Reshard, new ring", st.mig.New(), to)
+
+	m, err := New(Options{Nodes: to, Equalize: tol, MigrateFrom: &MigrateFrom{Nodes: from, Start: time.Now(), Window: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	st = m.state.Load()
+	same("MigrateFrom, old ring", st.mig.Old(), from)
+	same("MigrateFrom, new ring", st.mig.New(), to)
+
+	for _, bad := range []float64{-0.01, math.NaN(), 1, 1.5, math.Inf(1)} {
+		if c, err := New(Options{Nodes: from, Equalize: bad}); !errors.Is(err, ErrBadOptions) || c != nil {
+			t.Errorf("New with Equalize %v = %v, %v; want ErrBadOptions", bad, c, err)
+		}
+	}
+}

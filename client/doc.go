@@ -74,6 +74,19 @@
 // failure on the old one is an error. Incr and Touch bring their key over
 // first, synchronously.
 //
+// # A fleet
+//
+// Reshard changes one process. A fleet never switches at one instant, and
+// a process that has not switched yet writes the old owners alone while
+// others read the new ones first. Options.Topology makes every process
+// follow one source (DNS, a file, etcd) and run each change as the same
+// migration, with a start published ahead of time: until the start every
+// process reads the old placement and leaves tombstones on the new
+// owners; a process that receives the topology late repairs from the log
+// of its recent writes before it reads a new owner (topology.go; the
+// protocol's argument is in package topology). TopologyInfo says where the
+// client stands.
+//
 // # Consistency
 //
 // Through a migration, under node failures, a process never reads a value

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -317,10 +316,7 @@ func (f *follower) apply(t *topology.Topology) {
 		return
 	}
 	if t.Equal(last) {
-		f.mu.Lock()
-		f.last = t
-		f.mu.Unlock()
-		f.report(t)
+		f.keep(t)
 		return
 	}
 	p, old, err := f.placements(t)
@@ -335,7 +331,11 @@ func (f *follower) apply(t *topology.Topology) {
 	} else if old, err = f.readdressed(p); err != nil {
 		f.refuse(t, err)
 		return
-	} else if sameNodes(old.Nodes(), p.Nodes()) {
+	} else if samePlacement(old, p) {
+		if cur := c.state.Load(); cur != nil && old == cur.placement {
+			f.keep(t) // nothing moves, nothing changes address
+			return
+		}
 		start, window, skew = now, 0, 0 // addresses alone changed: at once
 	} else {
 		start, skew = now.Add(f.opts.Lead), skew+f.opts.Lead
@@ -347,12 +347,6 @@ func (f *follower) apply(t *topology.Topology) {
 		f.pending = t
 		f.mu.Unlock()
 		c.opts.Logger.Info("shardcache: topology waits for the migration under way", slog.Int64("version", t.Version))
-		return
-	case errors.Is(err, errSamePlacement):
-		f.mu.Lock()
-		f.last = t
-		f.mu.Unlock()
-		f.report(t)
 		return
 	case err != nil:
 		f.refuse(t, err)
@@ -374,6 +368,27 @@ func (f *follower) apply(t *topology.Topology) {
 		f.repair(st)
 	}
 	f.report(t)
+}
+
+// keep records t as the last topology, one that changes nothing the client
+// runs (a new version of the same placement).
+func (f *follower) keep(t *topology.Topology) {
+	f.mu.Lock()
+	f.last = t
+	f.mu.Unlock()
+	f.report(t)
+}
+
+// samePlacement reports whether two placements put every key on the same
+// node by name: two rings of the same nodes, weights and points, whatever
+// their addresses.
+func samePlacement(a, b ring.Locator) bool {
+	ra, ok1 := a.(*ring.Ring)
+	rb, ok2 := b.(*ring.Ring)
+	if !ok1 || !ok2 {
+		return false
+	}
+	return ring.Moved(ra, rb) == 0
 }
 
 // refuse counts and logs a topology that cannot be applied.
@@ -432,11 +447,7 @@ func (f *follower) readdressed(p ring.Locator) (ring.Locator, error) {
 	return topology.Ring(nodes, f.c.opts.Vnodes, equalize)
 }
 
-// errSamePlacement: a topology that places keys as the client already
-// does, without a migration to run.
-var errSamePlacement = errors.New("same placement")
-
-// follow moves the client from old (the placement it runs when nil) to p:
+// follow moves the client from old to p:
 // a migration that starts at start and lasts window, for clocks skew
 // apart, held before its start when held is set. It returns the new state.
 func (c *Client) follow(old, p ring.Locator, start time.Time, window, skew time.Duration, held bool) (*state, error) {
@@ -452,12 +463,6 @@ func (c *Client) follow(old, p ring.Locator, start time.Time, window, skew time.
 			return nil, fmt.Errorf("%w: it ends at %v", ErrMigrationActive, st.mig.End().Format(time.RFC3339))
 		}
 		st = c.retireLocked(st)
-	}
-	if old == nil {
-		if sameNodes(st.placement.Nodes(), p.Nodes()) {
-			return nil, errSamePlacement
-		}
-		old = st.placement
 	}
 	// Both placements' nodes are acquired before the current ones are
 	// released, so that a node in all of them keeps its pool.
@@ -483,24 +488,6 @@ func (c *Client) follow(old, p ring.Locator, start time.Time, window, skew time.
 		next = c.retireLocked(next)
 	}
 	return next, nil
-}
-
-// sameNodes reports whether two placements list the same nodes.
-func sameNodes(a, b []ring.Node) bool {
-	key := func(ns []ring.Node) []ring.Node {
-		s := slices.Clone(ns)
-		slices.SortFunc(s, func(x, y ring.Node) int {
-			switch {
-			case x.Name < y.Name:
-				return -1
-			case x.Name > y.Name:
-				return 1
-			}
-			return 0
-		})
-		return s
-	}
-	return slices.Equal(key(a), key(b))
 }
 
 // repair buries, on their new owners, the keys this process wrote since

@@ -167,6 +167,12 @@ func TestTopologyRefused(t *testing.T) {
 	for i := range 50 {
 		mustGet(t, c, fmt.Sprint("k", i), "v")
 	}
+	// The same nodes under a new version: the version alone changes.
+	src.publish(&topology.Topology{Version: 3, Nodes: cl.nodes()})
+	waitFor(t, "version 3", func() bool { return c.TopologyInfo().Version == 3 })
+	if s := c.TopologyInfo(); s.Applied != 1 || c.Migration().Active || c.Migration().Start != (time.Time{}) {
+		t.Fatalf("after the same nodes again: %+v, migration %+v; want nothing applied", s, c.Migration())
+	}
 }
 
 // TestTopologyWait: New fails with ErrNoTopology, wrapping the source's

@@ -644,7 +644,10 @@ func (c *Client) migrate(old ring.Locator, oldConns map[string]*member, p ring.L
 			}
 		}
 	}
-	return &state{placement: p, own: own, mig: m, conns: conns}, nil
+	// Known before its start (a MigrateFrom given ahead): writes before it
+	// leave tombstones on the new owners.
+	announced := start.After(c.opts.Now())
+	return &state{placement: p, own: own, mig: m, conns: conns, announced: announced}, nil
 }
 
 // retireIfOver drops the old placement if the window has passed. Operations

@@ -112,11 +112,12 @@ func verify(t *testing.T, rc run, o outcome) {
 			t.Logf("schedule: %s\nreplay: %s", o.schedule, rc.replay())
 		}
 	})
-	var ops, downs, moved int64
+	var ops, downs, moved, refused int64
 	for _, s := range h.Stats {
 		ops += s.Ops
 		downs += s.Downs
 		moved += s.Backfills + s.SweepCopied
+		refused += s.BackfillsSkipped
 	}
 	applied := 0
 	for _, f := range h.Faults {
@@ -124,8 +125,8 @@ func verify(t *testing.T, rc run, o outcome) {
 			applied++
 		}
 	}
-	t.Logf("%s async=%d: %d faults applied, breaker opened %d times, %d keys moved; read in %v, checked in %v; %s",
-		rc.Backend, rc.Async, applied, downs, moved, o.read.Round(time.Millisecond), o.check.Round(time.Millisecond),
+	t.Logf("%s async=%d: %d faults applied, breaker opened %d times, %d keys moved (%d copies refused); read in %v, checked in %v; %s",
+		rc.Backend, rc.Async, applied, downs, moved, refused, o.read.Round(time.Millisecond), o.check.Round(time.Millisecond),
 		strings.TrimSpace(res.Summary()))
 
 	minOps, minFaults := 1000, len(o.schedule.Faults)
@@ -138,8 +139,11 @@ func verify(t *testing.T, rc run, o outcome) {
 	if applied < minFaults {
 		t.Errorf("%d faults applied, want %d", applied, minFaults)
 	}
-	if rc.Window > 0 && moved == 0 {
-		t.Error("the migration moved no key (no backfill, no sweep copy)")
+	// A copy refused (the new owner had a newer value, or a tombstone)
+	// exercised the migration as much as one made: with a hot keyspace
+	// written all through the window, every copy may find the key there.
+	if rc.Window > 0 && moved+refused == 0 {
+		t.Error("the migration attempted no copy (no backfill, no sweep copy, none refused)")
 	}
 	breaks := false
 	for _, f := range o.schedule.Faults {

@@ -121,7 +121,7 @@ func verify(t *testing.T, rc run, o outcome) {
 	}
 	applied := 0
 	for _, f := range h.Faults {
-		if f.Kind != chaos.Sweep {
+		if !f.Event() {
 			applied++
 		}
 	}

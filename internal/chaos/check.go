@@ -109,7 +109,7 @@ type keyOps struct {
 func Check(h *History) *Result {
 	res := &Result{Ops: make(map[Kind]int)}
 	for _, f := range h.Faults {
-		if f.Kind != Sweep {
+		if !f.Event() {
 			res.Faults++
 		}
 	}

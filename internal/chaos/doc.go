@@ -12,6 +12,12 @@
 // (NewSchedule): server kills and restarts, SIGSTOP, latency, timeouts,
 // resets, partitions, a client process killed in the middle of a migration.
 //
+// A worker may instead follow a topology published in etcd
+// (WorkerConfig.Follow, client.Options.Topology), recording what it
+// applied and when (TopologyEvent), or reshard on its own at its own time
+// (WorkerConfig.SelfReshard): the fleet tests run the rollout protocol of
+// package topology, and its counterexample, over several processes.
+//
 // Check applies the rules of a cache: a read may miss at any time, but a
 // value it returns was not overwritten or deleted by an acknowledged
 // operation that completed before the read began (see Rule); counters count

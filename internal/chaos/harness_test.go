@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -327,7 +328,17 @@ func (p *proc) wait(deadline time.Time) {
 			p.t.Fatalf("worker p%d.%d: %v\n%s", p.cfg.Proc, p.cfg.Incarnation, err, out)
 		}
 	case <-time.After(time.Until(deadline)):
-		p.kill()
+		// SIGQUIT first: the Go runtime prints every goroutine's stack
+		// into the output, which says where it hangs.
+		_ = cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-done:
+			p.mu.Lock()
+			p.cmd = nil
+			p.mu.Unlock()
+		case <-time.After(5 * time.Second):
+			p.kill()
+		}
 		out, _ := os.ReadFile(p.output)
 		p.t.Fatalf("worker p%d.%d did not end by itself\n%s", p.cfg.Proc, p.cfg.Incarnation, out)
 	}

@@ -125,6 +125,10 @@ type Fault struct {
 // Wipes reports whether the fault may have deleted the keys of its node.
 func (f Fault) Wipes() bool { return f.Kind == KillServer }
 
+// Event reports whether the record is a worker's action (a sweep, a
+// reshard) recorded beside the faults, not a fault.
+func (f Fault) Event() bool { return f.Kind == Sweep || f.Kind == Reshard }
+
 // RunInfo describes one run: what the checker needs besides operations.
 type RunInfo struct {
 	Backend string `json:"backend"`
@@ -147,6 +151,9 @@ type History struct {
 	// Stats are the processes' closing statistics, one per incarnation
 	// that exited normally.
 	Stats []WorkerStats
+	// Topologies are what the processes that follow a topology saw of it
+	// (WorkerConfig.Follow), by time.
+	Topologies []TopologyEvent
 }
 
 // WorkerStats is what a worker process saw of its client at exit.
@@ -160,8 +167,10 @@ type WorkerStats struct {
 	Downs, Dropped, Missed int64
 	// Backfills, BackfillsSkipped (refused: newer or buried),
 	// DualWriteErrors and SweepCopied are the migration's counters in this
-	// process.
+	// process, and FallbackHits and FallbackMisses its reads that missed
+	// the new owner and then found the old one's copy, or nothing.
 	Backfills, BackfillsSkipped, DualWriteErrors, SweepCopied int64
+	FallbackHits, FallbackMisses                              int64
 }
 
 // The file format: one record a line, its fields separated by tabs, so
@@ -171,6 +180,7 @@ type WorkerStats struct {
 //	i  proc inc goroutine seq at kind keys value          an invocation
 //	r  proc inc goroutine seq at status =result hits err  a completion
 //	j  {"info": ...} | {"fault": ...} | {"stats": ...}    the rest, as JSON
+//	   | {"topology": ...}
 //
 // at is wall-clock nanoseconds; keys are joined with commas; the result, if
 // any, follows an equals sign; hits are key=value pairs joined with commas. A field that holds a tab, a newline,
@@ -178,9 +188,10 @@ type WorkerStats struct {
 // (strconv.Quote, with commas and equals signs as \x escapes); nothing the
 // harness writes needs it but errors.
 type meta struct {
-	Info  *RunInfo     `json:"info,omitempty"`
-	Fault *Fault       `json:"fault,omitempty"`
-	Stats *WorkerStats `json:"stats,omitempty"`
+	Info  *RunInfo       `json:"info,omitempty"`
+	Fault *Fault         `json:"fault,omitempty"`
+	Stats *WorkerStats   `json:"stats,omitempty"`
+	Topo  *TopologyEvent `json:"topology,omitempty"`
 }
 
 // Recorder writes one process's history. Each record is one write(2), made
@@ -285,6 +296,9 @@ func (r *Recorder) Fault(f Fault) { r.meta(meta{Fault: &f}) }
 // Stats records a process's closing statistics.
 func (r *Recorder) Stats(s WorkerStats) { r.meta(meta{Stats: &s}) }
 
+// Topology records what a process saw of the topology it follows.
+func (r *Recorder) Topology(e TopologyEvent) { r.meta(meta{Topo: &e}) }
+
 func (r *Recorder) meta(m meta) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -365,6 +379,7 @@ func merge(parts []*History) *History {
 		h.Ops = append(h.Ops, p.Ops...)
 		h.Faults = append(h.Faults, p.Faults...)
 		h.Stats = append(h.Stats, p.Stats...)
+		h.Topologies = append(h.Topologies, p.Topologies...)
 	}
 	h.sort()
 	return h
@@ -412,6 +427,9 @@ func (h *History) add(ops map[OpID]*Op, line string) error {
 		}
 		if m.Stats != nil {
 			h.Stats = append(h.Stats, *m.Stats)
+		}
+		if m.Topo != nil {
+			h.Topologies = append(h.Topologies, *m.Topo)
 		}
 		return nil
 	case "i", "r":
@@ -492,7 +510,8 @@ func (h *History) add(ops map[OpID]*Op, line string) error {
 	return nil
 }
 
-// sort orders operations by invocation, then id, and faults by start.
+// sort orders operations by invocation, then id, faults by start, and
+// topology events by time.
 func (h *History) sort() {
 	sort.Slice(h.Ops, func(i, j int) bool {
 		a, b := h.Ops[i], h.Ops[j]
@@ -502,6 +521,7 @@ func (h *History) sort() {
 		return a.ID.String() < b.ID.String()
 	})
 	sort.Slice(h.Faults, func(i, j int) bool { return h.Faults[i].Start < h.Faults[j].Start })
+	sort.Slice(h.Topologies, func(i, j int) bool { return h.Topologies[i].At < h.Topologies[j].At })
 }
 
 // Value makes the unique value of a write: its operation's id, readable in

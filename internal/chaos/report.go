@@ -142,8 +142,8 @@ func Describe(h *History, v Violation, keyOps []*Op) string {
 	for _, f := range h.Faults {
 		if f.Start <= hi && f.End >= lo {
 			label := "fault: " + string(f.Kind)
-			if f.Kind == Sweep {
-				label = "sweep" // an event, not a fault
+			if f.Event() {
+				label = string(f.Kind) // an event, not a fault
 			}
 			fmt.Fprintf(&b, "  %s %s %s from %s to %s\n", label, f.Target, f.Detail, rel(h, f.Start), rel(h, f.End))
 		}

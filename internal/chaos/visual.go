@@ -160,7 +160,7 @@ func Visualize(w io.Writer, h *History, v Violation) error {
 	for _, f := range h.Faults {
 		if f.Start <= hi && f.End >= lo {
 			tag := "faults"
-			if f.Kind == Sweep {
+			if f.Event() {
 				tag = "events"
 			}
 			notes = append(notes, porcupine.Annotation{

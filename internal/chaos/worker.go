@@ -12,14 +12,19 @@ import (
 
 	"github.com/shardcache/shardcache/client"
 	"github.com/shardcache/shardcache/ring"
+	"github.com/shardcache/shardcache/topology"
 )
 
 // WorkerEnv is the environment variable in which the harness hands a worker
 // process its WorkerConfig, as JSON.
 const WorkerEnv = "SHARDCACHE_CHAOS_WORKER"
 
-// Sweep is the event of a sweep run by a worker, recorded beside the faults.
-const Sweep FaultKind = "sweep"
+// Sweep and Reshard are the events of a sweep run by a worker, and of a
+// Reshard it called (WorkerConfig.SelfReshard), recorded beside the faults.
+const (
+	Sweep   FaultKind = "sweep"
+	Reshard FaultKind = "reshard"
+)
 
 // Bug is a broken system under test of the harness's own, to show that the
 // checker catches what it must before the client's seeded-bug builds exist.
@@ -79,6 +84,14 @@ type WorkerConfig struct {
 	// Sweep makes this process run client.Sweep once the migration starts.
 	Sweep bool
 	Bug   Bug
+	// SelfReshard makes the process start on Old alone and call
+	// client.Reshard(New, Window) itself at ReshardAt, as a process told of
+	// a change on its own does: without a shared start, each process's
+	// ReshardAt is its own. The rollout protocol's counterexample.
+	SelfReshard bool
+	// Follow, when set, makes the process follow a topology published in
+	// etcd instead (Old, New and ReshardAt unused).
+	Follow *FollowConfig
 	// History is the file the worker writes.
 	History string
 }
@@ -114,42 +127,108 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, rec *Recorder) error {
 	if cfg.Mix == (Mix{}) {
 		w.cfg.Mix = DefaultMix
 	}
-	var err error
-	opts := w.options(cfg.New)
-	if cfg.ReshardAt != 0 {
-		opts.MigrateFrom = &client.MigrateFrom{Nodes: cfg.Old, Start: time.Unix(0, cfg.ReshardAt), Window: cfg.Window}
-		if time.Now().UnixNano() < cfg.ReshardAt {
-			if w.old, err = client.New(w.options(cfg.Old)); err != nil {
-				return err
-			}
-			defer w.old.Close()
-		}
-	}
-	if w.cur, err = client.New(opts); err != nil {
-		return err
-	}
-	defer w.cur.Close()
-	if cfg.Bug == NoDualDelete {
-		if w.newOnly, err = client.New(w.options(cfg.New)); err != nil {
-			return err
-		}
-		defer w.newOnly.Close()
-	}
-
 	ctx, cancel := context.WithDeadline(ctx, time.Unix(0, cfg.End))
 	defer cancel()
 	var wg sync.WaitGroup
+	switch {
+	case cfg.Follow != nil:
+		migs := make(chan *topology.Topology, 1)
+		closeAll, err := w.follow(ctx, migs)
+		if err != nil {
+			return err
+		}
+		defer closeAll()
+		if cfg.Sweep {
+			wg.Go(func() { w.sweepFollowed(ctx, migs) })
+		}
+	case cfg.SelfReshard:
+		var err error
+		if w.cur, err = client.New(w.options(cfg.Old)); err != nil {
+			return err
+		}
+		defer w.cur.Close()
+		wg.Go(func() { w.reshard(ctx) })
+	default:
+		closeAll, err := w.fixed()
+		if err != nil {
+			return err
+		}
+		defer closeAll()
+		if cfg.Sweep && cfg.ReshardAt != 0 {
+			wg.Go(func() { w.sweepAt(ctx, time.Unix(0, cfg.ReshardAt).Add(500*time.Millisecond)) })
+		}
+	}
 	for g := range cfg.Goroutines {
 		wg.Go(func() { w.loop(ctx, g) })
-	}
-	if cfg.Sweep && cfg.ReshardAt != 0 {
-		wg.Go(func() { w.sweep(ctx) })
 	}
 	wg.Wait()
 	w.rec.Stats(w.stats())
 	return w.rec.Err()
 }
 
+// fixed builds the clients of a run given its placements: every process is
+// given the same MigrateFrom.
+func (w *worker) fixed() (func(), error) {
+	cfg := w.cfg
+	var err error
+	var closers []*client.Client
+	closeAll := func() {
+		for _, c := range closers {
+			c.Close()
+		}
+	}
+	opts := w.options(cfg.New)
+	if cfg.ReshardAt != 0 {
+		opts.MigrateFrom = &client.MigrateFrom{Nodes: cfg.Old, Start: time.Unix(0, cfg.ReshardAt), Window: cfg.Window}
+		if time.Now().UnixNano() < cfg.ReshardAt {
+			if w.old, err = client.New(w.options(cfg.Old)); err != nil {
+				return nil, err
+			}
+			closers = append(closers, w.old)
+		}
+	}
+	if w.cur, err = client.New(opts); err != nil {
+		closeAll()
+		return nil, err
+	}
+	closers = append(closers, w.cur)
+	if cfg.Bug == NoDualDelete {
+		if w.newOnly, err = client.New(w.options(cfg.New)); err != nil {
+			closeAll()
+			return nil, err
+		}
+		closers = append(closers, w.newOnly)
+	}
+	return closeAll, nil
+}
+
+// reshard calls Reshard at ReshardAt, recorded as an event.
+func (w *worker) reshard(ctx context.Context) {
+	if !waitUntil(ctx, time.Unix(0, w.cfg.ReshardAt)) {
+		return
+	}
+	start := time.Now().UnixNano()
+	detail := fmt.Sprintf("to %d nodes, window %v", len(w.cfg.New), w.cfg.Window)
+	if err := w.cur.Reshard(w.cfg.New, w.cfg.Window); err != nil {
+		detail += " error: " + err.Error()
+	}
+	w.rec.Fault(Fault{Kind: Reshard, Target: fmt.Sprintf("p%d", w.cfg.Proc), Detail: detail, Start: start, End: time.Now().UnixNano()})
+}
+
+// waitUntil waits for at, false if ctx ends first.
+func waitUntil(ctx context.Context, at time.Time) bool {
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// options are the client's options over nodes (none when the client
+// follows a topology).
 func (w *worker) options(nodes []ring.Node) client.Options {
 	c := w.cfg.Client
 	b := client.Redis
@@ -298,15 +377,9 @@ func (w *worker) done(id OpID, err error, v []byte) {
 	}
 }
 
-// sweep runs one Sweep half a second into the migration, recorded as an
-// event.
-func (w *worker) sweep(ctx context.Context) {
-	at := time.Unix(0, w.cfg.ReshardAt).Add(500 * time.Millisecond)
-	t := time.NewTimer(time.Until(at))
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
+// sweepAt runs one Sweep at at, recorded as an event.
+func (w *worker) sweepAt(ctx context.Context, at time.Time) {
+	if !waitUntil(ctx, at) {
 		return
 	}
 	start := time.Now().UnixNano()
@@ -332,5 +405,6 @@ func (w *worker) stats() WorkerStats {
 	}
 	t := w.cur.Stats().MigrationTotals
 	s.Backfills, s.BackfillsSkipped, s.DualWriteErrors, s.SweepCopied = t.Backfills, t.BackfillsSkipped, t.DualWriteErrors, t.SweepCopied
+	s.FallbackHits, s.FallbackMisses = t.FallbackHits, t.FallbackMisses
 	return s
 }

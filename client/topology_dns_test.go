@@ -261,3 +261,95 @@ func testFollowDNS(t *testing.T, kind string) {
 		t.Fatalf("Nodes %v still list the old address %s", c.Nodes(), cl.addrs[2])
 	}
 }
+
+// TestFollowDNSRemovedTarget: a StatefulSet scaled from 5 pods to 4. The
+// pod is gone (its server stopped) before its target leaves the answers,
+// and after the grace the DNS source drops it: the change has no migration,
+// so the client runs one of Window, starting Lead after it, whose old
+// placement holds the node that is gone. The keys it owned have nowhere
+// to be copied from; what a user needs is that they can be written and
+// read (as misses) on their new owners.
+//
+// It fails today: until the start, reads go to the old placement alone,
+// the gone node; in the window every write of those keys must reach the
+// old owner too, and fails (write, ops.go), unless Options.FailOpen
+// forgives a node held down. For Lead + Window (30 s + 1 h by default)
+// the keys of a removed pod can be neither read nor written.
+func TestFollowDNSRemovedTarget(t *testing.T) {
+	cl := newCluster(t, "memcached", 5)
+	dns := newDNSFleet(t, cl, 1)
+	dns.srv(t, 0, 1, 2, 3, 4)
+	src := &topology.DNS{Name: dnsSRV, Server: dns.servers[0].Addr, Interval: 50 * time.Millisecond, Grace: 200 * time.Millisecond}
+	c := cl.client(t, Options{Topology: &TopologyOptions{Source: src, Wait: 5 * time.Second, Skew: 50 * time.Millisecond,
+		Lead: 200 * time.Millisecond, Window: time.Minute}})
+	ctx := t.Context()
+	var keys []string
+	for i := 0; len(keys) < 20; i++ {
+		if k := fmt.Sprint("k", i); c.Locate(k).Name == dnsTarget(4) {
+			keys = append(keys, k)
+		}
+	}
+	v := c.TopologyInfo().Version
+	cl.stop(4)
+	dns.srv(t, 0, 1, 2, 3, -1)
+	waitFor(t, "the target dropped", func() bool { return c.TopologyInfo().Version != v })
+	waitFor(t, "the window", func() bool { return c.TopologyInfo().Phase == topology.During })
+	for _, k := range keys {
+		if err := c.Set(ctx, k, []byte("v"), 0); err != nil {
+			t.Fatalf("Set(%s) in the window after its node left: %v; want it stored on its new owner, %v", k, err, c.Locate(k))
+		}
+		mustGet(t, c, k, "v")
+	}
+}
+
+// TestBareTopologyStartedDuringLead pins a limitation docs/fleet.md states:
+// a change without a migration (DNS, a bare node list) carries no start,
+// so a process that starts during another's lead (a restart, a scale-up of
+// the application) knows nothing of the old nodes and runs the new ones
+// alone. Its writes of moved keys reach their new owners only, while the
+// other, before its start, reads the old owners: it reads the value one
+// write old, for every moved key. A published migration (etcd, a file with
+// one) does not have it: the newcomer resumes it. If this test fails, the
+// limitation is gone: update docs/fleet.md.
+func TestBareTopologyStartedDuringLead(t *testing.T) {
+	cl := newCluster(t, "redis-server", 4)
+	ctx := t.Context()
+	t1 := &topology.Topology{Version: 1, Nodes: cl.nodes(0, 1, 2)}
+	t2 := &topology.Topology{Version: 2, Nodes: cl.nodes()} // no migration
+	srcA := make(chanSource, 1)
+	srcA.publish(t1)
+	optsA := followOpts(srcA)
+	optsA.Topology.Lead, optsA.Topology.Window = time.Minute, time.Minute
+	a := cl.client(t, optsA)
+	moved := movedBetween(t, t1.Nodes, t2.Nodes, 20)
+	for _, k := range moved {
+		if err := a.Set(ctx, k, []byte("v1"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srcA.publish(t2)
+	waitFor(t, "version 2 in the first process", func() bool { return a.TopologyInfo().Version == 2 })
+	if s := a.TopologyInfo(); s.Phase != topology.Before {
+		t.Fatalf("the first process: %+v; want it waiting for its start", s)
+	}
+
+	srcB := make(chanSource, 1)
+	srcB.publish(t2) // what the source says when the second process starts
+	b := cl.client(t, followOpts(srcB))
+	if m := b.Migration(); m.Active || len(b.Nodes()) != 4 {
+		t.Fatalf("the newcomer: migration %+v, Nodes %v; want the new nodes alone", m, b.Nodes())
+	}
+	stale := 0
+	for _, k := range moved {
+		if err := b.Set(ctx, k, []byte("v2"), 0); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := a.Get(ctx, k); err == nil && string(v) == "v1" {
+			stale++
+		}
+	}
+	if stale != len(moved) {
+		t.Fatalf("%d of %d moved keys read stale by the process in its lead; the limitation docs/fleet.md states is gone or changed", stale, len(moved))
+	}
+	t.Logf("%d of %d moved keys read one write old", stale, len(moved))
+}

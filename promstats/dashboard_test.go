@@ -34,7 +34,8 @@ func TestDashboardQueries(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"Hit rate per node", "Fallback share during a migration", "Errors per node", "p99 latency per node",
-		"Data per node: memory over limit", "Data per node: items", "Data per node: evictions"} {
+		"Data per node: memory over limit", "Data per node: items", "Data per node: evictions",
+		"Topology version per process", "Topology errors"} {
 		found := false
 		for _, p := range dash.Panels {
 			found = found || p.Title == want
@@ -161,16 +162,12 @@ type family struct {
 	labels    map[string]map[string]bool // label -> values seen
 }
 
-// exportedMetrics gathers the collector of a client that read, missed and
-// wrote on an embedded server, and the node collector of a client of a real
+// exportedMetrics gathers the collector of a client following a topology
+// that read, missed and wrote on an embedded server, and the node collector of a client of a real
 // Redis with a memory limit (the embedded one has no INFO memory).
 func exportedMetrics(t *testing.T) map[string]family {
 	srv := miniredis.RunT(t)
-	c, err := client.New(client.Options{Nodes: []ring.Node{{Name: "a", Addr: srv.Addr()}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, _ := following(t, []ring.Node{{Name: "a", Addr: srv.Addr()}}, 1, 0)
 	ctx := context.Background()
 	c.Set(ctx, "k", []byte("v"), time.Hour)
 	c.Get(ctx, "k")

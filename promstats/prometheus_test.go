@@ -35,10 +35,12 @@ const promTimeout = 30 * time.Second
 // and the rules of docs/alerts.yml, on a real Prometheus scraping two
 // clients over real Redis servers: one in a migration's window, reading
 // keys that a process still on the old node list writes, so that fallback
-// and backfill counters move; one holding a stopped server down. Each
-// panel's and annotation's query returns at least one series with a value,
-// each rule evaluates without error, each recording rule returns a series,
-// and the node-down alert goes pending for the stopped server.
+// and backfill counters move; one holding a stopped server down; two
+// following a topology, on different versions. Each panel's and
+// annotation's query returns at least one series with a value, each rule
+// evaluates without error, each recording rule returns a series, and the
+// node-down alert goes pending for the stopped server, the versions alert
+// for the two versions.
 func TestDashboardOnPrometheus(t *testing.T) {
 	servers := testserver.RedisArgs(t, 5, "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru") // limits for "Data per node"
 	addrs := testserver.Addrs(servers)
@@ -69,6 +71,12 @@ func TestDashboardOnPrometheus(t *testing.T) {
 
 	migratingTarget := serveMetrics(t, migrating, seen.read, seen.found)
 	targets := []string{migratingTarget, serveMetrics(t, held)}
+	// Two processes following a topology, on versions 7 and 8: a rollout
+	// under way, or one of them left behind.
+	for _, version := range []int64{7, 8} {
+		f, _ := following(t, oldNodes, version, 0)
+		targets = append(targets, serveMetrics(t, f))
+	}
 	prom := testserver.PrometheusWith(t, testserver.PrometheusConfig{Targets: targets, RuleFiles: []string{alertsFile}})
 	api := promAPI{t: t, base: "http://" + prom.Addr}
 
@@ -136,6 +144,9 @@ func TestDashboardOnPrometheus(t *testing.T) {
 	}
 	api.awaitRulesHealthy()
 	api.await(`ALERTS{alertname="ShardcacheNodeDown",node="e",addr="`+addrs[4]+`"}`, nil)
+	if got := api.await(`ALERTS{alertname="ShardcacheTopologyVersionsDiffer",job="`+testserver.PrometheusJob+`"}`, nil); len(got) != 1 {
+		t.Errorf("ShardcacheTopologyVersionsDiffer: %v, want one alert for the job", got)
+	}
 }
 
 // appReads counts the keys the application read and found.

@@ -35,6 +35,17 @@
 //	shardcache_getorload_<counter>_total             each counter of client.LoadStats: hits,
 //	                                                 negative_hits, misses, loads, throttled, ...
 //
+// and, for a client that follows a topology (client.Options.Topology),
+// from its TopologyInfo:
+//
+//	shardcache_topology_version                      the version it runs: the processes of
+//	                                                 a fleet differ while a rollout is
+//	                                                 under way
+//	shardcache_topology_refused_total                topologies refused, the last one kept
+//	shardcache_topology_source_errors_total          errors of the source (NXDOMAIN, ...)
+//	shardcache_topology_late_total                   topologies received after their start
+//	shardcache_topology_repair_failures_total        repairs after a late one that failed
+//
 // Nodes that leave the client's placements are no longer reported. The op
 // values are those of client.OpStats.Op.
 //
@@ -117,7 +128,8 @@ type Collector struct {
 	requests, keys, duration, up, weight, placement *prometheus.Desc
 	active, windowEnd, moved, migrations            *prometheus.Desc
 	counters, loads                                 []counterDesc
-	near                                            nearDescs // nearcache.go
+	near                                            nearDescs     // nearcache.go
+	topology                                        topologyDescs // topology.go
 }
 
 // counterDesc is one int64 field of a struct of counters (migration.Snapshot,
@@ -161,6 +173,7 @@ func New(src Source, constLabels prometheus.Labels) *Collector {
 	c.counters = counterDescs[migration.Snapshot](d, MigrationCounterName, ", summed over every migration of the client.")
 	c.loads = counterDescs[client.LoadStats](d, LoadCounterName, ": what GetOrLoad and GetMultiOrLoad did.")
 	c.near = newNearDescs(d)
+	c.topology = newTopologyDescs(d)
 	return c
 }
 
@@ -174,6 +187,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- cd.desc
 	}
 	c.near.describe(ch)
+	c.topology.describe(ch)
 }
 
 // Collect reads the client's Stats and sends every metric.
@@ -228,6 +242,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(cd.desc, loads.Field(cd.field).Int())
 	}
 	c.near.collect(c.src, ch)
+	c.topology.collect(c.src, ch)
 }
 
 // histogram converts a latency histogram to Prometheus's cumulative buckets,

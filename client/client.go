@@ -347,6 +347,11 @@ type state struct {
 	// the client received its topology late and reads the old placement
 	// alone until it has repaired the new owners (topology.go).
 	hold bool
+	// gone are the addresses of old nodes that a change without a
+	// migration removed (a DNS target that left the answers): a pod gone,
+	// most likely. A failure to reach one is forgiven (failopen.go): its
+	// keys have nowhere to come from, and must still be writable.
+	gone map[string]bool
 	// announced: the migration was known before its start, by this
 	// process or others (a topology's), so writes before it may have left
 	// tombstones on the new owners (copy.go, tombTTL).

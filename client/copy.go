@@ -41,42 +41,44 @@ import (
 // processes in the same migration, a little behind.
 const tombMargin = time.Minute
 
-// bury buries keys on their new owner n, for ttl.
-func (c *Client) bury(ctx context.Context, n node.Node, keys []string, ttl time.Duration) ([]bool, error) {
+// bury buries keys on their new owner n, for ttl, with tombstones of
+// kind: node.TombDeleted for a Delete's, node.TombWritten for a write
+// routed to the old owner alone (before the start), which a copy made
+// after the handover replaces.
+func (c *Client) bury(ctx context.Context, n node.Node, keys []string, ttl time.Duration, kind node.TombKind) ([]bool, error) {
 	if bugNoTomb { // a seeded bug (seeded.go)
 		found := make([]bool, len(keys))
 		return found, n.DeleteMulti(ctx, keys)
 	}
-	return n.Bury(ctx, keys, ttl)
+	return n.Bury(ctx, keys, ttl, kind)
 }
 
-// copyLife bounds how long a copy may take from its read of the old owner
-// to its write on the new one: a synchronous copy is bounded by the
-// network timeouts, and the backfill worker drops a queued copy older than
-// this. A tombstone left before the migration's start needs to outlive
-// only the copies that read the old owner before the write that left it.
-const copyLife = 10 * time.Second
-
-// tombTTL is the life of a tombstone left at now. In the window: to its
-// end, the skew after it (while others may still copy) and tombMargin.
-// Before the start (a write there buries the new owner, which must hold no
-// value yet): until every copy that read the old owner before this write
-// is over, start + 2×skew + copyLife, for copies begin at start+skew by the
-// clock of their process (see shortTomb); the value written is then copied
-// as any other, instead of being refused until the window's end.
+// tombTTL is the life of a tombstone left at now: to the window's end, the
+// skew after it (while others may still copy) and tombMargin.
 func tombTTL(st *state, now time.Time) time.Duration {
-	if now.Before(st.mig.Start()) {
-		return max(st.mig.Start().Sub(now), 0) + shortTomb(st)
-	}
 	return max(st.mig.End().Add(st.mig.Skew()).Sub(now), 0) + tombMargin
 }
 
-// shortTomb is how long a tombstone must outlive the write that leaves it
-// before copies are made, or while they may be: a copy that read the old
-// owner before the write began at the earliest at start+skew by its
-// process's clock, up to a skew later than the writer's, and is over
-// within copyLife.
-func shortTomb(st *state) time.Duration { return 2*st.mig.Skew() + copyLife + time.Second }
+// The handover. Before a migration's start, and until start+skew for an
+// update that depends on the key's value (migration.RouteUpdate), a write
+// goes to the old owner alone and leaves the new owner a tombstone of kind
+// node.TombWritten, which refuses the copies of readers who may have read
+// the old owner before that write. Every such write began before
+// start+skew by its process's clock, so before start+2×skew by any other,
+// and was over within the network timeouts. A copy whose read of the old
+// owner began later than that, at the handover, read every such write: it
+// may replace a TombWritten tombstone (node.Item.OverWritten), and that is
+// how a key written before the start, a counter included, reaches its new
+// owner. Between start+skew and the handover an update that depends on a
+// moved key's value waits (beginUpdate): one that went to the old owner
+// then could follow a copy made at the handover, and be lost.
+
+// handover returns when copies may replace TombWritten tombstones: start +
+// 3×skew + the longest a write may take, at least a second.
+func (c *Client) handover(st *state) time.Time {
+	slack := max(time.Second, c.opts.DialTimeout+c.opts.WriteTimeout+c.opts.ReadTimeout)
+	return st.mig.Start().Add(3*st.mig.Skew() + slack)
+}
 
 // copyHow says how fromOld copies.
 type copyHow struct {
@@ -189,6 +191,7 @@ func (c *Client) fromOld(ctx context.Context, st *state, now time.Time, keys []s
 			i := b.idx[j]
 			var ok bool
 			if it.TTL, ok = st.mig.BackfillTTL(it.Key, now, it.TTL, it.TTLKnown); ok && routes[i].Backfill {
+				it.OverWritten = !now.Before(c.handover(st)) // read after every write the old owner alone took
 				copies.add(routes[i].New, *it, i, false)
 			}
 		}
@@ -292,14 +295,13 @@ type pendingBackfill struct {
 	st    *state
 	node  ring.Node
 	items []item
-	at    time.Time // when it was queued, just after its read
 }
 
 // enqueue hands copies to the backfill worker, or drops and counts them when
 // its queue is full: a read must not wait for a copy.
 func (c *Client) enqueue(st *state, n ring.Node, items []item) {
 	select {
-	case c.queue <- pendingBackfill{st, n, items, c.opts.Now()}:
+	case c.queue <- pendingBackfill{st, n, items}:
 		c.queueAccepts(n)
 	default: // full, or closed: the worker has gone
 		st.mig.Counters.BackfillsDropped.Add(int64(len(items)))
@@ -319,9 +321,7 @@ func (c *Client) backfillWorker(ctx context.Context) {
 		case <-c.done:
 			return
 		case p := <-c.queue:
-			// Past the window its tombstones may be gone; past copyLife, a
-			// tombstone left before the start may be (tombTTL).
-			if now := c.opts.Now(); !p.st.mig.Backfilling(now) || now.Sub(p.at) > copyLife {
+			if !p.st.mig.Backfilling(c.opts.Now()) { // past the window: its tombstones may be gone
 				p.st.mig.Counters.BackfillsDropped.Add(int64(len(p.items)))
 				continue
 			}

@@ -1,6 +1,10 @@
 package client
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/shardcache/shardcache/internal/node"
+)
 
 // Options.FailOpen trades errors for misses: an application that reads
 // through the cache to a database (cache-aside) keeps serving while a node is
@@ -13,11 +17,11 @@ import "errors"
 // routed with st: when err is a *NodeError from a node held down, a read
 // becomes ErrCacheMiss and a write is dropped (nil), counted on the node.
 func (c *Client) open(st *state, err error, read bool) error {
-	if err == nil || !c.opts.FailOpen {
+	if err == nil || !c.opts.FailOpen && st.gone == nil {
 		return err
 	}
 	var ne *NodeError
-	if !errors.As(err, &ne) || ne.Err != ErrNodeDown {
+	if !errors.As(err, &ne) || !(c.opts.FailOpen && ne.Err == ErrNodeDown || st.goneFailed(ne.Node.Addr, ne.Err)) {
 		return err
 	}
 	c.countOpen(st, ne.Node.Addr, 1, read)
@@ -30,11 +34,19 @@ func (c *Client) open(st *state, err error, read bool) error {
 // openBatch reports whether a multi-key batch's failure is dropped by
 // FailOpen (the node is held down), and counts its n keys if so.
 func (c *Client) openBatch(st *state, b *batch, n int, read bool) bool {
-	if !c.opts.FailOpen || b.err != ErrNodeDown {
+	if !(c.opts.FailOpen && b.err == ErrNodeDown || st.goneFailed(b.node.Addr, b.err)) {
 		return false
 	}
 	c.countOpen(st, b.node.Addr, n, read)
 	return true
+}
+
+// goneFailed reports whether err, from the node at addr, is a failure to
+// reach a node that a change without a migration removed (state.gone):
+// such a node is not needed for a write or a delete to succeed, and its
+// reads are misses, as FailOpen makes them for a node held down.
+func (st *state) goneFailed(addr string, err error) bool {
+	return st.gone[addr] && (err == ErrNodeDown || node.Unreachable(err))
 }
 
 // countOpen counts n reads answered as misses, or n writes dropped, on the

@@ -135,7 +135,7 @@ func (n *memNode) DeleteMulti(ctx context.Context, keys []string) error {
 }
 
 // Bury deletes; the fuzzed splits never copy, so no tombstone is kept.
-func (n *memNode) Bury(_ context.Context, keys []string, _ time.Duration) ([]bool, error) {
+func (n *memNode) Bury(_ context.Context, keys []string, _ time.Duration, _ node.TombKind) ([]bool, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	found := make([]bool, len(keys))

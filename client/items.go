@@ -341,11 +341,14 @@ func (c *Client) DeleteFound(ctx context.Context, key string) (found bool, err e
 			plainFound, plainErr = items(r.st.conn(plainAt)).DeleteFound(ctx, key)
 		}
 	})
-	tombFound, tombErr := c.bury(ctx, r.st.conn(tombAt), []string{key}, tombTTL(r.st, r.now))
+	tombFound, tombErr := c.bury(ctx, r.st.conn(tombAt), []string{key}, tombTTL(r.st, r.now), node.TombDeleted)
 	wg.Wait()
 	r.counters().DualDeletes.Add(1)
 	if err := fail("delete", tombAt, key, tombErr); err != nil {
 		return false, err
+	}
+	if plainErr != nil && r.st.goneFailed(plainAt.Addr, plainErr) {
+		plainErr = nil // a node gone: nothing there to come back (failopen.go)
 	}
 	return plainFound || len(tombFound) == 1 && tombFound[0], fail("delete", plainAt, key, plainErr)
 }

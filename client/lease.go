@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/murmur3"
 
+	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/migration"
 )
 
@@ -204,7 +205,7 @@ func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, 
 	if len(tombs.list) > 0 {
 		ttl := tombTTL(st, now)
 		tombs.run(func(b *batch) error {
-			_, err := c.bury(ctx, b.conn, b.keys, ttl)
+			_, err := c.bury(ctx, b.conn, b.keys, ttl, node.TombWritten)
 			return err
 		})
 	}

@@ -430,9 +430,13 @@ func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk fu
 	var wg sync.WaitGroup
 	if len(tombs.list) > 0 {
 		ttl := tombTTL(st, now)
+		kind := node.TombWritten // a write before the start
+		if del {
+			kind = node.TombDeleted
+		}
 		wg.Go(func() {
 			tombs.run(func(b *batch) error {
-				_, err := c.bury(ctx, b.conn, b.keys, ttl)
+				_, err := c.bury(ctx, b.conn, b.keys, ttl, kind)
 				return err
 			})
 		})
@@ -449,7 +453,7 @@ func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk fu
 				st.mig.Counters.DualWriteErrors.Add(1)
 			}
 		}
-		if del || !c.openBatch(st, b, len(b.items), false) {
+		if del && !st.goneFailed(b.node.Addr, b.err) || !del && !c.openBatch(st, b, len(b.items), false) {
 			errs = append(errs, nodeErr(op, b.node, b.keys, b.err))
 		}
 	}

@@ -147,7 +147,7 @@ func (f *failing) AddMulti(context.Context, []node.Item) ([]bool, error) {
 }
 func (f *failing) Delete(context.Context, string) error        { return f.fail(node.OpDelete) }
 func (f *failing) DeleteMulti(context.Context, []string) error { return f.fail(node.OpDeleteMulti) }
-func (f *failing) Bury(context.Context, []string, time.Duration) ([]bool, error) {
+func (f *failing) Bury(context.Context, []string, time.Duration, node.TombKind) ([]bool, error) {
 	return nil, f.fail(node.OpDeleteMulti)
 }
 func (f *failing) Incr(context.Context, string, int64) (int64, error) {

@@ -37,13 +37,31 @@ func (c *Client) begin(ctx context.Context, key string) (route, error) {
 }
 
 // beginUpdate is begin for an operation that needs the key's present value
-// where it runs (migration.RouteUpdate).
+// where it runs (migration.RouteUpdate). For a moved key of a migration
+// announced before its start it waits, between start+skew and the
+// handover, for the handover (copy.go), within ctx.
 func (c *Client) beginUpdate(ctx context.Context, key string) (route, error) {
-	r, err := c.begin(ctx, key)
-	if err == nil && r.st.mig != nil {
+	for {
+		r, err := c.begin(ctx, key)
+		if err != nil || r.st.mig == nil {
+			return r, err
+		}
 		r.Route = r.st.mig.RouteUpdate(key, r.now)
+		if !r.Dual || !r.st.announced || r.now.Before(r.st.mig.Start().Add(r.st.mig.Skew())) {
+			return r, nil
+		}
+		wait := c.handover(r.st).Sub(r.now)
+		if wait <= 0 {
+			return r, nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return route{}, ctx.Err()
+		}
 	}
-	return r, err
 }
 
 // beginTTL is begin for writes that take a TTL, which must not be negative.
@@ -151,7 +169,7 @@ func (c *Client) onOld(ctx context.Context, r route, key string, op func(node.No
 		return op
 	}
 	return func(n node.Node) error {
-		_, err := c.bury(ctx, n, []string{key}, tombTTL(r.st, r.now))
+		_, err := c.bury(ctx, n, []string{key}, tombTTL(r.st, r.now), node.TombWritten)
 		return err
 	}
 }

@@ -106,7 +106,7 @@ func (c *Client) RedisDo(ctx context.Context, key string, op RedisOp, cmd redis.
 			return rdb.Process(ctx, cmd)
 		}
 		rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.Set(ctx, redisnode.TombKey(key), "1", tombTTL(r.st, r.now))
+			p.Set(ctx, redisnode.TombKey(key), redisnode.TombValue(node.TombDeleted), tombTTL(r.st, r.now))
 			p.Process(ctx, cmd)
 			return nil
 		})

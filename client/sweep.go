@@ -126,9 +126,7 @@ func (c *Client) Sweep(ctx context.Context, opts SweepOptions) (SweepStatus, err
 	// copied too.
 	from := st.mig.Start().Add(st.mig.Skew())
 	if st.announced {
-		// Two seconds more: memcached counts a TTL in whole seconds, on a
-		// clock that ticks once a second.
-		from = st.mig.Start().Add(shortTomb(st) + 2*time.Second)
+		from = c.handover(st) // its copies then replace writes' tombstones
 	}
 	if wait := from.Sub(now); wait > 0 {
 		t := time.NewTimer(wait)
@@ -276,6 +274,9 @@ func (sw *sweep) page(ctx context.Context, n ring.Node, sn node.Sweeper, page []
 	if len(moving) == 0 {
 		return
 	}
+	// Read after the handover, a dump may replace writes' tombstones
+	// (copy.go).
+	over := !sw.c.opts.Now().Before(sw.c.handover(sw.st))
 	got, err := sn.Dump(ctx, moving)
 	if err != nil {
 		sw.failed(n, len(moving), nodeErr("sweep_dump", n, itemKeys(moving), err))
@@ -288,6 +289,7 @@ func (sw *sweep) page(ctx context.Context, n ring.Node, sn node.Sweeper, page []
 			gone++
 			continue
 		}
+		it.OverWritten = over
 		dst.add(mig.New().Locate(it.Key), it, i, false)
 	}
 	sw.add(func(s *SweepStatus) { s.Gone += int64(gone) })

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/ring"
 	"github.com/shardcache/shardcache/topology"
 )
@@ -326,6 +327,7 @@ func (f *follower) apply(t *topology.Topology) {
 	}
 	start, window, skew := now, f.opts.Window, f.opts.Skew
 	late := false
+	var gone map[string]bool
 	if m := t.Migration; m != nil {
 		start, window, late = m.Start, m.Window, t.Late(now)
 	} else if old, err = f.readdressed(p); err != nil {
@@ -339,8 +341,9 @@ func (f *follower) apply(t *topology.Topology) {
 		start, window, skew = now, 0, 0 // addresses alone changed: at once
 	} else {
 		start, skew = now.Add(f.opts.Lead), skew+f.opts.Lead
+		gone = removed(old, p)
 	}
-	st, err := c.follow(old, p, start, window, skew, late)
+	st, err := c.follow(old, p, start, window, skew, late, gone)
 	switch {
 	case errors.Is(err, ErrMigrationActive):
 		f.mu.Lock()
@@ -368,6 +371,25 @@ func (f *follower) apply(t *topology.Topology) {
 		f.repair(st)
 	}
 	f.report(t)
+}
+
+// removed returns the addresses of old's nodes that p does not have, nil
+// when none.
+func removed(old, p ring.Locator) map[string]bool {
+	in := make(map[string]bool, len(p.Nodes()))
+	for _, n := range p.Nodes() {
+		in[n.Addr] = true
+	}
+	var gone map[string]bool
+	for _, n := range old.Nodes() {
+		if !in[n.Addr] {
+			if gone == nil {
+				gone = map[string]bool{}
+			}
+			gone[n.Addr] = true
+		}
+	}
+	return gone
 }
 
 // keep records t as the last topology, one that changes nothing the client
@@ -450,7 +472,7 @@ func (f *follower) readdressed(p ring.Locator) (ring.Locator, error) {
 // follow moves the client from old to p:
 // a migration that starts at start and lasts window, for clocks skew
 // apart, held before its start when held is set. It returns the new state.
-func (c *Client) follow(old, p ring.Locator, start time.Time, window, skew time.Duration, held bool) (*state, error) {
+func (c *Client) follow(old, p ring.Locator, start time.Time, window, skew time.Duration, held bool, gone map[string]bool) (*state, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.state.Load()
@@ -481,7 +503,7 @@ func (c *Client) follow(old, p ring.Locator, start time.Time, window, skew time.
 		c.pools.Release(old.Nodes())
 		return nil, err
 	}
-	next.hold, next.announced = held, true
+	next.hold, next.announced, next.gone = held, true, gone
 	c.state.Store(next)
 	c.releaseLocked(st.placement.Nodes())
 	if window == 0 {
@@ -510,9 +532,10 @@ func (f *follower) repair(st *state) {
 	for n, ks := range byOwner {
 		for i := 0; i < len(ks); i += repairBatch {
 			batch := ks[i:min(i+repairBatch, len(ks))]
-			// A short tombstone: what it must outlive is a copy made from
-			// the old owner before this process's write (copy.go).
-			if _, err := c.bury(ctx, st.conn(n), batch, shortTomb(st)); err != nil {
+			// A write's tombstone: the value this process wrote is on the
+			// old owner, and a copy made after the handover brings it over
+			// (copy.go).
+			if _, err := c.bury(ctx, st.conn(n), batch, tombTTL(st, c.opts.Now()), node.TombWritten); err != nil {
 				failure = nodeErr("repair", n, batch, err)
 				break
 			}

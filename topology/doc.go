@@ -77,12 +77,20 @@
 //
 //   - Backfills start at S+ε, not S. A process still Before by its clock
 //     buries N(k) where it replaces O(k), and a backfill that read O(k)
-//     before that write finds the tombstone. That tombstone lasts until
-//     S+2ε plus the longest a copy may take from its read to its write
-//     (the client's copyLife, ten seconds), not until the window's end, so
-//     that the value the write left on O(k) is copied afterwards like any
-//     other; a sweep waits for it. From S+ε every writer sets both owners,
-//     and the backfill's add-if-absent loses to them.
+//     before that write finds the tombstone. From S+ε every writer sets
+//     both owners, and the backfill's add-if-absent loses to them.
+//   - An update that depends on the value (an Incr, an append) runs on O(k)
+//     until S+ε, burying N(k) as a write before the start does: until then
+//     no copy may carry the value over. Such tombstones are of their own
+//     kind (the write's, node.TombWritten): the value is current on O(k).
+//     Every one was left before S+2ε by any clock and landed within the
+//     network timeouts, so a copy whose read of O(k) began after S+3ε and
+//     those timeouts (the handover) read every such write, and may replace
+//     it; a Delete's tombstone it never replaces. Between S+ε and the
+//     handover an update of a moved key waits: one that went to O(k) then
+//     could follow a copy made at the handover, and be lost. From the
+//     handover an update brings its key over, counters included, and a
+//     sweep copies the keys written before the start.
 //   - Writes and deletes keep reaching O(k) until S+W+ε: a process still
 //     During by its clock may read O(k) as a fallback, and backfill from it.
 //
@@ -108,7 +116,11 @@
 // # A change without a migration
 //
 // A source that knows nodes alone (DNS, a bare node list in a file) gives
-// no start. The client then starts the migration a lead after it received
+// no start, and a node it drops is most likely gone (a pod deleted): a
+// failure to reach a node such a change removed is forgiven, as FailOpen
+// forgives a node held down, so that its keys can be written and deleted
+// on their new owners; if it answers again during the window, holding
+// values, a process falling back to it may read them. The client then starts the migration a lead after it received
 // the change (client.TopologyOptions.Lead), for its Window, and adds the
 // lead to the clock skew: the processes receive one DNS change up to a
 // resolution interval apart, so their starts are up to that far apart,

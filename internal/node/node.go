@@ -78,6 +78,10 @@ type Item struct {
 	Flags uint32
 	// CAS is Memcached's CAS id, from reads; a StoreCAS sends it.
 	CAS uint64
+	// OverWritten lets a copy (AddMulti, Sweeper.Restore) replace a
+	// tombstone of kind TombWritten: the copy read the old owner after the
+	// write that left it (see Tombstones).
+	OverWritten bool
 }
 
 // Answer is one key's answer to a multi-get: what an Item has of a read,
@@ -119,10 +123,10 @@ type Node interface {
 	Delete(ctx context.Context, key string) error
 	// DeleteMulti removes every key.
 	DeleteMulti(ctx context.Context, keys []string) error
-	// Bury removes every key and leaves a tombstone in its place for ttl
-	// (see Tombstones), in one round trip, and reports which keys held a
-	// value.
-	Bury(ctx context.Context, keys []string, ttl time.Duration) (found []bool, err error)
+	// Bury removes every key and leaves a tombstone of kind in its place
+	// for ttl (see Tombstones), in one round trip, and reports which keys
+	// held a value.
+	Bury(ctx context.Context, keys []string, ttl time.Duration, kind TombKind) (found []bool, err error)
 	// Incr adds delta to the integer under key and returns the result; a
 	// missing key is created with the value delta (on Memcached, whose
 	// counters are unsigned, a decrement stops at 0 and a missing key

@@ -121,7 +121,7 @@ func (n *Node) deleteFound(ctx context.Context, key string) (bool, error) {
 		return false, out[1].Err
 	}
 	g := &out[0]
-	return g.Status == memcache.HD && !(g.Size == 0 && g.ClientFlags == node.TombstoneFlags), nil
+	return g.Status == memcache.HD && !(g.Size == 0 && node.IsTombstoneFlags(g.ClientFlags)), nil
 }
 
 // Flush deletes every key (flush_all); observed as OpOther.

@@ -304,7 +304,16 @@ func (n *Node) SetMulti(ctx context.Context, items []node.Item) error {
 // AddMulti adds each item if absent, in one round trip of pipelined adds,
 // and reports which were stored; beside a failure, what was stored too.
 func (n *Node) AddMulti(ctx context.Context, items []node.Item) ([]bool, error) {
-	return n.storeMulti(ctx, node.OpAddMulti, memcache.Add, items)
+	stored, err := n.storeMulti(ctx, node.OpAddMulti, memcache.Add, items)
+	if stored == nil {
+		return stored, err
+	}
+	for i, it := range items {
+		if it.OverWritten && !stored[i] {
+			stored[i] = n.overWritten(ctx, it) == nil
+		}
+	}
+	return stored, err
 }
 
 // storeMulti runs op for every item in one round trip and reports which

@@ -738,7 +738,7 @@ func TestStoreLeased(t *testing.T) {
 		t.Errorf("the newer value became %q", v)
 	}
 	n.ExpectTombstones(time.Now().Add(time.Hour))
-	if _, err := n.Bury(ctx, []string{"d"}, time.Minute); err != nil {
+	if _, err := n.Bury(ctx, []string{"d"}, time.Minute, node.TombDeleted); err != nil {
 		t.Fatal(err)
 	}
 	if store("d", lease("d", "other")) || store("d", lease("d", "tok")) {

@@ -26,7 +26,15 @@ import (
 const tombMargin = time.Minute
 
 // isTomb reports whether an item of value v and flags f is a tombstone.
-func isTomb(v []byte, f uint32) bool { return len(v) == 0 && f == node.TombstoneFlags }
+func isTomb(v []byte, f uint32) bool { return len(v) == 0 && node.IsTombstoneFlags(f) }
+
+// tombFlags are the flags of a tombstone of kind k.
+func tombFlags(k node.TombKind) uint32 {
+	if k == node.TombWritten {
+		return node.WrittenTombstoneFlags
+	}
+	return node.TombstoneFlags
+}
 
 // unbury turns the tombstones among out into misses and returns how many.
 func unbury(out []node.Answer) int {
@@ -57,7 +65,7 @@ func (n *Node) tombsLikely() bool { return time.Now().UnixNano() < n.tombsUntil.
 // pipelined mg and ms where the server has the meta commands (found: the
 // key held a value, not a tombstone), and otherwise of deletes then one
 // of sets (found: the key held an item).
-func (n *Node) Bury(ctx context.Context, keys []string, ttl time.Duration) ([]bool, error) {
+func (n *Node) Bury(ctx context.Context, keys []string, ttl time.Duration, kind node.TombKind) ([]bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -70,19 +78,19 @@ func (n *Node) Bury(ctx context.Context, keys []string, ttl time.Duration) ([]bo
 		op = node.OpDeleteMulti
 	}
 	start := n.obs.Begin()
-	found, err := n.bury(ctx, keys, memcache.Expiration(ttl))
+	found, err := n.bury(ctx, keys, memcache.Expiration(ttl), tombFlags(kind))
 	err = nodeErr(err)
 	n.obs.Done(ctx, op, start, err)
 	return found, err
 }
 
-func (n *Node) bury(ctx context.Context, keys []string, exp int32) ([]bool, error) {
+func (n *Node) bury(ctx context.Context, keys []string, exp int32, flags uint32) ([]bool, error) {
 	reqs := make([]memcache.Meta, 0, 2*len(keys))
 	for _, k := range keys {
 		reqs = append(reqs,
 			memcache.Meta{Cmd: memcache.MetaGet, Key: k, Flags: memcache.FlagsOf("sf")},
 			memcache.Meta{Cmd: memcache.MetaSet, Key: k, Flags: memcache.FlagsOf("FT"),
-				ClientFlags: node.TombstoneFlags, TTL: exp, Value: []byte{}})
+				ClientFlags: flags, TTL: exp, Value: []byte{}})
 	}
 	out := make([]memcache.MetaResult, len(reqs))
 	err := n.mc.Meta(ctx, reqs, out)
@@ -93,7 +101,7 @@ func (n *Node) bury(ctx context.Context, keys []string, exp int32) ([]bool, erro
 		}
 		tombs := make([]memcache.Item, len(keys))
 		for i, k := range keys {
-			tombs[i] = memcache.Item{Key: k, Value: []byte{}, Flags: node.TombstoneFlags, Exptime: exp}
+			tombs[i] = memcache.Item{Key: k, Value: []byte{}, Flags: flags, Exptime: exp}
 		}
 		results := make([]error, len(keys))
 		if err := n.mc.StoreMulti(ctx, memcache.Set, tombs, results); err != nil {
@@ -109,7 +117,7 @@ func (n *Node) bury(ctx context.Context, keys []string, exp int32) ([]bool, erro
 		if s.Err != nil {
 			return nil, s.Err
 		}
-		found[i] = g.Status == memcache.HD && !(g.Size == 0 && g.ClientFlags == node.TombstoneFlags)
+		found[i] = g.Status == memcache.HD && !(g.Size == 0 && node.IsTombstoneFlags(g.ClientFlags))
 	}
 	return found, nil
 }
@@ -138,6 +146,22 @@ func (n *Node) overTomb(ctx context.Context, t memcache.Item, it memcache.Item) 
 	default:
 		return err
 	}
+}
+
+// overWritten stores a copy refused by its add in place of the key's
+// tombstone if that is one of kind TombWritten, with its CAS id: the copy
+// read the old owner after the write that left it (node.Item.OverWritten).
+// ErrNotStored when the key holds a value or a Delete's tombstone, or
+// changed meanwhile.
+func (n *Node) overWritten(ctx context.Context, it node.Item) error {
+	t, ok, err := n.tomb(ctx, it.Key)
+	switch {
+	case err != nil:
+		return err
+	case !ok || t.Flags != node.WrittenTombstoneFlags:
+		return memcache.ErrNotStored
+	}
+	return n.overTomb(ctx, t, memcache.Item{Key: it.Key, Value: it.Value, Flags: it.Flags, Exptime: memcache.Expiration(it.TTL)})
 }
 
 // addOverTomb is add that also stores over a tombstone: add first, and
@@ -228,7 +252,7 @@ func (n *Node) touchChecked(ctx context.Context, key string, exp int32) error {
 	case r.Status == memcache.EN:
 		return memcache.ErrCacheMiss
 	default:
-		tomb = r.Size == 0 && r.ClientFlags == node.TombstoneFlags
+		tomb = r.Size == 0 && node.IsTombstoneFlags(r.ClientFlags)
 	}
 	if !tomb {
 		return nil

@@ -31,7 +31,7 @@ func Tombstones(t *testing.T, n node.Node, prefix string) {
 	}
 	bury := func(keys ...string) []bool {
 		t.Helper()
-		found, err := n.Bury(ctx, keys, time.Hour)
+		found, err := n.Bury(ctx, keys, time.Hour, node.TombDeleted)
 		must(err)
 		if len(found) != len(keys) {
 			t.Fatalf("Bury of %d keys reported %d", len(keys), len(found))
@@ -82,6 +82,36 @@ func Tombstones(t *testing.T, n node.Node, prefix string) {
 	_, err = n.Get(ctx, k("a"))
 	isMiss("Get after a refused copy", err)
 
+	// A copy marked OverWritten replaces a write's tombstone, not a
+	// Delete's, and not a value.
+	_, err = n.Bury(ctx, []string{k("w")}, time.Hour, node.TombWritten)
+	must(err)
+	_, err = n.Get(ctx, k("w"))
+	isMiss("Get of a write's tombstone", err)
+	stored, err = n.AddMulti(ctx, []node.Item{{Key: k("w"), Value: []byte("plain")}})
+	must(err)
+	if stored[0] {
+		t.Error("AddMulti without OverWritten stored over a write's tombstone")
+	}
+	must(n.Set(ctx, k("v"), []byte("value"), time.Hour))
+	stored, err = n.AddMulti(ctx, []node.Item{
+		{Key: k("w"), Value: []byte("moved"), TTL: time.Hour, OverWritten: true},
+		{Key: k("a"), Value: []byte("deleted"), TTL: time.Hour, OverWritten: true},
+		{Key: k("v"), Value: []byte("older"), TTL: time.Hour, OverWritten: true},
+	})
+	must(err)
+	if !stored[0] || stored[1] || stored[2] {
+		t.Errorf("AddMulti OverWritten over a write's tombstone, a Delete's and a value stored %v; want [true false false]", stored)
+	}
+	if v, err := n.Get(ctx, k("w")); err != nil || string(v) != "moved" {
+		t.Errorf("Get after a copy over a write's tombstone = %q, %v", v, err)
+	}
+	if v, err := n.Get(ctx, k("v")); err != nil || string(v) != "value" {
+		t.Errorf("Get of a value a copy did not replace = %q, %v", v, err)
+	}
+	_, err = n.Get(ctx, k("a"))
+	isMiss("Get of a Delete's tombstone after an OverWritten copy", err)
+
 	if sw, ok := n.(node.Sweeper); ok {
 		must(n.Set(ctx, k("src"), []byte("vs"), time.Hour))
 		dump, err := sw.Dump(ctx, []node.Item{{Key: k("src")}, {Key: k("a")}})
@@ -94,6 +124,17 @@ func Tombstones(t *testing.T, n node.Node, prefix string) {
 		must(err)
 		if stored[0] {
 			t.Error("Restore stored over a tombstone")
+		}
+		_, err = n.Bury(ctx, []string{k("rw")}, time.Hour, node.TombWritten)
+		must(err)
+		over := dump[0]
+		over.Key, over.OverWritten = k("rw"), true
+		del := over
+		del.Key = k("a")
+		got, err := sw.Restore(ctx, []node.Item{over, del})
+		must(err)
+		if !got[0] || got[1] {
+			t.Errorf("Restore OverWritten over a write's tombstone and a Delete's stored %v; want [true false]", got)
 		}
 		ex, err := sw.Exists(ctx, []string{k("a"), k("src")})
 		must(err)

@@ -14,9 +14,13 @@ import (
 // Tombstones on Redis (node.Bury): a key of its own beside the buried one,
 // TombPrefix and the key's name, so that the buried key is really gone
 // (EXISTS, TYPE and a foreign client's GET see nothing) and reads need no
-// check. The copies (AddMulti, Restore) are scripts that store only when
-// neither the key nor its tombstone exists, atomically; a write of a
-// value leaves the tombstone, which then only keeps copies away.
+// check. The tombstone's value is its kind: "1" a Delete's
+// (node.TombDeleted), "w" a write's (node.TombWritten). The copies
+// (AddMulti, Restore) are scripts that store only when neither the key
+// nor its tombstone exists, atomically, or, for a copy marked
+// node.Item.OverWritten, when the tombstone is a write's (the script then
+// deletes it); a write of a value leaves the tombstone, which then only
+// keeps copies away.
 
 // TombPrefix starts the name of a key's tombstone: TombPrefix + key. A
 // sweep skips these keys.
@@ -24,50 +28,60 @@ const TombPrefix = "shardcache:tomb:"
 
 var (
 	// KEYS: the keys, then their tombstones. ARGV: the tombstones' TTL in
-	// milliseconds. It returns DEL's answer for each key.
+	// milliseconds, and their kind's value. It returns DEL's answer for
+	// each key.
 	buryScript = redis.NewScript(`
 local n = #KEYS / 2
 local found = {}
 for i = 1, n do
 	found[i] = redis.call('DEL', KEYS[i])
-	redis.call('SET', KEYS[n+i], '1', 'PX', ARGV[1])
+	redis.call('SET', KEYS[n+i], ARGV[2], 'PX', ARGV[1])
 end
 return found`)
-	// KEYS: the keys, then their tombstones. ARGV: value i and its TTL in
-	// milliseconds (0: none) for each key. It returns 1 for each key
-	// stored, 0 for each present or buried.
+	// KEYS: the keys, then their tombstones. ARGV: value i, its TTL in
+	// milliseconds (0: none) and 1 if it may replace a write's tombstone
+	// (else 0), for each key. It returns 1 for each key stored, 0 for
+	// each present or buried.
 	copyScript = redis.NewScript(`
 local n = #KEYS / 2
 local stored = {}
 for i = 1, n do
 	stored[i] = 0
-	if redis.call('EXISTS', KEYS[n+i]) == 0 then
-		local ttl = tonumber(ARGV[2*i])
+	local t = redis.call('GET', KEYS[n+i])
+	if t == 'w' and ARGV[3*i] == '1' and redis.call('EXISTS', KEYS[i]) == 0 then
+		redis.call('DEL', KEYS[n+i])
+		t = false
+	end
+	if not t then
+		local ttl = tonumber(ARGV[3*i-1])
 		local ok
 		if ttl > 0 then
-			ok = redis.call('SET', KEYS[i], ARGV[2*i-1], 'NX', 'PX', ttl)
+			ok = redis.call('SET', KEYS[i], ARGV[3*i-2], 'NX', 'PX', ttl)
 		else
-			ok = redis.call('SET', KEYS[i], ARGV[2*i-1], 'NX')
+			ok = redis.call('SET', KEYS[i], ARGV[3*i-2], 'NX')
 		end
 		if ok then stored[i] = 1 end
 	end
 end
 return stored`)
-	// KEYS: the keys, then their tombstones. ARGV: DUMP's payload i and
-	// its TTL in milliseconds (0: none) for each key. It returns 1 for
-	// each key restored, 0 for each present or buried, and RESTORE's
-	// refusal for the others.
+	// KEYS: the keys, then their tombstones. ARGV: DUMP's payload i, its
+	// TTL in milliseconds (0: none) and 1 if it may replace a write's
+	// tombstone (else 0), for each key. It returns 1 for each key
+	// restored, 0 for each present or buried, and RESTORE's refusal for
+	// the others.
 	restoreScript = redis.NewScript(`
 local n = #KEYS / 2
 local stored = {}
 for i = 1, n do
 	stored[i] = 0
-	if redis.call('EXISTS', KEYS[n+i]) == 0 and redis.call('EXISTS', KEYS[i]) == 0 then
-		local r = redis.pcall('RESTORE', KEYS[i], ARGV[2*i], ARGV[2*i-1])
+	local t = redis.call('GET', KEYS[n+i])
+	if redis.call('EXISTS', KEYS[i]) == 0 and (not t or (t == 'w' and ARGV[3*i] == '1')) then
+		local r = redis.pcall('RESTORE', KEYS[i], ARGV[3*i-1], ARGV[3*i-2])
 		if type(r) == 'table' and r.err then
 			stored[i] = r.err
 		else
 			stored[i] = 1
+			if t then redis.call('DEL', KEYS[n+i]) end
 		end
 	end
 end
@@ -96,11 +110,19 @@ func withTombs(keys []string) []string {
 	return all
 }
 
-func (n *Node) Bury(ctx context.Context, keys []string, d time.Duration) ([]bool, error) {
+// TombValue returns the value of a tombstone of kind k.
+func TombValue(k node.TombKind) string {
+	if k == node.TombWritten {
+		return "w"
+	}
+	return "1"
+}
+
+func (n *Node) Bury(ctx context.Context, keys []string, d time.Duration, kind node.TombKind) ([]bool, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	res, err := buryScript.Run(live(ctx), n.rdb, withTombs(keys), ttl(d).Milliseconds()).Int64Slice()
+	res, err := buryScript.Run(live(ctx), n.rdb, withTombs(keys), ttl(d).Milliseconds(), TombValue(kind)).Int64Slice()
 	if err != nil {
 		return nil, mapErr(ctx, err)
 	}
@@ -111,18 +133,29 @@ func (n *Node) Bury(ctx context.Context, keys []string, d time.Duration) ([]bool
 	return found, nil
 }
 
-// AddMulti stores each item whose key is neither present nor buried, in
-// one script.
+// copyArgs returns the keys of items and the arguments of copyScript and
+// restoreScript for them.
+func copyArgs(items []node.Item) ([]string, []any) {
+	keys := make([]string, len(items))
+	args := make([]any, 0, 3*len(items))
+	for i, it := range items {
+		keys[i] = it.Key
+		over := 0
+		if it.OverWritten {
+			over = 1
+		}
+		args = append(args, it.Value, ttl(it.TTL).Milliseconds(), over)
+	}
+	return keys, args
+}
+
+// AddMulti stores each item whose key is neither present nor buried (or
+// buried by a write, for an item marked OverWritten), in one script.
 func (n *Node) AddMulti(ctx context.Context, items []node.Item) ([]bool, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
-	keys := make([]string, len(items))
-	args := make([]any, 0, 2*len(items))
-	for i, it := range items {
-		keys[i] = it.Key
-		args = append(args, it.Value, ttl(it.TTL).Milliseconds())
-	}
+	keys, args := copyArgs(items)
 	res, err := copyScript.Run(live(ctx), n.rdb, withTombs(keys), args...).Int64Slice()
 	if err != nil {
 		return nil, mapErr(ctx, err)
@@ -140,12 +173,7 @@ func (n *Node) Restore(ctx context.Context, items []node.Item) ([]bool, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
-	keys := make([]string, len(items))
-	args := make([]any, 0, 2*len(items))
-	for i, it := range items {
-		keys[i] = it.Key
-		args = append(args, it.Value, ttl(it.TTL).Milliseconds())
-	}
+	keys, args := copyArgs(items)
 	res, err := restoreScript.Run(live(ctx), n.rdb, withTombs(keys), args...).Slice()
 	if err != nil {
 		return nil, mapErr(ctx, err)

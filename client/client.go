@@ -140,7 +140,10 @@ type Options struct {
 	// positive, has one caller reload a value in the background that far
 	// before its (soft) TTL. Keys stored without a TTL are never
 	// refreshed. Memcached needs the meta commands for either (without
-	// them the value is only kept longer). Default 0: off.
+	// them the value is only kept longer). Every process must agree on
+	// them, as on Lease: a Delete clears the refresh's lease. GetOrLoad
+	// alone refreshes; GetMultiOrLoad stores with the longer TTL and
+	// serves stale values without a refresh. Default 0: off.
 	StaleWhileRevalidate, EarlyRefresh time.Duration
 	// LoadLimit, when set, caps the loader calls of GetOrLoad and
 	// GetMultiOrLoad in this process (see LoadLimit). Default: no cap.

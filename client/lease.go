@@ -72,6 +72,10 @@ func (c *Client) leaseRead(keys []string, token string, vivify bool, refresh tim
 	return node.LeaseRead{Vivify: vivify, Lease: c.leaseTerm(), Refresh: refresh, LeaseKeys: c.leaseKeys(keys), Token: token}
 }
 
+// leasing reports whether loads take leases that a Delete must clear:
+// Options.Lease, or the refreshes' (refresh.go).
+func (c *Client) leasing() bool { return c.opts.Lease > 0 || c.refreshWindow() > 0 }
+
 // leaseTerm is how long a lease lasts: Options.Lease, or for the refreshes
 // of a client without leases, DefaultRefreshLease.
 func (c *Client) leaseTerm() time.Duration {

@@ -170,3 +170,49 @@ func herdTTL(t *testing.T, clients []*Client, callers int, key string, ttl time.
 	slices.Sort(lat)
 	return lat
 }
+
+// TestRefreshDeleteDuringLoad: a Delete while a background refresh loads
+// makes its store fail, so the key stays deleted; EarlyRefresh refreshes a
+// value before its TTL, once, and answers at once meanwhile.
+func TestRefreshDeleteDuringLoad(t *testing.T) {
+	for _, kind := range []string{"memcached", "redis-server", "miniredis"} {
+		t.Run(kind, func(t *testing.T) {
+			cl := newCluster(t, kind, 1)
+			ctx := t.Context()
+			// Memcached's R compares whole seconds: a window of a minute
+			// covers a value of a minute's TTL within the second.
+			c := cl.client(t, Options{Lease: testLease, EarlyRefresh: time.Minute})
+			other := cl.client(t, Options{EarlyRefresh: time.Minute}) // its Delete clears the refresh's lease without Lease
+			if err := c.Set(ctx, "k", []byte("old"), 59*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			l := newLoader("new", nil)
+			v, err := c.GetOrLoad(ctx, "k", time.Hour, l.load)
+			if err != nil || string(v) != "old" {
+				t.Fatalf("GetOrLoad in the window = %q, %v; want the value at once", v, err)
+			}
+			<-l.entered
+			if v, err := c.GetOrLoad(ctx, "k", time.Hour, l.load); err != nil || string(v) != "old" {
+				t.Fatalf("GetOrLoad during the refresh = %q, %v", v, err)
+			}
+			if err := other.Delete(ctx, "k"); err != nil {
+				t.Fatal(err)
+			}
+			close(l.release)
+			c.refreshes.wg.Wait()
+			mustMiss(t, c, "k")
+			if s := c.LoadStats(); s.Refreshes != 1 || s.LeasesLost != 1 || s.Stale != 2 || l.calls.Load() != 1 {
+				t.Fatalf("LoadStats = %+v, %d loads; want one refresh, its lease lost", s, l.calls.Load())
+			}
+			// Without a Delete the refresh lands, and the next read is fresh.
+			if err := c.Set(ctx, "k", []byte("old"), 59*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if v, err := c.GetOrLoad(ctx, "k", time.Hour, openLoader("new", nil).load); err != nil || string(v) != "old" {
+				t.Fatalf("GetOrLoad in the window = %q, %v", v, err)
+			}
+			c.refreshes.wg.Wait()
+			mustGet(t, other, "k", "new")
+		})
+	}
+}

@@ -123,6 +123,28 @@ type Options struct {
 	// process must agree on it (see the package doc). Default 0: no
 	// leases; LeaseRetry defaults to DefaultLeaseRetry.
 	Lease, LeaseRetry time.Duration
+	// MetaLeases takes each lease in the read's own round trip: on
+	// Memcached ≥ 1.6 a placeholder item in the key's place, its CAS id the
+	// lease (see the package doc); on Redis one script that reads the key
+	// and takes the same lease key as without it. On Memcached every
+	// process must run a version with it before it is set: an older one
+	// reads a placeholder as an empty value, and another client (such as
+	// gomemcache) does so always, for as long as a load lasts. A server
+	// without the meta commands gets the leases of Lease. Default false.
+	MetaLeases bool
+	// StaleWhileRevalidate, when positive, is how long GetOrLoad and
+	// GetMultiOrLoad serve a value past its TTL (the soft TTL): the value
+	// is kept for TTL plus StaleWhileRevalidate, and past the TTL one
+	// caller of the fleet reloads it in the background while every caller
+	// is answered at once with the value it has. EarlyRefresh, when
+	// positive, has one caller reload a value in the background that far
+	// before its (soft) TTL. Keys stored without a TTL are never
+	// refreshed. Memcached needs the meta commands for either (without
+	// them the value is only kept longer). Every process must agree on
+	// them, as on Lease: a Delete clears the refresh's lease. GetOrLoad
+	// alone refreshes; GetMultiOrLoad stores with the longer TTL and
+	// serves stale values without a refresh. Default 0: off.
+	StaleWhileRevalidate, EarlyRefresh time.Duration
 	// LoadLimit, when set, caps the loader calls of GetOrLoad and
 	// GetMultiOrLoad in this process (see LoadLimit). Default: no cap.
 	LoadLimit *LoadLimit
@@ -323,9 +345,10 @@ type Client struct {
 
 	// GetOrLoad's: one load per key in flight, the database guard (nil
 	// without Options.LoadLimit) and the counters of LoadStats.
-	flight  singleflight.Group
-	limiter *rate.Limiter
-	loads   loadCounters
+	flight    singleflight.Group
+	limiter   *rate.Limiter
+	loads     loadCounters
+	refreshes refreshes // the background reloads of StaleWhileRevalidate and EarlyRefresh
 
 	// maxValueSet: Options.MaxValueSize was given, and replaces the limit a
 	// Memcached node learns from its server.
@@ -385,6 +408,9 @@ func New(opts Options) (*Client, error) {
 	}
 	if opts.NegativeTTL < 0 || opts.Lease < 0 || opts.LeaseRetry < 0 {
 		return nil, fmt.Errorf("%w: negative NegativeTTL %v, Lease %v or LeaseRetry %v", ErrBadOptions, opts.NegativeTTL, opts.Lease, opts.LeaseRetry)
+	}
+	if opts.StaleWhileRevalidate < 0 || opts.EarlyRefresh < 0 {
+		return nil, fmt.Errorf("%w: negative StaleWhileRevalidate %v or EarlyRefresh %v", ErrBadOptions, opts.StaleWhileRevalidate, opts.EarlyRefresh)
 	}
 	limiter, err := newLimiter(opts.LoadLimit)
 	if err != nil {
@@ -492,6 +518,7 @@ func (c *Client) Close() error {
 	if st == nil {
 		return nil
 	}
+	c.refreshes.stop() // background refreshes (load.go): their loads see a canceled context
 	if c.queue != nil {
 		c.stopWorker() // ends a copy under way, bounded as it is anyway
 		close(c.done)

@@ -57,7 +57,7 @@ func (r rawMemcache) get(key string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(it.Value) == 0 && it.Flags == node.TombstoneFlags { // a Delete's, during a migration
+	if len(it.Value) == 0 && node.IsTombstoneFlags(it.Flags) { // a tombstone, during a migration
 		return nil, ErrCacheMiss
 	}
 	return it.Value, nil

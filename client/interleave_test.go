@@ -228,7 +228,7 @@ func rawHas(t *testing.T, b Backend, addr, key string) bool {
 		if err != nil && err != memcache.ErrCacheMiss {
 			t.Fatal(err)
 		}
-		return err == nil && !(len(it.Value) == 0 && it.Flags == node.TombstoneFlags)
+		return err == nil && !(len(it.Value) == 0 && node.IsTombstoneFlags(it.Flags))
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()

@@ -318,7 +318,7 @@ func (c *Client) DeleteFound(ctx context.Context, key string) (found bool, err e
 		return false, err
 	}
 	c.wrote(key)
-	if c.opts.Lease > 0 { // first: a load under the lease must not store (lease.go)
+	if c.leasing() { // first: a load under the lease must not store (lease.go)
 		if err := c.clearLease(ctx, r, key); err != nil {
 			return false, err
 		}

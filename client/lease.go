@@ -52,9 +52,122 @@ import (
 // placement (half-way through a rollout) take their leases on different
 // nodes and may load once each.
 
-// lease is a lease this process holds on a key, on the key's owner.
+// lease is a lease this process holds on keys, on their owners.
 type lease struct {
 	token string // what the lease key holds while it is ours
+	// meta holds, by key, the leases won by reads (Options.MetaLeases, and
+	// the refreshes of StaleWhileRevalidate and EarlyRefresh), stored and
+	// released through node.LeaseReader; nil for leases taken with Add.
+	meta map[string]node.LeaseAnswer
+}
+
+// metaLease returns the lease of one key won by a read.
+func metaLease(token, key string, a node.LeaseAnswer) *lease {
+	return &lease{token: token, meta: map[string]node.LeaseAnswer{key: a}}
+}
+
+// leaseRead is what a read of keys takes beside them: with vivify the
+// leases of misses, with refresh the refresh of values in its window.
+func (c *Client) leaseRead(keys []string, token string, vivify bool, refresh time.Duration) node.LeaseRead {
+	return node.LeaseRead{Vivify: vivify, Lease: c.leaseTerm(), Refresh: refresh, LeaseKeys: c.leaseKeys(keys), Token: token}
+}
+
+// leasing reports whether loads take leases that a Delete must clear:
+// Options.Lease, or the refreshes' (refresh.go).
+func (c *Client) leasing() bool { return c.opts.Lease > 0 || c.refreshWindow() > 0 }
+
+// leaseTerm is how long a lease lasts: Options.Lease, or for the refreshes
+// of a client without leases, DefaultRefreshLease.
+func (c *Client) leaseTerm() time.Duration {
+	if c.opts.Lease > 0 {
+		return c.opts.Lease
+	}
+	return DefaultRefreshLease
+}
+
+// DefaultRefreshLease is how long the lease of a background refresh
+// (Options.StaleWhileRevalidate, Options.EarlyRefresh) lasts on Redis when
+// Options.Lease is not set.
+const DefaultRefreshLease = 30 * time.Second
+
+// leaseReader returns n's lease reads, nil without them (a node down).
+func (c *Client) leaseReader(n node.Node) node.LeaseReader {
+	lr, _ := n.(node.LeaseReader)
+	return lr
+}
+
+// waitBackoff waits after the attempt-th look at a lease held by another
+// process: Options.LeaseRetry, doubled each time up to 4 times it, or
+// until ctx is done.
+func (c *Client) waitBackoff(ctx context.Context, t **time.Timer, attempt int) error {
+	d := c.opts.LeaseRetry << min(attempt, 2)
+	if *t == nil {
+		*t = time.NewTimer(d)
+	} else {
+		(*t).Reset(d)
+	}
+	select {
+	case <-(*t).C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// metaLeaseOrValue is leaseOrValue with the lease taken by the read
+// (node.LeaseReader), one round trip: the owner's add of a placeholder and
+// its read on Memcached, a script on Redis. A node without lease reads
+// takes leaseOrValue's.
+func (c *Client) metaLeaseOrValue(ctx context.Context, r route, key string) (l *lease, v []byte, hit bool, at time.Time, err error) {
+	lr := c.leaseReader(r.st.conn(r.New))
+	if lr == nil {
+		return c.leaseOrValue(ctx, r, key)
+	}
+	token := rand.Text()
+	rd := c.leaseRead([]string{key}, token, true, 0)
+	var retry *time.Timer
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
+	serveStale := c.opts.StaleWhileRevalidate > 0 || c.opts.EarlyRefresh > 0
+	for attempt := 0; ; attempt++ {
+		if c.state.Load() == nil {
+			return nil, nil, false, at, ErrClosed
+		}
+		at = time.Now()
+		ans, err := lr.LeaseGet(ctx, []string{key}, rd)
+		switch {
+		case err == node.ErrUnsupported:
+			return c.leaseOrValue(ctx, r, key)
+		case err != nil:
+			c.loads.cacheErrors.Add(1)
+			return nil, nil, false, at, nil // loaded without a lease
+		}
+		a := ans[0]
+		switch {
+		case a.Won:
+			l := metaLease(token, key, a)
+			if !a.Found && r.Fallback {
+				// The value may be on the old owner: read it there (the
+				// copy to the new owner stops at the placeholder).
+				if v, err := c.get(ctx, r, key); err == nil {
+					c.releaseLeases(ctx, r.st, r.now, []string{key}, l)
+					return nil, v, true, at, nil
+				}
+			}
+			return l, nil, false, at, nil
+		case a.Found && (!a.Held || serveStale):
+			return nil, a.Value, true, at, nil
+		case !a.Held:
+			return nil, nil, false, at, nil // a tombstone: loaded without a lease
+		}
+		if attempt == 0 {
+			c.loads.leaseWaits.Add(1)
+		}
+		c.waitBackoff(ctx, &retry, attempt) // ctx has no end: the load's outlives its callers
+	}
 }
 
 // leasePrefix starts every lease key.
@@ -131,7 +244,7 @@ func (c *Client) leaseOrValue(ctx context.Context, r route, key string) (l *leas
 		switch {
 		case err == nil:
 			if got {
-				c.releaseLeases(ctx, r.st, r.now, []string{key}, cand.token)
+				c.releaseLeases(ctx, r.st, r.now, []string{key}, cand)
 			}
 			return nil, v, true, at, nil
 		case err != ErrCacheMiss:
@@ -183,7 +296,7 @@ func (c *Client) acquireLeases(ctx context.Context, st *state, now time.Time, ke
 // copies to old owners are written first, as dual writes, and deleted again
 // where the lease was lost, so that a Delete that clears the lease, then the
 // old owner, then the new owner leaves neither (see above).
-func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, items []item, token string) {
+func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, items []item, l *lease) {
 	routes := make([]migration.Route, len(items))
 	news, olds, tombs := newBatches(st), newBatches(st), newBatches(st)
 	for i, it := range items {
@@ -216,7 +329,13 @@ func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, 
 	}
 	kept := make([]bool, len(items))
 	news.run(func(b *batch) error {
-		stored, err := leaser(b.conn).StoreLeased(ctx, b.items, c.leaseKeys(b.keys), token)
+		var stored []bool
+		var err error
+		if l.meta != nil {
+			stored, err = c.storeMeta(ctx, b, l)
+		} else {
+			stored, err = leaser(b.conn).StoreLeased(ctx, b.items, c.leaseKeys(b.keys), l.token)
+		}
 		for j, s := range stored {
 			kept[b.idx[j]] = s
 		}
@@ -248,14 +367,44 @@ func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, 
 	}
 }
 
-// releaseLeases gives up the leases of keys held with token, after loads
-// that store nothing: one round trip per owner.
-func (c *Client) releaseLeases(ctx context.Context, st *state, now time.Time, keys []string, token string) {
+// storeMeta stores a batch's items under leases won by reads.
+func (c *Client) storeMeta(ctx context.Context, b *batch, l *lease) ([]bool, error) {
+	lr := c.leaseReader(b.conn)
+	if lr == nil {
+		return make([]bool, len(b.items)), ErrUnsupported
+	}
+	leases := make([]node.LeaseAnswer, len(b.keys))
+	for j, k := range b.keys {
+		leases[j] = l.meta[k]
+	}
+	return lr.LeaseStore(ctx, b.items, leases, c.leaseRead(b.keys, l.token, false, 0))
+}
+
+// releaseLeases gives up l's leases of keys, after loads that store
+// nothing: one round trip per owner.
+func (c *Client) releaseLeases(ctx context.Context, st *state, now time.Time, keys []string, l *lease) {
 	bs := newBatches(st)
 	for i, k := range keys {
-		bs.addKey(st.first(k, now), c.leaseKey(k), i)
+		if l.meta != nil {
+			bs.addKey(st.first(k, now), k, i)
+		} else {
+			bs.addKey(st.first(k, now), c.leaseKey(k), i)
+		}
 	}
-	bs.run(func(b *batch) error { return leaser(b.conn).ReleaseLeases(ctx, b.keys, token) })
+	bs.run(func(b *batch) error {
+		if l.meta == nil {
+			return leaser(b.conn).ReleaseLeases(ctx, b.keys, l.token)
+		}
+		lr := c.leaseReader(b.conn)
+		if lr == nil {
+			return ErrUnsupported
+		}
+		leases := make([]node.LeaseAnswer, len(b.keys))
+		for j, k := range b.keys {
+			leases[j] = l.meta[k]
+		}
+		return lr.LeaseRelease(ctx, b.keys, leases, c.leaseRead(b.keys, l.token, false, 0))
+	})
 	for _, b := range bs.list {
 		if b.err != nil {
 			c.loads.cacheErrors.Add(1) // the leases expire after Options.Lease

@@ -13,6 +13,10 @@ import (
 // testLease outlasts any load the tests hold, so no lease expires by itself.
 const testLease = time.Minute
 
+// metaLeases is the Options.MetaLeases of the lease tests' clients:
+// TestMetaLeases runs them again with it set.
+var metaLeases = false
+
 // TestLeaseOneLoadAcrossProcesses: 8 clients (standing for 8 processes) × 25
 // goroutines miss one key; with leases the loader runs once in all.
 func TestLeaseOneLoadAcrossProcesses(t *testing.T) {
@@ -20,7 +24,7 @@ func TestLeaseOneLoadAcrossProcesses(t *testing.T) {
 		const procs, goroutines = 8, 25
 		clients := make([]*Client, procs)
 		for i := range clients {
-			clients[i] = cl.client(t, Options{Lease: testLease})
+			clients[i] = cl.client(t, Options{MetaLeases: metaLeases, Lease: testLease})
 		}
 		sum := func(f func(LoadStats) int64) (n int64) {
 			for _, c := range clients {
@@ -88,8 +92,8 @@ func TestLeaseDeleteDuringLoad(t *testing.T) {
 			}
 		}
 
-		c := cl.client(t, Options{Lease: testLease})
-		other := cl.client(t, Options{Lease: testLease})
+		c := cl.client(t, Options{MetaLeases: metaLeases, Lease: testLease})
+		other := cl.client(t, Options{MetaLeases: metaLeases, Lease: testLease})
 		loadThenDelete(c, other, "k", func() error { return other.Delete(ctx, "k") })
 		mustMiss(t, c, "k")
 		if s := c.LoadStats(); s.LeasesLost != 1 {
@@ -124,7 +128,7 @@ func TestLeaseDuringMigration(t *testing.T) {
 	forEachCluster(t, 8, func(t *testing.T, cl *cluster) {
 		ctx := t.Context()
 		from, to := cl.nodes(0, 1, 2, 3, 4, 5, 6, 7), cl.nodes(0, 1, 2, 3, 4, 5)
-		c := cl.client(t, Options{Nodes: from, Lease: testLease})
+		c := cl.client(t, Options{Nodes: from, MetaLeases: metaLeases, Lease: testLease})
 		if err := c.Reshard(to, time.Hour); err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +183,7 @@ func TestLeaseKey(t *testing.T) {
 // Close, without loading.
 func TestLeaseWaitEndsAtClose(t *testing.T) {
 	cl := newCluster(t, "miniredis", 2)
-	holder, waiter := cl.client(t, Options{Lease: testLease}), cl.client(t, Options{Lease: testLease})
+	holder, waiter := cl.client(t, Options{MetaLeases: metaLeases, Lease: testLease}), cl.client(t, Options{Lease: testLease})
 	l := newLoader("v", nil)
 	held := make(chan error, 1)
 	go func() {
@@ -208,8 +212,8 @@ func TestLeaseWaitEndsAtClose(t *testing.T) {
 func TestLeaseReleasedWhenThrottled(t *testing.T) {
 	cl := newCluster(t, "miniredis", 1)
 	clock := newFakeClock()
-	guarded := cl.client(t, Options{Lease: testLease, Now: clock.Now, LoadLimit: &LoadLimit{PerSecond: 1, MaxWait: -1}})
-	other := cl.client(t, Options{Lease: testLease})
+	guarded := cl.client(t, Options{MetaLeases: metaLeases, Lease: testLease, Now: clock.Now, LoadLimit: &LoadLimit{PerSecond: 1, MaxWait: -1}})
+	other := cl.client(t, Options{MetaLeases: metaLeases, Lease: testLease})
 	l := openLoader("v", nil)
 	if _, err := guarded.GetOrLoad(t.Context(), "a", time.Hour, l.load); err != nil { // the one token
 		t.Fatal(err)
@@ -238,7 +242,7 @@ func TestLeaseBatch(t *testing.T) {
 		keys := []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9"}
 		clients := make([]*Client, procs)
 		for i := range clients {
-			clients[i] = cl.client(t, Options{Lease: testLease})
+			clients[i] = cl.client(t, Options{MetaLeases: metaLeases, Lease: testLease})
 		}
 		var mu sync.Mutex
 		loadedKeys := map[string]int{}

@@ -70,12 +70,15 @@ type LoadStats struct {
 	LeaseWaits   int64 // loads not run here because another process held the lease
 	LeasesLost   int64 // loaded values not stored: the lease was gone (a Delete, or it expired)
 	CacheErrors  int64 // cache reads or stores that failed around a load, which went on
+	Stale        int64 // hits read in their refresh window (StaleWhileRevalidate, EarlyRefresh), answered at once
+	Refreshes    int64 // background reloads this process ran for the fleet (a refresh window's lease won)
 }
 
 // loadCounters are LoadStats' counters, updated atomically.
 type loadCounters struct {
 	hits, negativeHits, misses, loads, loadErrors, notFound   atomic.Int64
 	throttled, abandoned, leaseWaits, leasesLost, cacheErrors atomic.Int64
+	stale, refreshes                                          atomic.Int64
 }
 
 // LoadStats returns a snapshot of the load counters.
@@ -86,6 +89,7 @@ func (c *Client) LoadStats() LoadStats {
 		Loads: l.loads.Load(), LoadErrors: l.loadErrors.Load(), NotFound: l.notFound.Load(),
 		Throttled: l.throttled.Load(), Abandoned: l.abandoned.Load(),
 		LeaseWaits: l.leaseWaits.Load(), LeasesLost: l.leasesLost.Load(), CacheErrors: l.cacheErrors.Load(),
+		Stale: l.stale.Load(), Refreshes: l.refreshes.Load(),
 	}
 }
 
@@ -176,7 +180,12 @@ func (c *Client) GetOrLoad(ctx context.Context, key string, ttl time.Duration, l
 	if load == nil {
 		return nil, fmt.Errorf("%w: GetOrLoad without a loader", ErrBadOptions)
 	}
-	v, err := c.get(ctx, r, key)
+	var v []byte
+	if c.refreshWindow() > 0 {
+		v, err = c.readFresh(ctx, r, key, ttl, load)
+	} else {
+		v, err = c.get(ctx, r, key)
+	}
 	if err == nil {
 		return c.answer(v)
 	}
@@ -264,7 +273,11 @@ func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Dur
 		var v []byte
 		var hit bool
 		var at time.Time
-		if l, v, hit, at, err = c.leaseOrValue(ctx, r, key); err != nil {
+		take := c.leaseOrValue
+		if c.opts.MetaLeases {
+			take = c.metaLeaseOrValue
+		}
+		if l, v, hit, at, err = take(ctx, r, key); err != nil {
 			return nil, err
 		}
 		if hit {
@@ -303,7 +316,7 @@ func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Dur
 	if v == nil {
 		v = []byte{}
 	}
-	c.store(ctx, r, l, key, v, ttl)
+	c.store(ctx, r, l, key, v, c.hardTTL(ttl))
 	return flown{v: v}, nil
 }
 
@@ -325,7 +338,7 @@ func (c *Client) callLoad(ctx context.Context, key string, load func(context.Con
 // returned all the same.
 func (c *Client) store(ctx context.Context, r route, l *lease, key string, v []byte, ttl time.Duration) {
 	if l != nil {
-		c.storeUnderLease(ctx, r.st, r.now, []item{{Key: key, Value: v, TTL: ttl}}, l.token)
+		c.storeUnderLease(ctx, r.st, r.now, []item{{Key: key, Value: v, TTL: ttl}}, l)
 		return
 	}
 	c.wrote(key)
@@ -339,7 +352,7 @@ func (c *Client) store(ctx context.Context, r route, l *lease, key string, v []b
 // nothing.
 func (c *Client) releaseLease(ctx context.Context, r route, l *lease, key string) {
 	if l != nil {
-		c.releaseLeases(ctx, r.st, r.now, []string{key}, l.token)
+		c.releaseLeases(ctx, r.st, r.now, []string{key}, l)
 	}
 }
 
@@ -429,7 +442,7 @@ func (c *Client) loadBatch(ctx context.Context, st *state, now time.Time, hits m
 	load func(context.Context, []string) (map[string][]byte, error), l *lease) error {
 	release := func(keys []string) {
 		if l != nil && len(keys) > 0 {
-			c.releaseLeases(ctx, st, now, keys, l.token)
+			c.releaseLeases(ctx, st, now, keys, l)
 		}
 	}
 	if err := c.admit(ctx, st, keys[0]); err != nil {
@@ -453,7 +466,7 @@ func (c *Client) loadBatch(ctx context.Context, st *state, now time.Time, hits m
 				v = []byte{}
 			}
 			hits[k] = v
-			items = append(items, item{Key: k, Value: v, TTL: ttl})
+			items = append(items, item{Key: k, Value: v, TTL: c.hardTTL(ttl)})
 		case c.opts.NegativeTTL > 0:
 			c.loads.notFound.Add(1)
 			items = append(items, item{Key: k, Value: []byte(negative), TTL: c.opts.NegativeTTL})
@@ -466,7 +479,7 @@ func (c *Client) loadBatch(ctx context.Context, st *state, now time.Time, hits m
 	switch {
 	case len(items) == 0:
 	case l != nil:
-		c.storeUnderLease(ctx, st, now, items, l.token)
+		c.storeUnderLease(ctx, st, now, items, l)
 	default:
 		keys := make([]string, len(items))
 		for i, it := range items {
@@ -525,7 +538,7 @@ func (c *Client) loadLeased(ctx context.Context, st *state, now time.Time, hits 
 			}
 		}
 		if len(landed) > 0 {
-			c.releaseLeases(ctx, st, now, landed, l.token)
+			c.releaseLeases(ctx, st, now, landed, l)
 		}
 		if !waited {
 			c.loads.leaseWaits.Add(int64(len(waiting)))

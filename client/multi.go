@@ -366,7 +366,7 @@ func (c *Client) DeleteMulti(ctx context.Context, keys []string) error {
 			return err
 		}
 	}
-	if c.opts.Lease > 0 && len(keys) > 0 { // first, as Delete does
+	if c.leasing() && len(keys) > 0 { // first, as Delete does
 		if err := c.clearLeases(ctx, keys); err != nil {
 			return err
 		}

@@ -117,7 +117,7 @@ func (b *batcher) round(n *Node, batch []*waiter) {
 		switch i := first[w.key]; {
 		case err != nil:
 			w.err = err
-		case !out[i].Found || isTomb(out[i].Value, out[i].Flags):
+		case !out[i].Found || isHidden(out[i].Value, out[i].Flags):
 			w.err = node.ErrCacheMiss
 		case !given[i]:
 			w.value, given[i] = out[i].Value, true

@@ -20,7 +20,7 @@ func (n *Node) GetItem(ctx context.Context, key string) (node.Item, error) {
 	}
 	start := n.obs.Begin()
 	it, err := n.mc.Get(ctx, key)
-	if err == nil && isTomb(it.Value, it.Flags) {
+	if err == nil && isHidden(it.Value, it.Flags) {
 		err = memcache.ErrCacheMiss
 	}
 	err = nodeErr(err)
@@ -66,8 +66,10 @@ func (n *Node) GetAndTouch(ctx context.Context, key string, ttl time.Duration) (
 	}
 	start := n.obs.Begin()
 	it, err := n.mc.GetAndTouch(ctx, key, memcache.Expiration(ttl))
-	if err == nil && isTomb(it.Value, it.Flags) {
-		n.keepTomb(ctx, key)
+	if err == nil && isHidden(it.Value, it.Flags) {
+		if isTomb(it.Value, it.Flags) {
+			n.keepTomb(ctx, key)
+		}
 		err = memcache.ErrCacheMiss
 	}
 	err = nodeErr(err)
@@ -121,7 +123,7 @@ func (n *Node) deleteFound(ctx context.Context, key string) (bool, error) {
 		return false, out[1].Err
 	}
 	g := &out[0]
-	return g.Status == memcache.HD && !(g.Size == 0 && node.IsTombstoneFlags(g.ClientFlags)), nil
+	return g.Status == memcache.HD && !(g.Size == 0 && hiddenFlags(g.ClientFlags)), nil
 }
 
 // Flush deletes every key (flush_all); observed as OpOther.

@@ -78,11 +78,12 @@ type Node struct {
 }
 
 var (
-	_ node.Node       = (*Node)(nil)
-	_ node.Items      = (*Node)(nil)
-	_ node.Sweeper    = (*Node)(nil)
-	_ node.Leaser     = (*Node)(nil)
-	_ node.IdleCloser = (*Node)(nil)
+	_ node.Node        = (*Node)(nil)
+	_ node.Items       = (*Node)(nil)
+	_ node.Sweeper     = (*Node)(nil)
+	_ node.Leaser      = (*Node)(nil)
+	_ node.LeaseReader = (*Node)(nil)
+	_ node.IdleCloser  = (*Node)(nil)
 
 	_ node.TombstoneWatcher = (*Node)(nil)
 )
@@ -128,7 +129,7 @@ func (n *Node) get(ctx context.Context, key string) ([]byte, error) {
 	}
 	start := n.obs.Begin()
 	it, err := n.mc.Get(ctx, key)
-	if err == nil && isTomb(it.Value, it.Flags) {
+	if err == nil && isHidden(it.Value, it.Flags) {
 		err = memcache.ErrCacheMiss
 	}
 	err = nodeErr(err)
@@ -175,7 +176,7 @@ func (n *Node) getTTL(ctx context.Context, keys []string) ([]node.Item, error) {
 	items := make([]node.Item, len(keys))
 	for i := range out {
 		a := &out[i]
-		if a.Found && isTomb(a.Value, a.Flags) {
+		if a.Found && isHidden(a.Value, a.Flags) {
 			*a, found = memcache.TTLAnswer{}, found-1
 		}
 		items[i] = node.AnswerItem(keys[i], &a.Answer)

@@ -36,11 +36,19 @@ func tombFlags(k node.TombKind) uint32 {
 	return node.TombstoneFlags
 }
 
-// unbury turns the tombstones among out into misses and returns how many.
+// isHidden reports whether an item of value v and flags f reads as a miss:
+// a tombstone, or a lease's placeholder (leaseread.go).
+func isHidden(v []byte, f uint32) bool { return len(v) == 0 && hiddenFlags(f) }
+
+// hiddenFlags reports whether an empty value with flags f reads as a miss.
+func hiddenFlags(f uint32) bool { return node.IsTombstoneFlags(f) || f == node.PlaceholderFlags }
+
+// unbury turns the tombstones and placeholders among out into misses and
+// returns how many.
 func unbury(out []node.Answer) int {
 	n := 0
 	for i := range out {
-		if a := &out[i]; a.Found && isTomb(a.Value, a.Flags) {
+		if a := &out[i]; a.Found && isHidden(a.Value, a.Flags) {
 			*a = node.Answer{}
 			n++
 		}
@@ -117,7 +125,7 @@ func (n *Node) bury(ctx context.Context, keys []string, exp int32, flags uint32)
 		if s.Err != nil {
 			return nil, s.Err
 		}
-		found[i] = g.Status == memcache.HD && !(g.Size == 0 && node.IsTombstoneFlags(g.ClientFlags))
+		found[i] = g.Status == memcache.HD && !(g.Size == 0 && hiddenFlags(g.ClientFlags))
 	}
 	return found, nil
 }

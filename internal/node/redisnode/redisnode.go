@@ -89,11 +89,12 @@ type Node struct {
 }
 
 var (
-	_ node.Node       = (*Node)(nil)
-	_ node.Items      = (*Node)(nil)
-	_ node.Sweeper    = (*Node)(nil)
-	_ node.Leaser     = (*Node)(nil)
-	_ node.IdleCloser = (*Node)(nil)
+	_ node.Node        = (*Node)(nil)
+	_ node.Items       = (*Node)(nil)
+	_ node.Sweeper     = (*Node)(nil)
+	_ node.Leaser      = (*Node)(nil)
+	_ node.LeaseReader = (*Node)(nil)
+	_ node.IdleCloser  = (*Node)(nil)
 )
 
 // New makes the node's clients; it dials nothing.

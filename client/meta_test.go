@@ -1,0 +1,218 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shardcache/shardcache/internal/node/mcnode"
+)
+
+// TestMetaLeases runs the lease tests again with Options.MetaLeases: on
+// memcached the lease is the placeholder item, on Redis the script.
+func TestMetaLeases(t *testing.T) {
+	metaLeases = true
+	defer func() { metaLeases = false }()
+	for name, test := range map[string]func(*testing.T){
+		"OneLoadAcrossProcesses": TestLeaseOneLoadAcrossProcesses,
+		"DeleteDuringLoad":       TestLeaseDeleteDuringLoad,
+		"DuringMigration":        TestLeaseDuringMigration,
+		"WaitEndsAtClose":        TestLeaseWaitEndsAtClose,
+		"ReleasedWhenThrottled":  TestLeaseReleasedWhenThrottled,
+		"Batch":                  TestLeaseBatch,
+	} {
+		t.Run(name, test)
+	}
+}
+
+// serverCounts returns the cmd_get and cmd_set a memcached saw.
+func serverCounts(t *testing.T, addr string) (gets, sets int64) {
+	t.Helper()
+	n := mcnode.New(mcnode.Config{Addr: addr})
+	defer n.Close()
+	st, err := n.Client().Stats(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gets, _ = strconv.ParseInt(st["cmd_get"], 10, 64)
+	sets, _ = strconv.ParseInt(st["cmd_set"], 10, 64)
+	return gets, sets
+}
+
+// TestMetaLeaseCommands counts the commands a memcached sees for a
+// GetOrLoad of a missing key under a lease: the read, the lease, the
+// store. With MetaLeases the lease is one round trip (an add pipelined
+// with the mg), and the store one ms.
+func TestMetaLeaseCommands(t *testing.T) {
+	cl := newCluster(t, "memcached", 1)
+	for _, meta := range []bool{false, true} {
+		c := cl.client(t, Options{Lease: testLease, MetaLeases: meta})
+		key := fmt.Sprintf("cold-%v", meta)
+		g0, s0 := serverCounts(t, cl.addrs[0])
+		if _, err := c.GetOrLoad(t.Context(), key, time.Hour, openLoader("v", nil).load); err != nil {
+			t.Fatal(err)
+		}
+		g1, s1 := serverCounts(t, cl.addrs[0])
+		t.Logf("MetaLeases %v: a lease miss cost %d gets and %d sets", meta, g1-g0, s1-s0)
+		if meta && (g1-g0 != 2 || s1-s0 != 2) {
+			t.Errorf("MetaLeases: %d gets and %d sets; want 2 and 2 (read; lease add+mg; store)", g1-g0, s1-s0)
+		}
+		mustGet(t, c, key, "v")
+	}
+}
+
+func p99(lat []time.Duration) time.Duration { return lat[len(lat)*99/100] }
+
+// TestHerdOnExpiredKey: 500 callers over 3 clients (goroutines standing
+// for 3 processes) on a hot key just past its TTL. With leases, exactly
+// one load and the herd waits for it; with StaleWhileRevalidate too,
+// exactly one (background) load and the herd's p99 within 2× a plain
+// hit's, served stale.
+func TestHerdOnExpiredKey(t *testing.T) {
+	for _, kind := range []string{"memcached", "redis-server"} {
+		t.Run(kind, func(t *testing.T) {
+			cl := newCluster(t, kind, 3)
+			const callers = 500
+			const loadTime = 50 * time.Millisecond
+			// Memcached's TTLs are whole seconds: the soft TTL is 1 s there.
+			ttl := time.Second
+			if kind != "memcached" {
+				ttl = 300 * time.Millisecond
+			}
+			var loads atomic.Int64
+			load := func(context.Context) ([]byte, error) {
+				loads.Add(1)
+				time.Sleep(loadTime)
+				return []byte("fresh"), nil
+			}
+			for _, swr := range []bool{false, true} {
+				opts := Options{Lease: testLease, MetaLeases: true, PoolSize: 64}
+				if swr {
+					opts.StaleWhileRevalidate = time.Minute
+				}
+				clients := make([]*Client, 3)
+				for i := range clients {
+					clients[i] = cl.client(t, opts)
+				}
+				key := fmt.Sprintf("hot-%v", swr)
+				// Warm: the key loaded once, and the clients' connections.
+				if _, err := clients[0].GetOrLoad(t.Context(), key, ttl, load); err != nil {
+					t.Fatal(err)
+				}
+				herdTTL(t, clients, callers, key, ttl, load) // the pools' connections dialed
+				base := p99(herdTTL(t, clients, callers, key, ttl, load))
+				if !swr {
+					// Without SWR the key is gone at its TTL.
+					if err := clients[0].Delete(t.Context(), key); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					// Past the soft TTL, within the hard one; memcached's
+					// clock ticks whole seconds, and its R compares whole
+					// seconds left.
+					past := ttl + 200*time.Millisecond
+					if kind == "memcached" {
+						past = ttl + 2200*time.Millisecond
+					}
+					time.Sleep(past)
+				}
+				loads.Store(0)
+				lat := herdTTL(t, clients, callers, key, ttl, load)
+				waitFor(t, "the refresh", func() bool { return loads.Load() >= 1 })
+				for _, c := range clients { // the background refresh stored
+					c.refreshes.wg.Wait()
+				}
+				ratio := float64(p99(lat)) / float64(base)
+				t.Logf("%s SWR %v: %d loads; herd p99 %v, plain hit p99 %v: ratio %.2f", kind, swr, loads.Load(), p99(lat), base, ratio)
+				if n := loads.Load(); n != 1 {
+					t.Errorf("SWR %v: %d loads, want exactly 1", swr, n)
+				}
+				if swr && !raceEnabled && ratio > 2 && p99(lat)-base > 5*time.Millisecond {
+					t.Errorf("SWR: herd p99 %v > 2× a plain hit's %v", p99(lat), base)
+				}
+				if !swr && p99(lat) < loadTime {
+					t.Errorf("without SWR: herd p99 %v under the load's %v", p99(lat), loadTime)
+				}
+				if v, err := clients[1].Get(t.Context(), key); swr && (err != nil || string(v) != "fresh") {
+					t.Fatalf("after the herd: %q, %v", v, err)
+				}
+			}
+		})
+	}
+}
+
+// herdTTL runs callers GetOrLoad calls of key (with ttl) spread over
+// clients, all at once, and returns their latencies, sorted.
+func herdTTL(t *testing.T, clients []*Client, callers int, key string, ttl time.Duration, load func(context.Context) ([]byte, error)) []time.Duration {
+	t.Helper()
+	lat := make([]time.Duration, callers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range callers {
+		c := clients[i%len(clients)]
+		wg.Go(func() {
+			<-start
+			t0 := time.Now()
+			v, err := c.GetOrLoad(t.Context(), key, ttl, load)
+			lat[i] = time.Since(t0)
+			if err != nil || len(v) == 0 {
+				t.Errorf("caller %d: %q, %v", i, v, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	slices.Sort(lat)
+	return lat
+}
+
+// TestRefreshDeleteDuringLoad: a Delete while a background refresh loads
+// makes its store fail, so the key stays deleted; EarlyRefresh refreshes a
+// value before its TTL, once, and answers at once meanwhile.
+func TestRefreshDeleteDuringLoad(t *testing.T) {
+	for _, kind := range []string{"memcached", "redis-server", "miniredis"} {
+		t.Run(kind, func(t *testing.T) {
+			cl := newCluster(t, kind, 1)
+			ctx := t.Context()
+			// Memcached's R compares whole seconds: a window of a minute
+			// covers a value of a minute's TTL within the second.
+			c := cl.client(t, Options{Lease: testLease, EarlyRefresh: time.Minute})
+			other := cl.client(t, Options{EarlyRefresh: time.Minute}) // its Delete clears the refresh's lease without Lease
+			if err := c.Set(ctx, "k", []byte("old"), 59*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			l := newLoader("new", nil)
+			v, err := c.GetOrLoad(ctx, "k", time.Hour, l.load)
+			if err != nil || string(v) != "old" {
+				t.Fatalf("GetOrLoad in the window = %q, %v; want the value at once", v, err)
+			}
+			<-l.entered
+			if v, err := c.GetOrLoad(ctx, "k", time.Hour, l.load); err != nil || string(v) != "old" {
+				t.Fatalf("GetOrLoad during the refresh = %q, %v", v, err)
+			}
+			if err := other.Delete(ctx, "k"); err != nil {
+				t.Fatal(err)
+			}
+			close(l.release)
+			c.refreshes.wg.Wait()
+			mustMiss(t, c, "k")
+			if s := c.LoadStats(); s.Refreshes != 1 || s.LeasesLost != 1 || s.Stale != 2 || l.calls.Load() != 1 {
+				t.Fatalf("LoadStats = %+v, %d loads; want one refresh, its lease lost", s, l.calls.Load())
+			}
+			// Without a Delete the refresh lands, and the next read is fresh.
+			if err := c.Set(ctx, "k", []byte("old"), 59*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if v, err := c.GetOrLoad(ctx, "k", time.Hour, openLoader("new", nil).load); err != nil || string(v) != "old" {
+				t.Fatalf("GetOrLoad in the window = %q, %v", v, err)
+			}
+			c.refreshes.wg.Wait()
+			mustGet(t, other, "k", "new")
+		})
+	}
+}

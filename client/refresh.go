@@ -1,0 +1,151 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Serving stale while one process refreshes (Options.StaleWhileRevalidate)
+// and refreshing early (Options.EarlyRefresh). A value loaded with a TTL is
+// stored for TTL+StaleWhileRevalidate (its hard TTL); its refresh window is
+// the last StaleWhileRevalidate+EarlyRefresh of that. GetOrLoad's read asks
+// the owner, in the same round trip, whether the value is in its window,
+// and if so hands its refresh to one caller of the fleet, who reloads it in
+// the background; every caller, that one included, is answered at once with
+// the value read. On Memcached the window is memcached's own R flag (the
+// remaining TTL under it: W for one client, Z for the others) and the store
+// is conditional on the value's CAS id; on Redis a script compares the
+// key's PTTL with the window and takes the lease key (lease.go), and the
+// store is StoreLeased's. The soft TTL is not kept anywhere: it is the hard
+// TTL less StaleWhileRevalidate, so a plain GET of the key by any client
+// reads the value unchanged (and until its hard TTL, which other clients
+// see as the TTL). A Delete during a refresh makes its store fail, as a
+// lease's. A failed refresh is not retried until the value expires for
+// good on Memcached (the server's W is given once per value), or its lease
+// does on Redis.
+
+// refreshWindow is how long before its hard expiry a value is refreshed; 0
+// when neither option is set.
+func (c *Client) refreshWindow() time.Duration {
+	return c.opts.StaleWhileRevalidate + c.opts.EarlyRefresh
+}
+
+// hardTTL is the TTL a loaded value is stored with: ttl plus the time it is
+// served stale (none for none).
+func (c *Client) hardTTL(ttl time.Duration) time.Duration {
+	if ttl <= 0 {
+		return ttl
+	}
+	return ttl + c.opts.StaleWhileRevalidate
+}
+
+// refreshes are the background refreshes under way, which Close cancels
+// and waits for.
+type refreshes struct {
+	mu     sync.Mutex
+	wg     sync.WaitGroup
+	ctx    context.Context // canceled by stop; made on first use
+	cancel context.CancelFunc
+	closed bool
+}
+
+// start returns the context a refresh runs in, made from base's values,
+// and false once stopped.
+func (r *refreshes) start(base context.Context) (context.Context, context.CancelFunc, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, nil, false
+	}
+	if r.ctx == nil {
+		r.ctx, r.cancel = context.WithCancel(context.Background())
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(base))
+	stop := context.AfterFunc(r.ctx, cancel)
+	r.wg.Add(1)
+	return ctx, func() { stop(); cancel(); r.wg.Done() }, true
+}
+
+// stop cancels the refreshes under way and waits for them.
+func (r *refreshes) stop() {
+	r.mu.Lock()
+	r.closed = true
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+}
+
+// readFresh is GetOrLoad's read with a refresh window: the value, and
+// whether one was found; a value in its window won by this call is
+// reloaded in the background. A node without lease reads, or a miss during
+// a migration, reads as get does (with its fallback).
+func (c *Client) readFresh(ctx context.Context, r route, key string, ttl time.Duration, load func(context.Context) ([]byte, error)) ([]byte, error) {
+	lr := c.leaseReader(r.st.conn(r.New))
+	if lr == nil {
+		return c.get(ctx, r, key)
+	}
+	token := rand.Text()
+	rd := c.leaseRead([]string{key}, token, false, c.refreshWindow())
+	ans, err := lr.LeaseGet(ctx, []string{key}, rd)
+	switch {
+	case err == ErrUnsupported:
+		return c.get(ctx, r, key)
+	case err != nil:
+		return nil, c.open(r.st, fail("get", r.New, key, err), true)
+	}
+	a := ans[0]
+	if !a.Found {
+		if r.Fallback {
+			return c.get(ctx, r, key)
+		}
+		return nil, ErrCacheMiss
+	}
+	if a.Stale {
+		c.loads.stale.Add(1)
+	}
+	if a.Won {
+		c.refresh(ctx, r, key, ttl, load, metaLease(token, key, a))
+	}
+	return a.Value, nil
+}
+
+// refresh reloads key in the background under l, a refresh's lease, and
+// stores the value if the lease still holds.
+func (c *Client) refresh(ctx context.Context, r route, key string, ttl time.Duration, load func(context.Context) ([]byte, error), l *lease) {
+	lctx, done, ok := c.refreshes.start(ctx)
+	if !ok {
+		return
+	}
+	c.loads.refreshes.Add(1)
+	go func() {
+		defer done()
+		if err := c.admit(lctx, r.st, key); err != nil {
+			c.releaseLeases(lctx, r.st, r.now, []string{key}, l)
+			return
+		}
+		v, err := c.callLoad(lctx, key, load)
+		c.loads.loads.Add(1)
+		st, now := c.load() // the placement now: a migration may have ended meanwhile
+		if st == nil {
+			return
+		}
+		switch {
+		case errors.Is(err, ErrNotFound) && c.opts.NegativeTTL > 0:
+			c.loads.notFound.Add(1)
+			c.storeUnderLease(lctx, st, now, []item{{Key: key, Value: []byte(negative), TTL: c.opts.NegativeTTL}}, l)
+		case err != nil:
+			c.loads.loadErrors.Add(1)
+			c.releaseLeases(lctx, st, now, []string{key}, l)
+		default:
+			if v == nil {
+				v = []byte{}
+			}
+			c.storeUnderLease(lctx, st, now, []item{{Key: key, Value: v, TTL: c.hardTTL(ttl)}}, l)
+		}
+	}()
+}

@@ -36,6 +36,9 @@ type Stats struct {
 	// it: their hits and misses are those the application saw, where a
 	// node's "get" counts include the second read a load makes.
 	Loads LoadStats
+	// Topology is where the client stands in the topology it follows, as
+	// TopologyInfo returns it: its Version is the one this process runs.
+	Topology TopologyStatus
 }
 
 // NodeStats is one node's statistics.
@@ -323,6 +326,7 @@ func (c *Client) Stats() Stats {
 	c.mu.Unlock()
 	s.Migration = c.Migration()
 	s.Loads = c.LoadStats()
+	s.Topology = c.TopologyInfo()
 	st := c.state.Load()
 	if st == nil {
 		return s

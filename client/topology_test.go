@@ -88,6 +88,9 @@ func TestFollowTopology(t *testing.T) {
 			if s := c.TopologyInfo(); !s.Following || s.Version != 1 || s.Applied != 1 || s.Phase != topology.Steady {
 				t.Fatalf("TopologyInfo after New = %+v", s)
 			}
+			if s := c.Stats().Topology; s.Version != 1 || !s.Following {
+				t.Fatalf("Stats().Topology = %+v; want version 1", s)
+			}
 			if got := c.Nodes(); len(got) != 3 {
 				t.Fatalf("Nodes = %v; want the first topology's", got)
 			}

@@ -198,7 +198,8 @@ type Options struct {
 	// Topology, when set, makes the client take its nodes from a source
 	// (DNS, a file, etcd) and follow every change as the fleet's rollout
 	// protocol says (package topology): leave Nodes, Placement and
-	// MigrateFrom empty. New waits for the first topology. Default nil:
+	// MigrateFrom empty, and Equalize 0 (the topology says how to place).
+	// New waits for the first topology. Default nil:
 	// the nodes of Options, changed by Reshard alone.
 	Topology *TopologyOptions
 }
@@ -370,6 +371,8 @@ type state struct {
 	// the client received its topology late and reads the old placement
 	// alone until it has repaired the new owners (topology.go).
 	hold bool
+	// released is closed when the hold ends; nil when st is not held.
+	released chan struct{}
 	// gone are the addresses of old nodes that a change without a
 	// migration removed (a DNS target that left the answers): a pod gone,
 	// most likely. A failure to reach one is forgiven (failopen.go): its
@@ -475,6 +478,9 @@ func (c *Client) initialState() (*state, *topology.Topology, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("MigrateFrom: %w", err)
 		}
+		// Other processes may have been given it before its start, and left
+		// writes' tombstones: resumed mid-window, it is announced too.
+		st.announced = true
 	}
 	return st, nil, nil
 }

@@ -53,6 +53,21 @@ func (c *Client) bury(ctx context.Context, n node.Node, keys []string, ttl time.
 	return n.Bury(ctx, keys, ttl, kind)
 }
 
+// tombKind is the kind of a tombstone: node.TombWritten for one left by an
+// operation routed to the old owner alone (before the start), a Delete's
+// included, node.TombDeleted for a Delete's in the window. Before the
+// start the old owner holds the truth, whatever it is, and every copy that
+// may replace such a tombstone reads it after the handover: a Delete then
+// has left nothing there to copy. A Delete's tombstone of the window is
+// never replaced: a copy that read the old owner before that Delete could
+// land after it.
+func tombKind(before bool) node.TombKind {
+	if before {
+		return node.TombWritten
+	}
+	return node.TombDeleted
+}
+
 // tombTTL is the life of a tombstone left at now: to the window's end, the
 // skew after it (while others may still copy) and tombMargin.
 func tombTTL(st *state, now time.Time) time.Duration {
@@ -74,10 +89,20 @@ func tombTTL(st *state, now time.Time) time.Duration {
 // then could follow a copy made at the handover, and be lost.
 
 // handover returns when copies may replace TombWritten tombstones: start +
-// 3×skew + the longest a write may take, at least a second.
+// 3×skew + writeBound.
 func (c *Client) handover(st *state) time.Time {
-	slack := max(time.Second, c.opts.DialTimeout+c.opts.WriteTimeout+c.opts.ReadTimeout)
-	return st.mig.Start().Add(3*st.mig.Skew() + slack)
+	return st.mig.Start().Add(3*st.mig.Skew() + c.writeBound())
+}
+
+// writeBound is how long a write routed at one instant may take to land:
+// the wait for a pooled connection (ReadTimeout and a second, the pool's
+// default) and two round trips (an update that looks first, Memcached's
+// replace over a possible tombstone), each a dial, a write and a read. A
+// write delivered later than that (a server paused longer, holding the
+// request in its socket) is not covered by the handover's argument.
+func (c *Client) writeBound() time.Duration {
+	o := &c.opts
+	return 2*(o.DialTimeout+o.WriteTimeout+o.ReadTimeout) + o.ReadTimeout + time.Second
 }
 
 // copyHow says how fromOld copies.

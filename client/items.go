@@ -173,14 +173,11 @@ func (c *Client) Store(ctx context.Context, op StoreOp, it Item) error {
 	if err := checkTTL(it.TTL); err != nil {
 		return err
 	}
-	begin := c.begin
+	begin := c.beginWrite
 	if op > StoreAdd { // replace, append, prepend, CAS: where the value is
 		begin = c.beginUpdate
 	}
 	r, err := begin(ctx, it.Key)
-	if err == nil {
-		c.wrote(it.Key)
-	}
 	if err != nil {
 		return err
 	}
@@ -289,7 +286,6 @@ func (c *Client) incrDecr(ctx context.Context, key string, delta uint64, decr bo
 	if err != nil {
 		return 0, err
 	}
-	c.wrote(key)
 	if r.Fallback {
 		if err := c.bringOver(ctx, r, key); err != nil { // as Incr does
 			return 0, err
@@ -313,11 +309,10 @@ func (c *Client) incrDecr(ctx context.Context, key string, delta uint64, decr bo
 
 // DeleteFound is Delete that also reports whether any owner held key.
 func (c *Client) DeleteFound(ctx context.Context, key string) (found bool, err error) {
-	r, err := c.begin(ctx, key)
+	r, err := c.beginWrite(ctx, key)
 	if err != nil {
 		return false, err
 	}
-	c.wrote(key)
 	if c.leasing() { // first: a load under the lease must not store (lease.go)
 		if err := c.clearLease(ctx, r, key); err != nil {
 			return false, err
@@ -341,7 +336,7 @@ func (c *Client) DeleteFound(ctx context.Context, key string) (found bool, err e
 			plainFound, plainErr = items(r.st.conn(plainAt)).DeleteFound(ctx, key)
 		}
 	})
-	tombFound, tombErr := c.bury(ctx, r.st.conn(tombAt), []string{key}, tombTTL(r.st, r.now), node.TombDeleted)
+	tombFound, tombErr := c.bury(ctx, r.st.conn(tombAt), []string{key}, tombTTL(r.st, r.now), tombKind(r.Before))
 	wg.Wait()
 	r.counters().DualDeletes.Add(1)
 	if err := fail("delete", tombAt, key, tombErr); err != nil {

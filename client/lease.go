@@ -297,10 +297,24 @@ func (c *Client) acquireLeases(ctx context.Context, st *state, now time.Time, ke
 // where the lease was lost, so that a Delete that clears the lease, then the
 // old owner, then the new owner leaves neither (see above).
 func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, items []item, l *lease) {
+	for _, it := range items {
+		c.wrote(it.Key) // before the state is looked at again: see beginWrite
+	}
+	if cur := c.state.Load(); cur != st && cur != nil {
+		st, now = c.load() // a topology applied since the lease: route as it says
+	}
+	for st != nil && st.hold {
+		if waitRelease(ctx, st) != nil {
+			return
+		}
+		st, now = c.load()
+	}
+	if st == nil {
+		return
+	}
 	routes := make([]migration.Route, len(items))
 	news, olds, tombs := newBatches(st), newBatches(st), newBatches(st)
 	for i, it := range items {
-		c.wrote(it.Key)
 		if st.mig == nil {
 			routes[i].New = st.placement.Locate(it.Key)
 		} else {
@@ -415,7 +429,11 @@ func (c *Client) releaseLeases(ctx context.Context, st *state, now time.Time, ke
 // clearLease deletes key's lease, whoever holds it, for Delete: a load under
 // it will not store its value.
 func (c *Client) clearLease(ctx context.Context, r route, key string) error {
-	return fail("delete", r.New, key, r.st.conn(r.New).Delete(ctx, c.leaseKey(key)))
+	err := r.st.conn(r.New).Delete(ctx, c.leaseKey(key))
+	if err != nil && r.st.goneFailed(r.New.Addr, err) {
+		return nil // a node gone holds no lease to keep (failopen.go)
+	}
+	return fail("delete", r.New, key, err)
 }
 
 // clearLeases is clearLease for DeleteMulti: one round trip per owner, in
@@ -432,7 +450,7 @@ func (c *Client) clearLeases(ctx context.Context, keys []string) error {
 	bs.run(func(b *batch) error { return b.conn.DeleteMulti(ctx, b.keys) })
 	var errs []error
 	for _, b := range bs.list {
-		if b.err != nil {
+		if b.err != nil && !st.goneFailed(b.node.Addr, b.err) {
 			errs = append(errs, nodeErr("delete_multi", b.node, b.keys, b.err))
 		}
 	}

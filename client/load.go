@@ -341,7 +341,12 @@ func (c *Client) store(ctx context.Context, r route, l *lease, key string, v []b
 		c.storeUnderLease(ctx, r.st, r.now, []item{{Key: key, Value: v, TTL: ttl}}, l)
 		return
 	}
-	c.wrote(key)
+	// Routed now, not when the load began: a load may outlast a phase of
+	// the migration (before its start, a write reaches the old owner alone,
+	// which must not happen after the handover: copy.go).
+	if now, err := c.beginWrite(ctx, key); err == nil {
+		r = now
+	}
 	err := c.write(ctx, "set", r, key, func(n node.Node) error { return n.Set(ctx, key, v, ttl) })
 	if err != nil {
 		c.loads.cacheErrors.Add(1)

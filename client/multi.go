@@ -381,11 +381,17 @@ func (c *Client) DeleteMulti(ctx context.Context, keys []string) error {
 // owner is an error (write, in ops.go). A migration's deletes bury the
 // moved keys on their new owners (copy.go).
 func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk func(i int) item, send func(*batch) error) error {
+	c.wroteAll(keys) // before the state is loaded: see beginWrite
 	st, now := c.load()
+	for st != nil && st.hold {
+		if err := waitRelease(ctx, st); err != nil {
+			return err
+		}
+		st, now = c.load()
+	}
 	if st == nil {
 		return ErrClosed
 	}
-	c.wroteAll(keys)
 	del := op == "delete_multi"
 	bs := newBatches(st)
 	tombs := newBatches(st) // deletes of moved keys, on their new owners
@@ -430,10 +436,9 @@ func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk fu
 	var wg sync.WaitGroup
 	if len(tombs.list) > 0 {
 		ttl := tombTTL(st, now)
-		kind := node.TombWritten // a write before the start
-		if del {
-			kind = node.TombDeleted
-		}
+		// Before the start every tombstone is a write's, a Delete's
+		// included; in the window a Delete's.
+		kind := tombKind(!del || now.Before(st.mig.Start()))
 		wg.Go(func() {
 			tombs.run(func(b *batch) error {
 				_, err := c.bury(ctx, b.conn, b.keys, ttl, kind)

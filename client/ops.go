@@ -36,13 +36,49 @@ func (c *Client) begin(ctx context.Context, key string) (route, error) {
 	return route{Route: st.mig.Route(key, now), st: st, now: now}, nil
 }
 
-// beginUpdate is begin for an operation that needs the key's present value
-// where it runs (migration.RouteUpdate). For a moved key of a migration
-// announced before its start it waits, between start+skew and the
-// handover, for the handover (copy.go), within ctx.
-func (c *Client) beginUpdate(ctx context.Context, key string) (route, error) {
+// beginWrite is begin for a write: it records key in the write log
+// (topology.go) before it routes it, so that a repair that reads the log
+// once a late topology's state is in place sees every write routed
+// before; and while that state is held (a repair under way) it waits for
+// the hold's end, within ctx, since a write routed as before the start
+// then would leave a tombstone that a copy made after the handover
+// replaces (copy.go).
+func (c *Client) beginWrite(ctx context.Context, key string) (route, error) {
+	if ctx == nil {
+		return route{}, ErrNilContext
+	}
+	if err := c.checkKey(key); err != nil {
+		return route{}, err
+	}
+	c.wrote(key)
 	for {
 		r, err := c.begin(ctx, key)
+		if err != nil || !r.st.hold {
+			return r, err
+		}
+		if err := waitRelease(ctx, r.st); err != nil {
+			return route{}, err
+		}
+	}
+}
+
+// waitRelease waits for a held state's hold to end, within ctx.
+func waitRelease(ctx context.Context, st *state) error {
+	select {
+	case <-st.released:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// beginUpdate is beginWrite for an operation that needs the key's present
+// value where it runs (migration.RouteUpdate). For a moved key of a
+// migration announced before its start it waits, between start+skew and
+// the handover, for the handover (copy.go), within ctx.
+func (c *Client) beginUpdate(ctx context.Context, key string) (route, error) {
+	for {
+		r, err := c.beginWrite(ctx, key)
 		if err != nil || r.st.mig == nil {
 			return r, err
 		}
@@ -219,11 +255,13 @@ func (c *Client) Set(ctx context.Context, key string, value []byte, ttl time.Dur
 	if err := c.checkValue(key, value); err != nil {
 		return err
 	}
-	r, err := c.beginTTL(ctx, key, ttl)
+	if err := checkTTL(ttl); err != nil {
+		return err
+	}
+	r, err := c.beginWrite(ctx, key)
 	if err != nil {
 		return err
 	}
-	c.wrote(key)
 	if !r.Dual { // no closure, no goroutine: the common case costs nothing extra
 		return c.open(r.st, fail("set", r.New, key, r.st.conn(r.New).Set(ctx, key, value, ttl)), false)
 	}
@@ -237,11 +275,13 @@ func (c *Client) Add(ctx context.Context, key string, value []byte, ttl time.Dur
 	if err := c.checkValue(key, value); err != nil {
 		return err
 	}
-	r, err := c.beginTTL(ctx, key, ttl)
+	if err := checkTTL(ttl); err != nil {
+		return err
+	}
+	r, err := c.beginWrite(ctx, key)
 	if err != nil {
 		return err
 	}
-	c.wrote(key)
 	return c.open(r.st, c.add(ctx, r, key, value, ttl), false)
 }
 
@@ -287,7 +327,6 @@ func (c *Client) Incr(ctx context.Context, key string, delta int64) (int64, erro
 	if err != nil {
 		return 0, err
 	}
-	c.wrote(key)
 	if r.Fallback {
 		if err := c.bringOver(ctx, r, key); err != nil {
 			return 0, err

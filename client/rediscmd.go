@@ -63,9 +63,6 @@ func (c *Client) RedisDo(ctx context.Context, key string, op RedisOp, cmd redis.
 		cmd.SetErr(err)
 		return err
 	}
-	if op != RedisRead {
-		c.wrote(key)
-	}
 	rdb, err := redisOf(r.st.conn(r.New))
 	if err != nil {
 		cmd.SetErr(err)

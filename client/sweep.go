@@ -122,8 +122,8 @@ func (c *Client) Sweep(ctx context.Context, opts SweepOptions) (SweepStatus, err
 	defer c.pools.Release(held)
 	// Copies wait for the start and the skew after it (migration.Backfilling)
 	// and, when writes before the start may have left tombstones on the new
-	// owners, for those to expire (tombTTL), so that their values are
-	// copied too.
+	// owners, for the handover, from which its copies replace them
+	// (copy.go), so that those values are copied too.
 	from := st.mig.Start().Add(st.mig.Skew())
 	if st.announced {
 		from = c.handover(st) // its copies then replace writes' tombstones

@@ -36,12 +36,14 @@ import (
 //   - A topology that arrives while a migration is under way waits for its
 //     end (Pending).
 //   - A topology received at or after its migration's start (Late) is held
-//     before its start: reads go to the old placement alone, writes to the
-//     old owners and tombstones to the new ones, until every key the
-//     client wrote since the start (less the skew) is buried on its new
-//     owner, from the write log; then the client joins the phase of its
-//     clock. If the log no longer reaches back to the start, the hold
-//     lasts until the window's end, and the failure is logged and counted.
+//     before its start: reads go to the old placement alone and writes
+//     wait, until every key the client wrote since the start (less the
+//     skew) is buried on its new owner, from the write log (a few round
+//     trips); then the client joins the phase of its clock. If the log no
+//     longer reaches back to the start, or a new owner does not answer, the
+//     client buries what it can, logs and counts the failure, and joins
+//     its phase all the same: the keys it could not bury may read stale on
+//     their new owners.
 
 // Defaults of TopologyOptions.
 const (
@@ -76,17 +78,20 @@ type TopologyOptions struct {
 	// one: it starts Lead after this process received it and lasts
 	// Window. Lead must exceed how far apart the processes may receive
 	// one change (a DNS source's Interval, plus the resolvers' caching);
-	// it is added to the skew. Defaults DefaultTopologyLead and
-	// DefaultTopologyWindow.
+	// it is added to the skew, so that an update of a moved key that
+	// depends on its value (Incr, Touch, an append) waits from the start
+	// for about twice Skew+Lead and the network timeouts (the handover,
+	// copy.go). Defaults DefaultTopologyLead and DefaultTopologyWindow.
 	Lead, Window time.Duration
 	// WriteLog is how many recent writes the client remembers for the
 	// repair after a topology received late. Default DefaultWriteLog; a
-	// negative WriteLog keeps none, and a late topology is then held
-	// until its window's end.
+	// negative WriteLog keeps none, and a late topology then repairs
+	// nothing (a repair failure).
 	WriteLog int
 	// OnApply, when set, is called with each topology the client applies,
 	// once it runs it, on the goroutine that follows the source: to report
-	// the version the process runs (etcdsource.Registration.Set).
+	// the version the process runs (etcdsource.Registration.Set). It must
+	// not call Close, which waits for that goroutine.
 	OnApply func(*topology.Topology)
 }
 
@@ -133,8 +138,8 @@ type TopologyStatus struct {
 	// set while the client holds one before its start. Repaired counts the
 	// keys the repairs buried on their new owners, RepairFailures the
 	// repairs that could not complete (the write log did not reach back to
-	// the start, or a new owner did not answer): the hold then lasted
-	// until the window's end.
+	// the start, or a new owner did not answer): the keys not buried may
+	// read stale on their new owners.
 	Late           int64
 	Repairing      bool
 	Repaired       int64
@@ -326,7 +331,7 @@ func (f *follower) apply(t *topology.Topology) {
 		return
 	}
 	start, window, skew := now, f.opts.Window, f.opts.Skew
-	late := false
+	late, cutover := false, false
 	var gone map[string]bool
 	if m := t.Migration; m != nil {
 		start, window, late = m.Start, m.Window, t.Late(now)
@@ -338,12 +343,12 @@ func (f *follower) apply(t *topology.Topology) {
 			f.keep(t) // nothing moves, nothing changes address
 			return
 		}
-		start, window, skew = now, 0, 0 // addresses alone changed: at once
+		start, window, skew, cutover = now, 0, 0, true // addresses alone changed: at once
 	} else {
 		start, skew = now.Add(f.opts.Lead), skew+f.opts.Lead
 		gone = removed(old, p)
 	}
-	st, err := c.follow(old, p, start, window, skew, late, gone)
+	st, err := c.follow(old, p, start, window, skew, late, gone, cutover)
 	switch {
 	case errors.Is(err, ErrMigrationActive):
 		f.mu.Lock()
@@ -367,7 +372,7 @@ func (f *follower) apply(t *topology.Topology) {
 	f.mu.Unlock()
 	c.opts.Logger.Info("shardcache: topology applied", slog.Int64("version", t.Version), slog.Time("start", start),
 		slog.Duration("window", window), slog.Bool("late", late))
-	if late {
+	if late && st.mig != nil {
 		f.repair(st)
 	}
 	f.report(t)
@@ -472,7 +477,7 @@ func (f *follower) readdressed(p ring.Locator) (ring.Locator, error) {
 // follow moves the client from old to p:
 // a migration that starts at start and lasts window, for clocks skew
 // apart, held before its start when held is set. It returns the new state.
-func (c *Client) follow(old, p ring.Locator, start time.Time, window, skew time.Duration, held bool, gone map[string]bool) (*state, error) {
+func (c *Client) follow(old, p ring.Locator, start time.Time, window, skew time.Duration, held bool, gone map[string]bool, cutover bool) (*state, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.state.Load()
@@ -504,9 +509,12 @@ func (c *Client) follow(old, p ring.Locator, start time.Time, window, skew time.
 		return nil, err
 	}
 	next.hold, next.announced, next.gone = held, true, gone
+	if held {
+		next.released = make(chan struct{})
+	}
 	c.state.Store(next)
 	c.releaseLocked(st.placement.Nodes())
-	if window == 0 {
+	if cutover {
 		next = c.retireLocked(next)
 	}
 	return next, nil
@@ -515,9 +523,13 @@ func (c *Client) follow(old, p ring.Locator, start time.Time, window, skew time.
 // repair buries, on their new owners, the keys this process wrote since
 // st's migration started (less the skew), then releases st's hold. When
 // the write log does not reach back that far, or a new owner cannot be
-// reached, the hold lasts until the window's end.
+// reached, it buries what it can, counts and logs the failure, and
+// releases all the same: the keys it could not bury may read stale on
+// their new owners, for this process too (the writes that wait for the
+// hold could not wait for the window's end).
 func (f *follower) repair(st *state) {
 	c := f.c
+	defer f.release(st)
 	keys, complete := f.log.since(st.mig.Start().Add(-st.mig.Skew()))
 	byOwner := map[ring.Node][]string{}
 	for _, k := range keys {
@@ -549,30 +561,27 @@ func (f *follower) repair(st *state) {
 	if failure != nil {
 		f.repairFailures.Add(1)
 		f.setErr(failure)
-		c.opts.Logger.Error("shardcache: repair after a late topology failed: reading the old placement alone until the window's end",
-			slog.Time("end", st.mig.End()), slog.Int("buried", buried), slog.Any("error", failure))
-		if d := st.mig.End().Sub(c.opts.Now()); d > 0 {
-			time.AfterFunc(d, func() { f.release(st) })
-			return
-		}
-	} else {
-		c.opts.Logger.Info("shardcache: repair after a late topology done", slog.Int("buried", buried))
+		c.opts.Logger.Error("shardcache: repair after a late topology incomplete: keys written since the start and not buried may read stale on their new owners",
+			slog.Int("buried", buried), slog.Any("error", failure))
+		return
 	}
-	f.release(st)
+	c.opts.Logger.Info("shardcache: repair after a late topology done", slog.Int("buried", buried))
 }
 
 // repairBatch is how many tombstones a repair sends a node at once.
 const repairBatch = 512
 
-// release ends st's hold, if st is still the client's state.
+// release ends st's hold, if st is still the client's state, and wakes
+// the writes waiting for it.
 func (f *follower) release(st *state) {
 	c := f.c
 	c.mu.Lock()
 	if c.state.Load() == st {
 		next := *st
-		next.hold = false
+		next.hold, next.released = false, nil
 		c.state.Store(&next)
 	}
+	close(st.released)
 	c.mu.Unlock()
 	f.mu.Lock()
 	if f.repairing == st {

@@ -135,23 +135,26 @@
 // not serve a read from N before it has repaired them:
 //
 //   - It enters the phase Before, whatever the clock says, and serves no
-//     read from N: it reads the old placement alone. That read is fresh
-//     during the window, because every process writes O(k) until S+W+ε.
+//     read from N: it reads the old placement alone, and its writes wait.
+//     That read is fresh or a miss during the window: every process writes
+//     O(k) until S+W+ε, and an update that moves a key to N (an Incr
+//     after the handover) deletes it on O(k).
 //   - It buries, on its new owner, every key it wrote or deleted since S−ε
 //     (the client keeps a bounded log of the keys it wrote recently,
 //     client.TopologyOptions.WriteLog; a process that was on the old
-//     topology wrote nothing else), with a tombstone as short as a write's
-//     before the start.
-//   - Then it joins the phase of its clock.
+//     topology wrote nothing else), with a write's tombstone, which a copy
+//     made after the handover replaces with the value on O(k).
+//   - Then it joins the phase of its clock, and its writes go on.
 //
 // If its log does not reach back to S (it overflowed: a long partition),
-// it cannot repair, and says so (an error, a counter): until S+W it keeps
-// reading the old placement alone, so it serves no stale read itself; the
-// keys it wrote and did not log may read stale on their new owners, for
-// other processes and after the window, until their TTL. If the window has
-// already ended when it receives the topology, the old owners are no longer
-// written by the others: it repairs from its log and uses the new placement
-// alone. The others may have read stale copies from N while it was cut off;
+// it buries what it has and says so (an error, a counter), then joins its
+// phase all the same, since its writes cannot wait for the window's end:
+// the keys it wrote and did not log may read stale on their new owners,
+// for it and for the others, until their TTL. If the window has already
+// ended when it receives the topology, the old owners are no longer
+// written by the others: it repairs from its log and uses the new
+// placement alone; during the repair (a few round trips) its reads of the
+// old placement may return values the others no longer update. The others may have read stale copies from N while it was cut off;
 // no process can prevent that after the fact, which is why the start must
 // leave room for every process to receive the topology: give --start-in
 // more than the longest delay expected, check "shardcache topology status"

@@ -546,7 +546,9 @@ func TestFleetEtcd8to6(t *testing.T) {
 func TestFleetRestartMidWindow(t *testing.T) {
 	f := newFleet(t, "redis", 4)
 	v1 := f.etcd(f.nodes[:3])
-	const lead, window = 1500 * time.Millisecond, 10 * time.Second
+	// A restart on a loaded machine (CI runs the packages side by side)
+	// took more than upBy once: the window leaves it restartBy.
+	const lead, window, restartBy = 1500 * time.Millisecond, 20 * time.Second, 15 * time.Second
 	cfg := f.base(upBy+lead+window, 100, fleetMix)
 	var cfgs []chaos.WorkerConfig
 	for p := range 3 {
@@ -566,7 +568,7 @@ func TestFleetRestartMidWindow(t *testing.T) {
 	p.kill()
 	p.restart()
 	f.rec.Fault(chaos.Fault{Kind: chaos.KillClient, Target: "p1", Start: killed.UnixNano(), End: time.Now().UnixNano()})
-	f.waitTopology("restarted", v2.Migration.Start.Add(2*time.Second+upBy), func(e chaos.TopologyEvent) bool {
+	f.waitTopology("restarted", v2.Migration.Start.Add(2*time.Second+restartBy), func(e chaos.TopologyEvent) bool {
 		return e.Kind == chaos.TopologyStatus
 	})
 	h, res := f.finish()

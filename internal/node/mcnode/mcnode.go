@@ -306,8 +306,8 @@ func (n *Node) SetMulti(ctx context.Context, items []node.Item) error {
 // and reports which were stored; beside a failure, what was stored too.
 func (n *Node) AddMulti(ctx context.Context, items []node.Item) ([]bool, error) {
 	stored, err := n.storeMulti(ctx, node.OpAddMulti, memcache.Add, items)
-	if stored == nil {
-		return stored, err
+	if stored == nil || err != nil {
+		return stored, err // a node that failed is not asked again, item by item
 	}
 	for i, it := range items {
 		if it.OverWritten && !stored[i] {

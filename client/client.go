@@ -221,6 +221,13 @@ type MigrateFrom struct {
 	// (and keys without expiry are lost). See package migration.
 	Start  time.Time
 	Window time.Duration
+	// Announced says that every process of the fleet was given this
+	// migration before its start: their writes then may have left
+	// tombstones on the new owners (client/copy.go, the handover), which
+	// this process's copies made after the handover replace. A migration
+	// whose Start is ahead at New is announced anyway. Leave it false in a
+	// process that only sweeps, or whose Start is not the fleet's.
+	Announced bool
 }
 
 // init applies defaults.
@@ -478,9 +485,7 @@ func (c *Client) initialState() (*state, *topology.Topology, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("MigrateFrom: %w", err)
 		}
-		// Other processes may have been given it before its start, and left
-		// writes' tombstones: resumed mid-window, it is announced too.
-		st.announced = true
+		st.announced = st.announced || m.Announced
 	}
 	return st, nil, nil
 }

@@ -88,6 +88,13 @@ func tombTTL(st *state, now time.Time) time.Duration {
 // moved key's value waits (beginUpdate): one that went to the old owner
 // then could follow a copy made at the handover, and be lost.
 
+// replacesWritten reports whether a copy whose read began at now may replace
+// a TombWritten tombstone: the migration is announced (its start is the
+// fleet's) and now is past the handover.
+func (c *Client) replacesWritten(st *state, now time.Time) bool {
+	return st.announced && !now.Before(c.handover(st))
+}
+
 // handover returns when copies may replace TombWritten tombstones: start +
 // 3×skew + writeBound.
 func (c *Client) handover(st *state) time.Time {
@@ -216,7 +223,7 @@ func (c *Client) fromOld(ctx context.Context, st *state, now time.Time, keys []s
 			i := b.idx[j]
 			var ok bool
 			if it.TTL, ok = st.mig.BackfillTTL(it.Key, now, it.TTL, it.TTLKnown); ok && routes[i].Backfill {
-				it.OverWritten = !now.Before(c.handover(st)) // read after every write the old owner alone took
+				it.OverWritten = c.replacesWritten(st, now) // read after every write the old owner alone took
 				copies.add(routes[i].New, *it, i, false)
 			}
 		}

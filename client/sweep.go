@@ -276,7 +276,7 @@ func (sw *sweep) page(ctx context.Context, n ring.Node, sn node.Sweeper, page []
 	}
 	// Read after the handover, a dump may replace writes' tombstones
 	// (copy.go).
-	over := !sw.c.opts.Now().Before(sw.c.handover(sw.st))
+	over := sw.c.replacesWritten(sw.st, sw.c.opts.Now())
 	got, err := sn.Dump(ctx, moving)
 	if err != nil {
 		sw.failed(n, len(moving), nodeErr("sweep_dump", n, itemKeys(moving), err))

@@ -25,6 +25,9 @@ from several machines at once: what is already copied is skipped. First it
 asks each server which protocol it speaks ("version"), and stops if that is
 not --backend's.`
 
+// sweepTimeout is the sweep command's read and write timeout.
+const sweepTimeout = 5 * time.Second
+
 // sweepWindow is the sweep command's own migration window: the process
 // serves no traffic, so its window only has to outlast the sweep.
 const sweepWindow = 7 * 24 * time.Hour
@@ -77,9 +80,14 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		func(got client.Backend) string { return "--backend " + got.String() }); err != nil {
 		return badInput(stderr, "sweep", "--backend %v: %v", b, err)
 	}
+	// A batch job, not a request's path: timeouts of seconds, not the
+	// client's half second. Its migration is not the fleet's (its start is
+	// now): its copies never replace a write's tombstone (client.MigrateFrom.Announced).
 	opts := client.Options{
 		Backend: b, Nodes: toNodes, Vnodes: *vnodes, Equalize: *equalize,
-		MigrateFrom: &client.MigrateFrom{Nodes: fromNodes, Start: time.Now(), Window: sweepWindow},
+		MigrateFrom:  &client.MigrateFrom{Nodes: fromNodes, Start: time.Now(), Window: sweepWindow},
+		ReadTimeout:  sweepTimeout,
+		WriteTimeout: sweepTimeout,
 	}
 	conn.apply(&opts)
 	c, err := client.New(opts)

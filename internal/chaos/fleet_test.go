@@ -494,19 +494,26 @@ func TestFleetEtcd8to6(t *testing.T) {
 	idx := func(d time.Duration) int { return int(d / bucket) }
 	steadyFrom, steadyTo := idx(warm), idx(published.Sub(f.start)) // [from, to)
 	rollFrom, rollTo := steadyTo, idx(v2.Migration.End().Sub(f.start))+2
+	// The callers run in a closed loop on a machine shared with other
+	// tests, so their rate follows the CPU they get: the database's load
+	// is compared per call offered (loads per GetOrLoad, by second), which
+	// is what the migration changes, and its absolute rate is logged.
 	var sc, sl, steadyPeak int
+	steadyPeakFrac := 0.0
 	for i := steadyFrom; i < steadyTo; i++ {
 		sc, sl = sc+calls[i], sl+loads[i]
 		steadyPeak = max(steadyPeak, loads[i])
+		steadyPeakFrac = max(steadyPeakFrac, float64(loads[i])/float64(max(calls[i], 1)))
 	}
 	steadyHit := 1 - float64(sl)/float64(sc)
 	steadyLoads := float64(sl) / float64(steadyTo-steadyFrom)
-	minHit, peak := 1.0, 0
+	minHit, peak, peakFrac := 1.0, 0, 0.0
 	var rates []string
 	for i := rollFrom; i < min(rollTo, n); i++ {
 		hit := 1 - float64(loads[i])/float64(max(calls[i], 1))
 		minHit = min(minHit, hit)
 		peak = max(peak, loads[i])
+		peakFrac = max(peakFrac, 1-hit)
 		rates = append(rates, fmt.Sprintf("%d/%d", loads[i], calls[i]))
 	}
 	var lat []string
@@ -533,8 +540,9 @@ func TestFleetEtcd8to6(t *testing.T) {
 	if minHit < 0.99*steadyHit {
 		t.Errorf("hit rate fell to %.4f in the rollout, below 99%% of the steady %.4f", minHit, steadyHit)
 	}
-	if float64(peak) > 1.2*float64(steadyPeak) {
-		t.Errorf("database peak %d loads/s in the rollout, above 1.2× the steady state's peak %d", peak, steadyPeak)
+	t.Logf("database load per call: rollout peak %.4f, steady peak %.4f (%.2f×)", peakFrac, steadyPeakFrac, peakFrac/steadyPeakFrac)
+	if peakFrac > 1.2*steadyPeakFrac {
+		t.Errorf("database peak of %.4f loads per call in a second of the rollout, above 1.2× the steady state's peak %.4f", peakFrac, steadyPeakFrac)
 	}
 }
 

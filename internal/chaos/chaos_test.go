@@ -241,7 +241,11 @@ func TestSeededBugs(t *testing.T) {
 					t.Parallel()
 					expectViolation(t, run{Backend: b, Procs: 3, Goroutines: 8, Duration: 8 * time.Second,
 						ReshardAt: 500 * time.Millisecond, Window: 7 * time.Second, Seed: firstSeed(),
-						NoClientKill: true, Tags: bug.tag, Keys: 40}, "")
+						// Ten hot keys: the races a seeded bug opens are
+						// narrow (notomb's: a copy between a Delete's two
+						// halves), and at 40 keys Redis showed none in three
+						// runs under CI's load.
+						NoClientKill: true, Tags: bug.tag, Keys: 10}, "")
 				})
 			}
 		})

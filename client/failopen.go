@@ -21,7 +21,7 @@ func (c *Client) open(st *state, err error, read bool) error {
 		return err
 	}
 	var ne *NodeError
-	if !errors.As(err, &ne) || !(c.opts.FailOpen && ne.Err == ErrNodeDown || st.goneFailed(ne.Node.Addr, ne.Err)) {
+	if !errors.As(err, &ne) || !c.forgiven(st, ne.Node.Addr, ne.Err) {
 		return err
 	}
 	c.countOpen(st, ne.Node.Addr, 1, read)
@@ -34,11 +34,17 @@ func (c *Client) open(st *state, err error, read bool) error {
 // openBatch reports whether a multi-key batch's failure is dropped by
 // FailOpen (the node is held down), and counts its n keys if so.
 func (c *Client) openBatch(st *state, b *batch, n int, read bool) bool {
-	if !(c.opts.FailOpen && b.err == ErrNodeDown || st.goneFailed(b.node.Addr, b.err)) {
+	if !c.forgiven(st, b.node.Addr, b.err) {
 		return false
 	}
 	c.countOpen(st, b.node.Addr, n, read)
 	return true
+}
+
+// forgiven reports whether err, a failure of the node at addr, is dropped
+// rather than returned: FailOpen's node held down, or a node gone.
+func (c *Client) forgiven(st *state, addr string, err error) bool {
+	return c.opts.FailOpen && err == ErrNodeDown || st.goneFailed(addr, err)
 }
 
 // goneFailed reports whether err, from the node at addr, is a failure to

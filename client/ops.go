@@ -90,13 +90,21 @@ func (c *Client) beginUpdate(ctx context.Context, key string) (route, error) {
 		if wait <= 0 {
 			return r, nil
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return route{}, ctx.Err()
+		if err := sleep(ctx, wait); err != nil {
+			return route{}, err
 		}
+	}
+}
+
+// sleep waits for d, or returns ctx's error if ctx ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

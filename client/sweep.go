@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"golang.org/x/time/rate"
 
@@ -129,12 +128,8 @@ func (c *Client) Sweep(ctx context.Context, opts SweepOptions) (SweepStatus, err
 		from = c.handover(st) // its copies then replace writes' tombstones
 	}
 	if wait := from.Sub(now); wait > 0 {
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return SweepStatus{}, ctx.Err()
+		if err := sleep(ctx, wait); err != nil {
+			return SweepStatus{}, err
 		}
 	}
 

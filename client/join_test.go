@@ -71,8 +71,7 @@ func TestGetOrLoadJoinAfterDelete(t *testing.T) {
 			if err := direct.Set(ctx, "k", old, time.Minute); err != nil {
 				t.Fatal(err)
 			}
-			before := getsServed(t, kind, servers[0].Addr)
-			waitFor(t, "the load to read the value", func() bool { return getsServed(t, kind, servers[0].Addr) > before })
+			waitFor(t, "the load to read the value", valueRead(t, kind, servers[0].Addr, len(old)))
 			for _, k := range []string{"k", lkey} {
 				if err := direct.Delete(ctx, k); err != nil {
 					t.Fatal(err)
@@ -97,29 +96,52 @@ func TestGetOrLoadJoinAfterDelete(t *testing.T) {
 	}
 }
 
-// getsServed is how many reads the server at addr has answered: Redis's GET
-// and MGET calls, memcached's cmd_get.
-func getsServed(t *testing.T, kind, addr string) int {
+// valueRead returns a condition that holds once the server at addr has
+// begun to answer a read with a value of size bytes, counted from now:
+// Redis's GET and MGET calls (one thread: a call counted after now ran
+// after it, and only "k" can be read), memcached's bytes written. Not
+// memcached's cmd_get or get_hits: a lease poll's add that fails reads the
+// lease key to see whether it is a tombstone (a hit), and memcached counts a
+// read once it has looked the key up, on a thread of its own, so a poll that
+// missed before the Set may be counted after it. The value, 512 KiB, fills
+// the socket's buffers towards the proxy at once: a poll's answers are a
+// hundred bytes.
+func valueRead(t *testing.T, kind, addr string, size int) func() bool {
 	t.Helper()
 	if kind == "redis-server" {
-		rdb := redis.NewClient(&redis.Options{Addr: addr})
-		defer rdb.Close()
-		info, err := rdb.Info(context.Background(), "commandstats").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, line := range strings.Split(info, "\n") {
-			for _, cmd := range []string{"cmdstat_get:", "cmdstat_mget:"} {
-				if rest, ok := strings.CutPrefix(line, cmd+"calls="); ok {
-					calls, _, _ := strings.Cut(rest, ",")
-					c, _ := strconv.Atoi(calls)
-					n += c
-				}
+		before := redisReads(t, addr)
+		return func() bool { return redisReads(t, addr) > before }
+	}
+	before := memcachedStat(t, addr, "bytes_written")
+	return func() bool { return memcachedStat(t, addr, "bytes_written") > before+size/8 }
+}
+
+// redisReads is how many GET and MGET calls the Redis server at addr has
+// answered.
+func redisReads(t *testing.T, addr string) int {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(info, "\n") {
+		for _, cmd := range []string{"cmdstat_get:", "cmdstat_mget:"} {
+			if rest, ok := strings.CutPrefix(line, cmd+"calls="); ok {
+				calls, _, _ := strings.Cut(rest, ",")
+				c, _ := strconv.Atoi(calls)
+				n += c
 			}
 		}
-		return n
 	}
+	return n
+}
+
+// memcachedStat is the statistic name of the memcached server at addr.
+func memcachedStat(t *testing.T, addr, name string) int {
+	t.Helper()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +150,7 @@ func getsServed(t *testing.T, kind, addr string) int {
 	fmt.Fprint(conn, "stats\r\n")
 	sc := bufio.NewScanner(conn)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "STAT cmd_get "); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), "STAT "+name+" "); ok {
 			n, _ := strconv.Atoi(strings.TrimSpace(rest))
 			return n
 		}
@@ -136,6 +158,6 @@ func getsServed(t *testing.T, kind, addr string) int {
 			break
 		}
 	}
-	t.Fatalf("memcached at %s: no cmd_get in stats (%v)", addr, sc.Err())
+	t.Fatalf("memcached at %s: no %s in stats (%v)", addr, name, sc.Err())
 	return 0
 }

@@ -25,7 +25,7 @@ from several machines at once: what is already copied is skipped. First it
 asks each server which protocol it speaks ("version"), and stops if that is
 not --backend's.`
 
-// sweepTimeout is the sweep command's read and write timeout.
+// sweepTimeout is the sweep command's default read and write timeout.
 const sweepTimeout = 5 * time.Second
 
 // sweepWindow is the sweep command's own migration window: the process
@@ -42,6 +42,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	vnodes := fs.Int("vnodes", ring.DefaultVnodes, "ring points per unit of weight, as the client's Options.Vnodes")
 	equalize := addEqualizeFlag(fs.FlagSet)
 	quiet := fs.Bool("quiet", false, "no progress bar on stderr")
+	timeout := fs.Duration("timeout", sweepTimeout, "each read's and write's timeout")
 	connFlags := addConnFlags(fs.FlagSet)
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
@@ -60,6 +61,9 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if *rate < 0 || *concurrency < 0 {
 		return badInput(stderr, "sweep", "--rate and --concurrency: want 0 or more")
+	}
+	if *timeout <= 0 {
+		return badInput(stderr, "sweep", "--timeout %v: want a positive duration", *timeout)
 	}
 	if err := checkEqualize(*equalize); err != nil {
 		return badInput(stderr, "sweep", "%v", err)
@@ -80,14 +84,14 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		func(got client.Backend) string { return "--backend " + got.String() }); err != nil {
 		return badInput(stderr, "sweep", "--backend %v: %v", b, err)
 	}
-	// A batch job, not a request's path: timeouts of seconds, not the
-	// client's half second. Its migration is not the fleet's (its start is
+	// A batch job, not a request's path: timeouts of seconds by default,
+	// not the client's half second. Its migration is not the fleet's (its start is
 	// now): its copies never replace a write's tombstone (client.MigrateFrom.Announced).
 	opts := client.Options{
 		Backend: b, Nodes: toNodes, Vnodes: *vnodes, Equalize: *equalize,
 		MigrateFrom:  &client.MigrateFrom{Nodes: fromNodes, Start: time.Now(), Window: sweepWindow},
-		ReadTimeout:  sweepTimeout,
-		WriteTimeout: sweepTimeout,
+		ReadTimeout:  *timeout,
+		WriteTimeout: *timeout,
 	}
 	conn.apply(&opts)
 	c, err := client.New(opts)

@@ -30,7 +30,9 @@ func TestSweepMemoryFlat(t *testing.T) {
 		from := []ring.Node{{Name: "a", Addr: servers[0].Addr}}
 		to := []ring.Node{{Name: "a", Addr: servers[0].Addr}, {Name: "b", Addr: servers[1].Addr, Weight: 0.01}}
 		fill(t, from, n)
-		args := strings.Join([]string{"sweep", "--backend", "memcached", "--rate", "0",
+		// 30 s timeouts: a read once took 5 s (the default) while CI ran
+		// the chaos tests beside this one.
+		args := strings.Join([]string{"sweep", "--backend", "memcached", "--rate", "0", "--timeout", "30s",
 			"--from", formatNodes(from), "--to", formatNodes(to)}, "\x1f")
 		cmd := exec.Command(os.Args[0], "-test.run=^TestTopologyWatchChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), "SHARDCACHE_WATCH_CHILD="+args)

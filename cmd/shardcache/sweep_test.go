@@ -132,6 +132,7 @@ func TestSweepCommandBadInput(t *testing.T) {
 		{[]string{"sweep", "--backend", "etcd", "--from", "h:1", "--to", "h:2"}, `--backend "etcd"`},
 		{[]string{"sweep", "--from", "h:1"}, "both --from and --to"},
 		{[]string{"sweep", "--from", "h:1", "--to", "h:2", "--rate", "-1"}, "--rate"},
+		{[]string{"sweep", "--from", "h:1", "--to", "h:2", "--timeout", "0s"}, "--timeout 0s"},
 		{[]string{"sweep", "--from", "h", "--to", "h:2"}, "want HOST:PORT"},
 		{[]string{"plan", "--keys", "-1"}, "--keys"},
 		{[]string{"plan", "--keys", "10", "--sweep-rate", "0"}, "--sweep-rate"},

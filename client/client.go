@@ -141,9 +141,9 @@ type Options struct {
 	// before its (soft) TTL. Keys stored without a TTL are never
 	// refreshed. Memcached needs the meta commands for either (without
 	// them the value is only kept longer). Every process must agree on
-	// them, as on Lease: a Delete clears the refresh's lease. GetOrLoad
-	// alone refreshes; GetMultiOrLoad stores with the longer TTL and
-	// serves stale values without a refresh. Default 0: off.
+	// them, as on Lease: a Delete clears the refresh's lease.
+	// GetMultiOrLoad refreshes the keys of one call whose refresh it wins
+	// with one background call of its loader. Default 0: off.
 	StaleWhileRevalidate, EarlyRefresh time.Duration
 	// LoadLimit, when set, caps the loader calls of GetOrLoad and
 	// GetMultiOrLoad in this process (see LoadLimit). Default: no cap.

@@ -127,6 +127,17 @@
 // see a value that is then withdrawn. Every process must agree on Lease: a
 // Delete without it clears no lease.
 //
+// With Options.MetaLeases the lease is taken by the read itself, one round
+// trip: on Memcached ≥ 1.6 a placeholder item in the key's place (its
+// flags tell our reads it is a miss; other clients read an empty value),
+// on Redis one script. With Options.StaleWhileRevalidate a value is kept
+// that long past its TTL, and a read past the TTL hands its reload to one
+// caller of the fleet, in the background, while every caller is answered
+// at once with the value read; Options.EarlyRefresh does the same before
+// the TTL. GetMultiOrLoad takes its leases and its refreshes per key, one
+// round trip per owner, and reloads the keys one call wins in one call of
+// its loader.
+//
 // # Auto-pipelining and the near cache
 //
 // With Options.AutoPipeline, concurrent callers share round trips. On Redis

@@ -52,8 +52,8 @@ var (
 	// within the caller's deadline (and LoadLimit.MaxWait): the loader was
 	// not called, and the application should degrade rather than wait.
 	ErrLoadThrottled = errors.New("shardcache: load throttled")
-	// ErrLoadPanic means GetOrLoad's loader panicked; the panic's value is
-	// in the message.
+	// ErrLoadPanic means the loader of GetOrLoad or GetMultiOrLoad
+	// panicked; the panic's value is in the message.
 	ErrLoadPanic = errors.New("shardcache: loader panicked")
 )
 

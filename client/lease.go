@@ -343,17 +343,26 @@ func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, 
 	}
 	kept := make([]bool, len(items))
 	news.run(func(b *batch) error {
-		var stored []bool
-		var err error
-		if l.meta != nil {
-			stored, err = c.storeMeta(ctx, b, l)
-		} else {
-			stored, err = leaser(b.conn).StoreLeased(ctx, b.items, c.leaseKeys(b.keys), l.token)
+		// Each key by the kind of lease it holds: one kind per node, but
+		// a topology applied since may have brought keys of two together.
+		var errs []error
+		for meta, part := range b.split(func(k string) bool { _, ok := l.meta[k]; return ok }) {
+			var stored []bool
+			var err error
+			switch {
+			case part == nil:
+				continue
+			case meta == 1:
+				stored, err = c.storeMeta(ctx, part, l)
+			default:
+				stored, err = leaser(b.conn).StoreLeased(ctx, part.items, c.leaseKeys(part.keys), l.token)
+			}
+			for j, s := range stored {
+				kept[part.idx[j]] = s
+			}
+			errs = append(errs, err)
 		}
-		for j, s := range stored {
-			kept[b.idx[j]] = s
-		}
-		return err
+		return errors.Join(errs...)
 	})
 	for _, b := range news.list {
 		if b.err != nil {
@@ -397,18 +406,16 @@ func (c *Client) storeMeta(ctx context.Context, b *batch, l *lease) ([]bool, err
 // releaseLeases gives up l's leases of keys, after loads that store
 // nothing: one round trip per owner.
 func (c *Client) releaseLeases(ctx context.Context, st *state, now time.Time, keys []string, l *lease) {
-	bs := newBatches(st)
+	metas, keyed := newBatches(st), newBatches(st) // leases won by reads, lease keys
 	for i, k := range keys {
-		if l.meta != nil {
-			bs.addKey(st.first(k, now), k, i)
+		if _, ok := l.meta[k]; ok {
+			metas.addKey(st.first(k, now), k, i)
 		} else {
-			bs.addKey(st.first(k, now), c.leaseKey(k), i)
+			keyed.addKey(st.first(k, now), c.leaseKey(k), i)
 		}
 	}
-	bs.run(func(b *batch) error {
-		if l.meta == nil {
-			return leaser(b.conn).ReleaseLeases(ctx, b.keys, l.token)
-		}
+	keyed.run(func(b *batch) error { return leaser(b.conn).ReleaseLeases(ctx, b.keys, l.token) })
+	metas.run(func(b *batch) error {
 		lr := c.leaseReader(b.conn)
 		if lr == nil {
 			return ErrUnsupported
@@ -419,7 +426,7 @@ func (c *Client) releaseLeases(ctx context.Context, st *state, now time.Time, ke
 		}
 		return lr.LeaseRelease(ctx, b.keys, leases, c.leaseRead(b.keys, l.token, false, 0))
 	})
-	for _, b := range bs.list {
+	for _, b := range slices.Concat(keyed.list, metas.list) {
 		if b.err != nil {
 			c.loads.cacheErrors.Add(1) // the leases expire after Options.Lease
 		}
@@ -455,4 +462,120 @@ func (c *Client) clearLeases(ctx context.Context, keys []string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// leaseGets reads keys on their owners with the leases that vivify and
+// refresh take (node.LeaseReader), one round trip per owner, in parallel:
+// ans[i] is key i's answer; plain[i] when its owner has no lease reads (a
+// Memcached without the meta commands, a node held down), failed[i] when
+// it could not be read, err then joining one *NodeError per owner that
+// failed, those FailOpen forgives left out (counted).
+func (c *Client) leaseGets(ctx context.Context, st *state, now time.Time, keys []string, token string, vivify bool, refresh time.Duration) (ans []node.LeaseAnswer, plain, failed []bool, err error) {
+	ans, plain, failed = make([]node.LeaseAnswer, len(keys)), make([]bool, len(keys)), make([]bool, len(keys))
+	bs := newBatches(st)
+	for i, k := range keys {
+		bs.addKey(st.first(k, now), k, i)
+	}
+	bs.run(func(b *batch) error {
+		lr := c.leaseReader(b.conn)
+		if lr == nil {
+			return ErrUnsupported
+		}
+		got, err := lr.LeaseGet(ctx, b.keys, c.leaseRead(b.keys, token, vivify, refresh))
+		for j, a := range got {
+			ans[b.idx[j]] = a
+		}
+		return err
+	})
+	var errs []error
+	for _, b := range bs.list {
+		switch {
+		case b.err == nil:
+		case b.err == ErrUnsupported:
+			for _, i := range b.idx {
+				plain[i] = true
+			}
+		default:
+			for _, i := range b.idx {
+				failed[i] = true
+			}
+			if !c.openBatch(st, b, len(b.keys), true) {
+				errs = append(errs, nodeErr("get_multi", b.node, b.keys, b.err))
+			}
+		}
+	}
+	return ans, plain, failed, errors.Join(errs...)
+}
+
+// takeLeases is a round of GetMultiOrLoad's leases (loadLeased): it takes
+// the leases of keys under l and reads them, with Options.MetaLeases in
+// the reads themselves (one round trip per owner), otherwise, and on
+// owners without lease reads, with acquireLeases and then a read. found
+// holds the values read, got[i] is set when key i's lease is l's, failed[i]
+// when the key is to be loaded without a lease (its owner could not be
+// asked, or holds a migration's tombstone); a key in none is another's to
+// load. A nil found means the client is closed.
+func (c *Client) takeLeases(ctx context.Context, st *state, now time.Time, keys []string, l *lease) (found map[string][]byte, got, failed []bool, err error) {
+	got, failed = make([]bool, len(keys)), make([]bool, len(keys))
+	classic := keys
+	var pos []int // classic[j] is keys[pos[j]]; nil: the same
+	var errs []error
+	found = make(map[string][]byte, len(keys))
+	if c.opts.MetaLeases {
+		ans, plain, unread, err := c.leaseGets(ctx, st, now, keys, l.token, true, 0)
+		errs = append(errs, err)
+		serveStale := c.refreshWindow() > 0
+		var elsewhere []string // won misses during a migration: the value may be on the old owner
+		classic, pos = nil, []int{}
+		for i, k := range keys {
+			switch a := ans[i]; {
+			case plain[i]:
+				classic, pos = append(classic, k), append(pos, i)
+			case unread[i]:
+				failed[i] = true
+			case a.Won:
+				got[i] = true
+				l.meta[k] = a
+				if !a.Found && st.mig != nil {
+					elsewhere = append(elsewhere, k)
+				}
+			case a.Found && (!a.Held || serveStale):
+				found[k] = a.Value
+			case !a.Held:
+				failed[i] = true // a tombstone: loaded without a lease
+			}
+		}
+		if len(elsewhere) > 0 {
+			// The copy to the new owner stops at the placeholder: a value
+			// found on an old owner is answered, and its lease released.
+			more, err := c.getMulti(ctx, elsewhere)
+			if more == nil {
+				return nil, nil, nil, err
+			}
+			errs = append(errs, err)
+			for k, v := range more {
+				found[k] = v
+			}
+		}
+	}
+	if len(classic) > 0 {
+		cgot, cfailed := c.acquireLeases(ctx, st, now, classic, l.token)
+		// Read after the attempt, as GetOrLoad does (leaseOrValue).
+		more, err := c.getMulti(ctx, classic)
+		if more == nil {
+			return nil, nil, nil, err
+		}
+		errs = append(errs, err)
+		for k, v := range more {
+			found[k] = v
+		}
+		for j := range classic {
+			i := j
+			if pos != nil {
+				i = pos[j]
+			}
+			got[i], failed[i] = cgot[j], cfailed[j]
+		}
+	}
+	return found, got, failed, errors.Join(errs...)
 }

@@ -332,6 +332,18 @@ func (c *Client) callLoad(ctx context.Context, key string, load func(context.Con
 	return load(ctx)
 }
 
+// callLoads is callLoad for GetMultiOrLoad's loaders: a panic is
+// ErrLoadPanic, returned (a refresh calls load on a goroutine of its own)
+// and with the leases released.
+func callLoads(ctx context.Context, keys []string, load func(context.Context, []string) (map[string][]byte, error)) (m map[string][]byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			m, err = nil, fmt.Errorf("%w: %d keys from %q: %v", ErrLoadPanic, len(keys), keys[0], p)
+		}
+	}()
+	return load(ctx, keys)
+}
+
 // store writes a loaded value (or a negative entry) as Set does, both owners
 // during a migration; with a lease, only if the lease is still held (see
 // lease.go). A failure is counted: the value has been loaded and is
@@ -379,9 +391,13 @@ func (c *Client) releaseLease(ctx context.Context, r route, l *lease, key string
 // With Options.Lease the misses are loaded under leases, as GetOrLoad's
 // are: one batch load of the misses whose lease this call takes, then a wait
 // for the values of the others, which other processes are loading (and one
-// more batch for any whose lease comes free in the meantime). Unlike
-// GetOrLoad, a batch does not share its loads with other calls in the
-// process, except through leases.
+// more batch for any whose lease comes free in the meantime); with
+// Options.MetaLeases each owner's leases are taken by its read, one round
+// trip. With Options.StaleWhileRevalidate or EarlyRefresh, the hits in
+// their refresh window whose refresh this call wins are reloaded together,
+// by one background call of load, and answered at once. Unlike GetOrLoad,
+// a batch does not share its loads with other calls in the process, except
+// through leases. A panic in load is returned as ErrLoadPanic.
 func (c *Client) GetMultiOrLoad(ctx context.Context, keys []string, ttl time.Duration, load func(ctx context.Context, missing []string) (map[string][]byte, error)) (map[string][]byte, error) {
 	if err := checkTTL(ttl); err != nil {
 		return nil, err
@@ -389,7 +405,13 @@ func (c *Client) GetMultiOrLoad(ctx context.Context, keys []string, ttl time.Dur
 	if load == nil {
 		return nil, fmt.Errorf("%w: GetMultiOrLoad without a loader", ErrBadOptions)
 	}
-	found, err := c.getMulti(ctx, keys)
+	var found map[string][]byte
+	var err error
+	if c.refreshWindow() > 0 {
+		found, err = c.getMultiFresh(ctx, keys, ttl, load)
+	} else {
+		found, err = c.getMulti(ctx, keys)
+	}
 	if found == nil {
 		return nil, err
 	}
@@ -454,7 +476,7 @@ func (c *Client) loadBatch(ctx context.Context, st *state, now time.Time, hits m
 		release(keys)
 		return err
 	}
-	loaded, err := load(ctx, keys)
+	loaded, err := callLoads(ctx, keys, load)
 	c.loads.loads.Add(1)
 	if err != nil {
 		c.loads.loadErrors.Add(1)
@@ -500,13 +522,17 @@ func (c *Client) loadBatch(ctx context.Context, st *state, now time.Time, hits m
 }
 
 // loadLeased is GetMultiOrLoad's load with leases: it takes the leases of
-// the missing keys (one round trip per owner), reads them again, loads in
-// one batch those whose lease it holds (and, in another, those whose owner
-// could not be asked), then waits for the values of the keys whose lease
-// another process holds, taking and loading any whose lease comes free.
+// the missing keys and reads them again (takeLeases: one round trip per
+// owner with Options.MetaLeases, two without), loads in one batch those
+// whose lease it holds (and, in another, those whose owner could not be
+// asked), then waits for the values of the keys whose lease another process
+// holds, taking and loading any whose lease comes free.
 func (c *Client) loadLeased(ctx context.Context, st *state, now time.Time, hits map[string][]byte, missing []string, ttl time.Duration,
 	load func(context.Context, []string) (map[string][]byte, error)) error {
 	l := &lease{token: rand.Text()}
+	if c.opts.MetaLeases {
+		l.meta = make(map[string]node.LeaseAnswer, len(missing))
+	}
 	var retry *time.Timer
 	defer func() {
 		if retry != nil {
@@ -514,9 +540,7 @@ func (c *Client) loadLeased(ctx context.Context, st *state, now time.Time, hits 
 		}
 	}()
 	for waited := false; ; waited = true {
-		got, failed := c.acquireLeases(ctx, st, now, missing, l.token)
-		// Read after the attempt, as GetOrLoad does (lease.go).
-		found, err := c.getMulti(ctx, missing)
+		found, got, failed, err := c.takeLeases(ctx, st, now, missing, l)
 		if found == nil {
 			return err // closed
 		}

@@ -47,6 +47,37 @@ func (b *batch) answer(i int, scratch *item) *item {
 // answered is how many keys b's read round answered: all or none.
 func (b *batch) answered() int { return max(len(b.got), len(b.ans)) }
 
+// split divides a write batch by in(key): parts[1] holds the items whose
+// key is in, parts[0] the others, each nil when empty; b itself when all
+// agree.
+func (b *batch) split(in func(string) bool) (parts [2]*batch) {
+	n := 0
+	for _, k := range b.keys {
+		if in(k) {
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return [2]*batch{b, nil}
+	case len(b.keys):
+		return [2]*batch{nil, b}
+	}
+	for j, k := range b.keys {
+		p := 0
+		if in(k) {
+			p = 1
+		}
+		if parts[p] == nil {
+			parts[p] = &batch{node: b.node, conn: b.conn}
+		}
+		parts[p].keys = append(parts[p].keys, k)
+		parts[p].items = append(parts[p].items, b.items[j])
+		parts[p].idx = append(parts[p].idx, b.idx[j])
+	}
+	return parts
+}
+
 // batches groups items by node.
 type batches struct {
 	st     *state

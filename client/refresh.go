@@ -6,6 +6,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/shardcache/shardcache/internal/node"
 )
 
 // Serving stale while one process refreshes (Options.StaleWhileRevalidate)
@@ -147,5 +149,75 @@ func (c *Client) refresh(ctx context.Context, r route, key string, ttl time.Dura
 			}
 			c.storeUnderLease(lctx, st, now, []item{{Key: key, Value: v, TTL: c.hardTTL(ttl)}}, l)
 		}
+	}()
+}
+
+// getMultiFresh is GetMultiOrLoad's read with a refresh window: the values
+// found, as getMulti's, and the keys in their window whose refresh this
+// call wins are reloaded in one background batch. Keys whose owner has no
+// lease reads, and misses during a migration (their old owners), are read
+// as getMulti reads them.
+func (c *Client) getMultiFresh(ctx context.Context, keys []string, ttl time.Duration,
+	load func(context.Context, []string) (map[string][]byte, error)) (map[string][]byte, error) {
+	st, now, err := c.beginMulti(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	token := rand.Text()
+	ans, plain, _, err := c.leaseGets(ctx, st, now, keys, token, false, c.refreshWindow())
+	errs := []error{err}
+	hits := make(map[string][]byte, len(keys))
+	var again, won []string
+	l := &lease{token: token, meta: map[string]node.LeaseAnswer{}}
+	for i, k := range keys {
+		switch a := ans[i]; {
+		case plain[i]:
+			again = append(again, k)
+		case a.Found:
+			hits[k] = a.Value
+			if a.Stale {
+				c.loads.stale.Add(1)
+			}
+			if _, dup := l.meta[k]; a.Won && !dup {
+				l.meta[k] = a
+				won = append(won, k)
+			}
+		case st.mig != nil:
+			again = append(again, k)
+		}
+	}
+	if len(again) > 0 {
+		more, err := c.getMulti(ctx, again)
+		if more == nil {
+			return nil, err
+		}
+		errs = append(errs, err)
+		for k, v := range more {
+			hits[k] = v
+		}
+	}
+	if len(won) > 0 {
+		c.refreshMulti(ctx, won, ttl, load, l)
+	}
+	return hits, errors.Join(errs...)
+}
+
+// refreshMulti reloads keys in the background under l, their refreshes'
+// leases, with one call of load, and stores the values whose lease still
+// holds (loadBatch).
+func (c *Client) refreshMulti(ctx context.Context, keys []string, ttl time.Duration,
+	load func(context.Context, []string) (map[string][]byte, error), l *lease) {
+	lctx, done, ok := c.refreshes.start(ctx)
+	if !ok {
+		return
+	}
+	c.loads.refreshes.Add(int64(len(keys)))
+	go func() {
+		defer done()
+		st, now := c.load()
+		if st == nil {
+			return
+		}
+		c.loadBatch(lctx, st, now, make(map[string][]byte, len(keys)), keys, ttl, load, l)
 	}()
 }

@@ -246,7 +246,7 @@ func TestTTL(t *testing.T) {
 			// Long enough that a loaded machine still reads every key back
 			// before it expires.
 			short, wait, tiny = time.Second, 2200*time.Millisecond, time.Microsecond
-		case "memcached": // see above
+		case "memcached", "memcached-classic": // see above
 			short, wait, tiny = 2*time.Second, 3100*time.Millisecond, time.Millisecond
 		}
 

@@ -63,8 +63,10 @@ func (r rawMemcache) get(key string) ([]byte, error) {
 	return it.Value, nil
 }
 
-// clusterKinds names the server kinds every integration test runs against.
-var clusterKinds = []string{"miniredis", "redis-server", "memcached"}
+// clusterKinds names the server kinds every integration test runs against:
+// "memcached-classic" is memcached without the meta commands, as before 1.6
+// (testserver.MemcachedClassic).
+var clusterKinds = []string{"miniredis", "redis-server", "memcached", "memcached-classic"}
 
 // autoPipelined names the tests that run on "-autopipeline" clusters too:
 // the dual-ring paths with Options.AutoPipeline.
@@ -91,12 +93,15 @@ func newCluster(t testing.TB, kind string, n int) *cluster {
 				m.FastForward(d)
 			}
 		}
-	case "redis-server", "redis-autopipeline", "memcached", "memcached-autopipeline":
+	case "redis-server", "redis-autopipeline", "memcached", "memcached-autopipeline", "memcached-classic":
 		var ss []*testserver.Server
 		c.autoPipeline = strings.HasSuffix(kind, "-autopipeline")
-		if strings.HasPrefix(kind, "redis") {
+		switch {
+		case strings.HasPrefix(kind, "redis"):
 			ss, c.backend = testserver.Redis(t, n), Redis
-		} else {
+		case kind == "memcached-classic":
+			ss, c.backend = testserver.MemcachedClassic(t, n), Memcached
+		default:
 			ss, c.backend = testserver.Memcached(t, n), Memcached
 		}
 		c.addrs = testserver.Addrs(ss)

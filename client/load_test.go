@@ -215,7 +215,7 @@ func TestNegativeCaching(t *testing.T) {
 			ttl, wait = time.Minute, 2*time.Minute
 		case "redis-server": // long enough for the checks below on a loaded machine
 			ttl, wait = 2*time.Second, 2500*time.Millisecond
-		case "memcached": // whole seconds, on a clock that ticks once a second
+		case "memcached", "memcached-classic": // whole seconds, on a clock that ticks once a second
 			ttl, wait = 3*time.Second, 4100*time.Millisecond
 		}
 		ctx := t.Context()

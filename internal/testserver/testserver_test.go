@@ -291,3 +291,24 @@ func TestPaused(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestMemcachedClassic: behind its front, memcached answers the classic
+// commands, values and noreply included, and ERROR to every meta command
+// in its place in a pipeline.
+func TestMemcachedClassic(t *testing.T) {
+	s := MemcachedClassic(t, 1)[0]
+	c, err := net.Dial("tcp", s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprint(c, "set a 5 0 3\r\nabc\r\nmg a v\r\nms b 2 T0\r\nxy\r\nmn\r\nset q 0 0 1 noreply\r\nz\r\nget a q b\r\n")
+	r := bufio.NewReader(c)
+	want := []string{"STORED", "ERROR", "ERROR", "ERROR", "VALUE a 5 3", "abc", "VALUE q 0 1", "z", "END"}
+	for _, w := range want {
+		line, err := r.ReadString('\n')
+		if err != nil || strings.TrimRight(line, "\r\n") != w {
+			t.Fatalf("read %q, %v; want %q (after %q)", line, err, w, want)
+		}
+	}
+}

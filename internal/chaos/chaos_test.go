@@ -22,6 +22,7 @@ var (
 	backend  = flag.String("chaos.backend", "", "redis or memcached (default both)")
 	async    = flag.Int("chaos.async", -1, "client processes on AsyncBackfill (default: none in even runs, one in odd ones)")
 	failOpen = flag.Bool("chaos.failopen", false, "clients with FailOpen")
+	meta     = flag.Int("chaos.metaleases", -1, "1: clients take GetOrLoad's leases in their reads (MetaLeases), 0: not (default: in odd runs)")
 	nfaults  = flag.Int("chaos.faults", -1, "server faults a run (default one per 1.8 s; 0: none, and no client killed)")
 	procs    = flag.Int("chaos.procs", 3, "client processes")
 	gor      = flag.Int("chaos.goroutines", 8, "goroutines per client process")
@@ -68,7 +69,8 @@ func firstSeed() uint64 {
 // through a migration from 4 nodes to 5 in the middle of each run, under a
 // fault schedule, and checks each run's history: any violation fails it
 // (with SHARDCACHE_CHAOS_STRICT=0, only those outside the migration's
-// window).
+// window). Odd runs put one process on AsyncBackfill and every process's
+// GetOrLoad on MetaLeases.
 func TestChaos(t *testing.T) {
 	n, d := 2, 20*time.Second
 	if *long {
@@ -94,6 +96,10 @@ func TestChaos(t *testing.T) {
 					Async: i % 2, FailOpen: *failOpen, Tags: *tags, Keys: 40, NoClientKill: faults == 0}
 				if *async >= 0 {
 					rc.Async = *async
+				}
+				rc.MetaLeases = i%2 == 1
+				if *meta >= 0 {
+					rc.MetaLeases = *meta == 1
 				}
 				t.Run(fmt.Sprintf("seed%d", rc.Seed), func(t *testing.T) {
 					verify(t, rc, rc.do(t))
@@ -125,8 +131,8 @@ func verify(t *testing.T, rc run, o outcome) {
 			applied++
 		}
 	}
-	t.Logf("%s async=%d: %d faults applied, breaker opened %d times, %d keys moved (%d copies refused); read in %v, checked in %v; %s",
-		rc.Backend, rc.Async, applied, downs, moved, refused, o.read.Round(time.Millisecond), o.check.Round(time.Millisecond),
+	t.Logf("%s async=%d metaleases=%v: %d faults applied, breaker opened %d times, %d keys moved (%d copies refused); read in %v, checked in %v; %s",
+		rc.Backend, rc.Async, rc.MetaLeases, applied, downs, moved, refused, o.read.Round(time.Millisecond), o.check.Round(time.Millisecond),
 		strings.TrimSpace(res.Summary()))
 
 	minOps, minFaults := 1000, len(o.schedule.Faults)

@@ -45,6 +45,7 @@ type run struct {
 	NoClientKill bool
 	Async        int // processes on AsyncBackfill
 	FailOpen     bool
+	MetaLeases   bool // GetOrLoad's leases taken by its reads
 	Bug          chaos.Bug
 	Tags         string // the worker's build tags
 	Keys         int
@@ -68,6 +69,11 @@ func (rc run) replay() string {
 		rc.Seed, rc.Backend, rc.Async, rc.Duration, rc.Faults, rc.Procs, rc.Goroutines)
 	if rc.FailOpen {
 		s += " -chaos.failopen"
+	}
+	if rc.MetaLeases {
+		s += " -chaos.metaleases=1"
+	} else {
+		s += " -chaos.metaleases=0"
 	}
 	if rc.Tags != "" {
 		s += " -chaos.tags=" + rc.Tags
@@ -114,7 +120,7 @@ func (rc run) do(t *testing.T) outcome {
 		Start: start.UnixNano(), End: end.UnixNano(),
 		Goroutines: rc.Goroutines, Keys: rc.Keys, Counters: 8, Mix: rc.Mix, Seed: rc.Seed,
 		Client: chaos.ClientConfig{FailOpen: rc.FailOpen, FailureThreshold: 2,
-			ProbeInterval: 100 * time.Millisecond, Timeout: clientTimeout, Lease: lease},
+			ProbeInterval: 100 * time.Millisecond, Timeout: clientTimeout, Lease: lease, MetaLeases: rc.MetaLeases},
 		OpTimeout: opTimeout, Bug: rc.Bug,
 	}
 	if rc.Window > 0 {

@@ -58,6 +58,8 @@ type ClientConfig struct {
 	// Timeout is each network step's (dial, read, write).
 	Timeout time.Duration
 	Lease   time.Duration
+	// MetaLeases takes GetOrLoad's leases in its reads (client.Options).
+	MetaLeases bool
 }
 
 // WorkerConfig is one client process's part of a run.
@@ -240,7 +242,7 @@ func (w *worker) options(nodes []ring.Node) client.Options {
 		DialTimeout: c.Timeout, ReadTimeout: c.Timeout, WriteTimeout: c.Timeout,
 		AsyncBackfill: c.AsyncBackfill, FailOpen: c.FailOpen,
 		FailureThreshold: c.FailureThreshold, ProbeInterval: c.ProbeInterval,
-		Lease: c.Lease, PoolSize: 4 * max(1, w.cfg.Goroutines),
+		Lease: c.Lease, MetaLeases: c.MetaLeases, PoolSize: 4 * max(1, w.cfg.Goroutines),
 	}
 }
 

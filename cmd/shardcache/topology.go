@@ -338,7 +338,7 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 
 	// The plan, as "shardcache plan" prints it.
 	if cur != nil {
-		fmt.Fprintf(stdout, "Topology at %s: version %d, %d nodes", src.key, cur.Version, len(cur.Nodes))
+		fmt.Fprintf(stdout, "Topology at %s: version %d, %s", src.key, cur.Version, nodeCount(len(cur.Nodes)))
 		if cur.Migration != nil {
 			fmt.Fprintf(stdout, ", its migration %s", cur.PhaseAt(time.Now()))
 		}
@@ -472,7 +472,7 @@ func runTopologyShow(ctx context.Context, args []string, stdout, stderr io.Write
 
 // writeTopology prints t as a table, with its migration's phase at now.
 func writeTopology(w io.Writer, from string, t *topology.Topology, now time.Time) {
-	fmt.Fprintf(w, "Topology from %s: version %d, %d nodes\n", from, t.Version, len(t.Nodes))
+	fmt.Fprintf(w, "Topology from %s: version %d, %s\n", from, t.Version, nodeCount(len(t.Nodes)))
 	tw := newTable(w, 0)
 	fmt.Fprintln(tw, "node\taddress\tweight\t")
 	for _, n := range t.Nodes {
@@ -598,13 +598,13 @@ func runTopologyWatch(ctx context.Context, args []string, stdout, stderr io.Writ
 		now := time.Now()
 		stamp := now.Format("15:04:05.000")
 		if u.Err != nil {
-			fmt.Fprintf(stdout, "%s error: %v\n", stamp, u.Err)
+			fmt.Fprintf(stdout, "%s error: %s\n", stamp, errText(u.Err))
 		} else {
 			t := u.Topology
-			fmt.Fprintf(stdout, "%s version %d: %d nodes %s", stamp, t.Version, len(t.Nodes), formatNodes(t.Nodes))
+			fmt.Fprintf(stdout, "%s version %d: %s %s", stamp, t.Version, nodeCount(len(t.Nodes)), formatNodes(t.Nodes))
 			if m := t.Migration; m != nil {
-				fmt.Fprintf(stdout, "; migration from %d nodes, start %s, window %v: %s",
-					len(t.OldNodes()), m.Start.Format(time.RFC3339), m.Window, t.PhaseAt(now))
+				fmt.Fprintf(stdout, "; migration from %s, start %s, window %v: %s",
+					nodeCount(len(t.OldNodes())), m.Start.Format(time.RFC3339), m.Window, t.PhaseAt(now))
 			}
 			fmt.Fprintln(stdout)
 		}

@@ -120,3 +120,6 @@ func count[N int | int64](n N, noun, plural string) string {
 	}
 	return fmt.Sprintf("%d %s", n, plural)
 }
+
+// nodeCount is count(n, "node", ""): "1 node", "3 nodes".
+func nodeCount(n int) string { return count(n, "node", "") }

@@ -58,24 +58,34 @@ func Blocks(page string, md []byte) []Block {
 	return out
 }
 
+// A Source is one Go file a block stands for.
+type Source struct {
+	Code string
+	// Shared is true for a file of package snippet (a fragment, an import
+	// block): such files may be compiled together, as one package, since
+	// each declares a function of its own name. The others are packages of
+	// their own.
+	Shared bool
+}
+
 // Sources returns the Go files b stands for: one for a go block, two (before
 // and after) for a diff of whole files, none for any other block.
-func (b Block) Sources() []string {
+func (b Block) Sources() []Source {
 	switch b.Lang {
 	case "go":
 		if first := firstCode(b.Code); strings.HasPrefix(first, "import") {
-			return []string{b.imports()}
+			return []Source{{Code: b.imports(), Shared: true}}
 		}
 		if isFile(b.Code) {
-			return []string{lineDirective(b.Page, b.Line) + b.Code}
+			return []Source{{Code: lineDirective(b.Page, b.Line) + b.Code}}
 		}
-		return []string{b.fragment()}
+		return []Source{{Code: b.fragment(), Shared: true}}
 	case "diff":
 		before, after := sides(b.Code)
 		if !isFile(before) || !isFile(after) {
 			return nil
 		}
-		return []string{lineDirective(b.Page, b.Line) + before, lineDirective(b.Page, b.Line) + after}
+		return []Source{{Code: lineDirective(b.Page, b.Line) + before}, {Code: lineDirective(b.Page, b.Line) + after}}
 	}
 	return nil
 }
@@ -147,8 +157,8 @@ func lineDirective(page string, line int) string {
 
 // Fragment is the file a fragment is compiled in: its package clause and
 // imports, a use of each import (a fragment need not use them all), and the
-// function whose body the fragment becomes (%s: the line directive and the
-// fragment).
+// function whose body the fragment becomes (its name, then the line
+// directive and the fragment).
 const Fragment = `package snippet
 
 import (
@@ -207,7 +217,7 @@ var (
 	_ topofile.Source
 )
 
-func snippet(ctx context.Context, c *client.Client, nodes []ring.Node) error {
+func %s(ctx context.Context, c *client.Client, nodes []ring.Node) error {
 	{
 %s
 	}
@@ -217,5 +227,14 @@ func snippet(ctx context.Context, c *client.Client, nodes []ring.Node) error {
 
 // fragment wraps a fragment in Fragment.
 func (b Block) fragment() string {
-	return fmt.Sprintf(Fragment, lineDirective(b.Page, b.Line)+strings.TrimRight(b.Code, "\n"))
+	return fmt.Sprintf(Fragment, b.funcName(), lineDirective(b.Page, b.Line)+strings.TrimRight(b.Code, "\n"))
+}
+
+// nonIdent finds the runs of a page's name that cannot be in an identifier.
+var nonIdent = regexp.MustCompile(`[^A-Za-z0-9]+`)
+
+// funcName names b's function after its page and line, so that the
+// fragments of every page can share a package.
+func (b Block) funcName() string {
+	return fmt.Sprintf("snippet_%s_%d", nonIdent.ReplaceAllString(b.Page, "_"), b.Line)
 }

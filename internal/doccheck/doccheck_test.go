@@ -22,10 +22,11 @@ func pages(t *testing.T) []string {
 	return append([]string{"../../README.md"}, docs...)
 }
 
-// build compiles every source as a package of its own under this package's
-// directory, through an overlay (nothing is written into the source tree),
-// and returns the go command's output and whether it succeeded.
-func build(t *testing.T, sources []string) (string, bool) {
+// build compiles the shared sources as one package and every other source
+// as a package of its own, under this package's directory, through an
+// overlay (nothing is written into the source tree), and returns the go
+// command's output and whether it succeeded.
+func build(t *testing.T, sources []Source) (string, bool) {
 	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
@@ -38,14 +39,23 @@ func build(t *testing.T, sources []string) (string, bool) {
 	tmp := t.TempDir()
 	overlay := map[string]map[string]string{"Replace": {}}
 	var pkgs []string
+	shared := false
 	for i, src := range sources {
 		file := filepath.Join(tmp, fmt.Sprintf("b%d.go", i))
-		if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		if err := os.WriteFile(file, []byte(src.Code), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		dir := fmt.Sprintf("gen/b%d", i)
-		overlay["Replace"][filepath.Join(here, dir, "snippet.go")] = file
-		pkgs = append(pkgs, "./"+dir)
+		if src.Shared {
+			dir = "gen/shared"
+			if !shared {
+				pkgs = append(pkgs, "./"+dir)
+			}
+			shared = true
+		} else {
+			pkgs = append(pkgs, "./"+dir)
+		}
+		overlay["Replace"][filepath.Join(here, dir, fmt.Sprintf("b%d.go", i))] = file
 	}
 	js, err := json.Marshal(overlay)
 	if err != nil {
@@ -64,7 +74,7 @@ func build(t *testing.T, sources []string) (string, bool) {
 // TestPagesCompile builds every Go block of README.md and docs/*.md, and
 // both sides of every diff of whole files.
 func TestPagesCompile(t *testing.T) {
-	var sources []string
+	var sources []Source
 	for _, p := range pages(t) {
 		md, err := os.ReadFile(p)
 		if err != nil {

@@ -36,7 +36,7 @@ topology for why no read is stale).
   status    how many processes run each version (etcd)
   watch     print each topology as the source sends it
 
-Run "shardcache topology COMMAND -h" for its flags.`
+Run "shardcache help topology COMMAND" for its flags.`
 
 // topologyCommands are the subcommands of topology.
 var topologyCommands = []command{

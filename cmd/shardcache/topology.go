@@ -276,7 +276,7 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 
 	es, closeSrc, err := src.etcdSource()
 	if err != nil {
-		fmt.Fprintf(stderr, "shardcache %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
 		return exitFail
 	}
 	defer closeSrc()
@@ -289,17 +289,17 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 		cur = nil
 	case errors.Is(err, etcdsource.ErrBadValue):
 		// Replaced by what is published, on its revision.
-		fmt.Fprintf(stderr, "shardcache %s: %v; publishing replaces it\n", cmd, err)
+		fmt.Fprintf(stderr, "shardcache %s: %s; publishing replaces it\n", cmd, errText(err))
 		rctx, cancel := context.WithTimeout(ctx, src.timeout)
 		st, serr := es.Status(rctx)
 		cancel()
 		if serr != nil {
-			fmt.Fprintf(stderr, "shardcache %s: %v\n", cmd, serr)
+			fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(serr))
 			return exitFail
 		}
 		cur, expected = nil, st.Version
 	case err != nil:
-		fmt.Fprintf(stderr, "shardcache %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
 		return exitFail
 	default:
 		expected = cur.Version
@@ -392,7 +392,7 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 	defer cancel()
 	version, err := es.Publish(rctx, next, expected)
 	if err != nil {
-		fmt.Fprintf(stderr, "shardcache %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
 		return exitFail
 	}
 	fmt.Fprintf(stdout, "Published version %d at %s", version, src.key)
@@ -450,7 +450,7 @@ func runTopologyShow(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	t, err := src.get(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "shardcache %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
 		return exitFail
 	}
 	if *asJSON || *asYAML {
@@ -460,7 +460,7 @@ func runTopologyShow(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 		data, err := topofile.Marshal(t, f)
 		if err != nil {
-			fmt.Fprintf(stderr, "shardcache %s: %v\n", cmd, err)
+			fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
 			return exitFail
 		}
 		_, _ = stdout.Write(data)
@@ -527,7 +527,7 @@ func runTopologyStatus(ctx context.Context, args []string, stdout, stderr io.Wri
 	}
 	es, closeSrc, err := src.etcdSource()
 	if err != nil {
-		fmt.Fprintf(stderr, "shardcache %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
 		return exitFail
 	}
 	defer closeSrc()
@@ -535,7 +535,7 @@ func runTopologyStatus(ctx context.Context, args []string, stdout, stderr io.Wri
 	defer cancel()
 	st, err := es.Status(rctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "shardcache %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
 		return exitFail
 	}
 	if *asJSON {
@@ -586,7 +586,7 @@ func runTopologyWatch(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	s, release, err := src.source()
 	if err != nil {
-		fmt.Fprintf(stderr, "shardcache %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
 		return exitFail
 	}
 	defer release()

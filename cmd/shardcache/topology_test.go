@@ -282,6 +282,15 @@ func TestTopologyBadInput(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout lacks %q:\n%s%s", tc.args, code, tc.want, out, errOut)
 		}
 	}
+	// A bad node in a file: the program and each package said once.
+	path := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(path, []byte("- {name: a, addr: 'x'}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCmd(t, "topology", "show", "--file", path)
+	if code != exitFail || strings.Count(errOut, "shardcache") != 1 || !strings.Contains(errOut, `node 1 (name "a"): bad address`) {
+		t.Errorf("show of a bad file: exit %d, stderr:\n%s\nwant exit 1, the node, and \"shardcache\" once", code, errOut)
+	}
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

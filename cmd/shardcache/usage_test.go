@@ -123,6 +123,7 @@ func TestErrorsSaidOnce(t *testing.T) {
 		{"mod-N: prefill: shardcache: set_multi 3 keys on node a (h:1): EOF\nring: shardcache/ring: duplicate node address",
 			"mod-N: prefill: set_multi 3 keys on node a (h:1): EOF\nring: duplicate node address"},
 		{"a shardcache: not a prefix", "a shardcache: not a prefix"},
+		{"shardcache: sweep on node h:1 (h:1): EOF", "sweep on node h:1: EOF"},
 	} {
 		if got := errText(errors.New(tc.in)); got != tc.want {
 			t.Errorf("errText(%q) = %q, want %q", tc.in, got, tc.want)
@@ -133,6 +134,11 @@ func TestErrorsSaidOnce(t *testing.T) {
 	if code != exitFail || strings.Count(errOut, "shardcache") != 1 || !strings.HasPrefix(errOut, "shardcache sweep: ") ||
 		!strings.Contains(errOut, "127.0.0.1:1") {
 		t.Errorf("exit %d, stderr:\n%s\nwant exit 1, the node, and \"shardcache\" once", code, errOut)
+	}
+	// A node without a name is its address, said once.
+	code, _, errOut = runCmd(t, "sweep", "--quiet", "--from", "127.0.0.1:1", "--to", "127.0.0.1:2")
+	if code != exitFail || strings.Count(errOut, "127.0.0.1:1") != 2 || !strings.Contains(errOut, "on node 127.0.0.1:1: ") {
+		t.Errorf("exit %d, stderr:\n%s\nwant the node's address once, then the dial's", code, errOut)
 	}
 	code, _, errOut = runCmd(t, "plan", "--from", "a=h:1", "--to", "a=h:1,a=h:2")
 	if code != exitUsage || !strings.HasPrefix(errOut, "shardcache plan: --to: duplicate node name: \"a\"\n") {

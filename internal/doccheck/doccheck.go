@@ -10,6 +10,10 @@
 // block fenced as ```diff whose two sides are whole files is compiled on both
 // sides: the program before the change and after it. Every file starts with a
 // //line directive, so that the compiler names the page and its line.
+//
+// The package's test also checks that every relative link of a page names a
+// file, and that every test, example or benchmark a page names in a code
+// span (its evidence) exists.
 package doccheck
 
 import (

@@ -149,3 +149,59 @@ func TestLinks(t *testing.T) {
 		}
 	}
 }
+
+// testNameRE finds the tests, examples and benchmarks a page names in code
+// spans: `TestSweepResume`, `BenchmarkHealth`, `TestNearCache*` (a prefix).
+var testNameRE = regexp.MustCompile("`((?:Test|Example|Benchmark)[A-Za-z0-9_]*)(\\*?)`")
+
+// TestNamedTestsExist: a test a page cites as its evidence exists, so that
+// a page cannot point at a test that was renamed or removed.
+func TestNamedTestsExist(t *testing.T) {
+	funcs := map[string]bool{}
+	funcRE := regexp.MustCompile(`(?m)^func ((?:Test|Example|Benchmark)[A-Za-z0-9_]*)\(`)
+	err := filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range funcRE.FindAllStringSubmatch(string(src), -1) {
+			funcs[m[1]] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := 0
+	for _, p := range pages(t) {
+		md, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range testNameRE.FindAllStringSubmatch(string(md), -1) {
+			named++
+			found := funcs[m[1]]
+			if m[2] == "*" {
+				for f := range funcs {
+					found = found || strings.HasPrefix(f, m[1])
+				}
+			}
+			if !found {
+				t.Errorf("%s names %s%s: no such test, example or benchmark", strings.TrimPrefix(p, "../../"), m[1], m[2])
+			}
+		}
+	}
+	t.Logf("the pages name %d tests, examples and benchmarks", named)
+	if named == 0 {
+		t.Fatal("the pages name no test")
+	}
+}

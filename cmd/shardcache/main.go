@@ -92,7 +92,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			usage(stdout)
 			return exitOK
 		}
-		name, rest = rest[0], []string{"-h"}
+		// "help topology publish": the subcommand's help, as a bad flag of
+		// it says to run.
+		name, rest = rest[0], append(rest[1:len(rest):len(rest)], "-h")
 	case "-version", "--version":
 		name = "version"
 	}

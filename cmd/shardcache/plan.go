@@ -250,8 +250,8 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 
 // The demo change, plan's and simulate's with neither --from nor --to.
 var (
-	demoFrom = fmt.Sprintf("%d nodes (%s)", len(sim.DefaultFrom()), nodeNames(sim.DefaultFrom()))
-	demoTo   = fmt.Sprintf("%d nodes (%s)", len(sim.DefaultTo()), nodeNames(sim.DefaultTo()))
+	demoFrom = fmt.Sprintf("%s (%s)", nodeCount(len(sim.DefaultFrom())), nodeNames(sim.DefaultFrom()))
+	demoTo   = fmt.Sprintf("%s (%s)", nodeCount(len(sim.DefaultTo())), nodeNames(sim.DefaultTo()))
 )
 
 // nodeLists reads the --from and --to lists given on the command line (set

@@ -36,7 +36,7 @@ topology for why no read is stale).
   status    how many processes run each version (etcd)
   watch     print each topology as the source sends it
 
-Run "shardcache topology COMMAND -h" for its flags.`
+Run "shardcache help topology COMMAND" for its flags.`
 
 // topologyCommands are the subcommands of topology.
 var topologyCommands = []command{
@@ -276,7 +276,7 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 
 	es, closeSrc, err := src.etcdSource()
 	if err != nil {
-		fmt.Fprintf(stderr, "shardcache %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
 		return exitFail
 	}
 	defer closeSrc()
@@ -289,17 +289,17 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 		cur = nil
 	case errors.Is(err, etcdsource.ErrBadValue):
 		// Replaced by what is published, on its revision.
-		fmt.Fprintf(stderr, "shardcache %s: %v; publishing replaces it\n", cmd, err)
+		fmt.Fprintf(stderr, "shardcache %s: %s; publishing replaces it\n", cmd, errText(err))
 		rctx, cancel := context.WithTimeout(ctx, src.timeout)
 		st, serr := es.Status(rctx)
 		cancel()
 		if serr != nil {
-			fmt.Fprintf(stderr, "shardcache %s: %v\n", cmd, serr)
+			fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(serr))
 			return exitFail
 		}
 		cur, expected = nil, st.Version
 	case err != nil:
-		fmt.Fprintf(stderr, "shardcache %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
 		return exitFail
 	default:
 		expected = cur.Version
@@ -338,7 +338,7 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 
 	// The plan, as "shardcache plan" prints it.
 	if cur != nil {
-		fmt.Fprintf(stdout, "Topology at %s: version %d, %d nodes", src.key, cur.Version, len(cur.Nodes))
+		fmt.Fprintf(stdout, "Topology at %s: version %d, %s", src.key, cur.Version, nodeCount(len(cur.Nodes)))
 		if cur.Migration != nil {
 			fmt.Fprintf(stdout, ", its migration %s", cur.PhaseAt(time.Now()))
 		}
@@ -392,7 +392,7 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 	defer cancel()
 	version, err := es.Publish(rctx, next, expected)
 	if err != nil {
-		fmt.Fprintf(stderr, "shardcache %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
 		return exitFail
 	}
 	fmt.Fprintf(stdout, "Published version %d at %s", version, src.key)
@@ -450,7 +450,7 @@ func runTopologyShow(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	t, err := src.get(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "shardcache %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
 		return exitFail
 	}
 	if *asJSON || *asYAML {
@@ -460,7 +460,7 @@ func runTopologyShow(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 		data, err := topofile.Marshal(t, f)
 		if err != nil {
-			fmt.Fprintf(stderr, "shardcache %s: %v\n", cmd, err)
+			fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
 			return exitFail
 		}
 		_, _ = stdout.Write(data)
@@ -472,7 +472,7 @@ func runTopologyShow(ctx context.Context, args []string, stdout, stderr io.Write
 
 // writeTopology prints t as a table, with its migration's phase at now.
 func writeTopology(w io.Writer, from string, t *topology.Topology, now time.Time) {
-	fmt.Fprintf(w, "Topology from %s: version %d, %d nodes\n", from, t.Version, len(t.Nodes))
+	fmt.Fprintf(w, "Topology from %s: version %d, %s\n", from, t.Version, nodeCount(len(t.Nodes)))
 	tw := newTable(w, 0)
 	fmt.Fprintln(tw, "node\taddress\tweight\t")
 	for _, n := range t.Nodes {
@@ -527,7 +527,7 @@ func runTopologyStatus(ctx context.Context, args []string, stdout, stderr io.Wri
 	}
 	es, closeSrc, err := src.etcdSource()
 	if err != nil {
-		fmt.Fprintf(stderr, "shardcache %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
 		return exitFail
 	}
 	defer closeSrc()
@@ -535,7 +535,7 @@ func runTopologyStatus(ctx context.Context, args []string, stdout, stderr io.Wri
 	defer cancel()
 	st, err := es.Status(rctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "shardcache %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
 		return exitFail
 	}
 	if *asJSON {
@@ -586,7 +586,7 @@ func runTopologyWatch(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	s, release, err := src.source()
 	if err != nil {
-		fmt.Fprintf(stderr, "shardcache %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
 		return exitFail
 	}
 	defer release()
@@ -598,13 +598,13 @@ func runTopologyWatch(ctx context.Context, args []string, stdout, stderr io.Writ
 		now := time.Now()
 		stamp := now.Format("15:04:05.000")
 		if u.Err != nil {
-			fmt.Fprintf(stdout, "%s error: %v\n", stamp, u.Err)
+			fmt.Fprintf(stdout, "%s error: %s\n", stamp, errText(u.Err))
 		} else {
 			t := u.Topology
-			fmt.Fprintf(stdout, "%s version %d: %d nodes %s", stamp, t.Version, len(t.Nodes), formatNodes(t.Nodes))
+			fmt.Fprintf(stdout, "%s version %d: %s %s", stamp, t.Version, nodeCount(len(t.Nodes)), formatNodes(t.Nodes))
 			if m := t.Migration; m != nil {
-				fmt.Fprintf(stdout, "; migration from %d nodes, start %s, window %v: %s",
-					len(t.OldNodes()), m.Start.Format(time.RFC3339), m.Window, t.PhaseAt(now))
+				fmt.Fprintf(stdout, "; migration from %s, start %s, window %v: %s",
+					nodeCount(len(t.OldNodes())), m.Start.Format(time.RFC3339), m.Window, t.PhaseAt(now))
 			}
 			fmt.Fprintln(stdout)
 		}

@@ -216,7 +216,7 @@ func TestTopologyWatchFile(t *testing.T) {
 	}
 	write("- {name: a, addr: '10.0.0.1:11211'}\n")
 	next, wait := lines(t, "topology", "watch", "--file", path, "--count", "3")
-	wantIn(t, "first line", next(), ": 1 nodes a=10.0.0.1:11211")
+	wantIn(t, "first line", next(), ": 1 node a=10.0.0.1:11211")
 	write("- {name: a, addr: '10.0.0.1:11211', wieght: 2}\n")
 	wantIn(t, "second line", next(), "error: ", "wieght")
 	write("- {name: a, addr: '10.0.0.1:11211'}\n- {name: b, addr: '10.0.0.2:11211'}\n")
@@ -224,7 +224,9 @@ func TestTopologyWatchFile(t *testing.T) {
 	if code := wait(); code != exitOK {
 		t.Fatalf("watch --count 3: exit %d", code)
 	}
-	wantIn(t, "show --file", mustRun(t, "topology", "show", "--file", path), "Topology from file "+path, "b     10.0.0.2:11211  1")
+	wantIn(t, "show --file", mustRun(t, "topology", "show", "--file", path), "Topology from file "+path, ", 2 nodes\n", "b     10.0.0.2:11211  1")
+	write("- {name: a, addr: '10.0.0.1:11211'}\n")
+	wantIn(t, "show --file of one node", mustRun(t, "topology", "show", "--file", path), ", 1 node\n")
 }
 
 func TestTopologyShowDNS(t *testing.T) {
@@ -279,6 +281,15 @@ func TestTopologyBadInput(t *testing.T) {
 		if code != exitOK || !strings.Contains(out, tc.want) {
 			t.Errorf("%q: exit %d, stdout lacks %q:\n%s%s", tc.args, code, tc.want, out, errOut)
 		}
+	}
+	// A bad node in a file: the program and each package said once.
+	path := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(path, []byte("- {name: a, addr: 'x'}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCmd(t, "topology", "show", "--file", path)
+	if code != exitFail || strings.Count(errOut, "shardcache") != 1 || !strings.Contains(errOut, `node 1 (name "a"): bad address`) {
+		t.Errorf("show of a bad file: exit %d, stderr:\n%s\nwant exit 1, the node, and \"shardcache\" once", code, errOut)
 	}
 }
 

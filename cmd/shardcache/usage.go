@@ -98,9 +98,20 @@ func errText(err error) string {
 	return cleanText(err.Error())
 }
 
-// cleanText is errText of a message already formatted.
+// nodeRE finds a node as the client's errors name it, "node NAME (ADDR)".
+var nodeRE = regexp.MustCompile(`node (\S+) \(([^()\s]+)\)`)
+
+// cleanText is errText of a message already formatted. A node named by its
+// address, as a node list without names gives it, is said once: "node
+// h:1", not "node h:1 (h:1)".
 func cleanText(msg string) string {
-	return prefixRE.ReplaceAllString(strings.TrimSpace(msg), "$1")
+	msg = prefixRE.ReplaceAllString(strings.TrimSpace(msg), "$1")
+	return nodeRE.ReplaceAllStringFunc(msg, func(m string) string {
+		if sub := nodeRE.FindStringSubmatch(m); sub[1] == sub[2] {
+			return "node " + sub[1]
+		}
+		return m
+	})
 }
 
 // failed reports an error that stopped a command and returns exitFail.
@@ -120,3 +131,6 @@ func count[N int | int64](n N, noun, plural string) string {
 	}
 	return fmt.Sprintf("%d %s", n, plural)
 }
+
+// nodeCount is count(n, "node", ""): "1 node", "3 nodes".
+func nodeCount(n int) string { return count(n, "node", "") }

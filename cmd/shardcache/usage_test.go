@@ -37,13 +37,16 @@ func TestBadFlagShortUsage(t *testing.T) {
 // once, as --name (the README's spelling), with its default when it has
 // one, and in lines of at most helpWidth.
 func TestHelpSpellsFlagsWithTwoDashes(t *testing.T) {
-	for _, cmd := range []string{"plan", "simulate", "sweep"} {
-		code, out, _ := runCmd(t, "help", cmd)
+	for _, cmd := range []string{"plan", "simulate", "sweep", "balance", "topology publish", "topology show", "topology status", "topology watch"} {
+		code, out, _ := runCmd(t, append([]string{"help"}, strings.Fields(cmd)...)...)
 		if code != exitOK {
 			t.Fatalf("help %s: exit %d", cmd, code)
 		}
+		if !strings.HasPrefix(out, "Usage: shardcache "+cmd+" [flags]") {
+			t.Fatalf("help %s is not its command's:\n%s", cmd, out)
+		}
 		flags := regexp.MustCompile(`(?m)^  --([a-z0-9-]+)( [a-z]+)?$`).FindAllStringSubmatch(out, -1)
-		if len(flags) < 5 {
+		if len(flags) < 2 {
 			t.Fatalf("help %s: %d flags listed as --name:\n%s", cmd, len(flags), out)
 		}
 		seen := map[string]bool{}
@@ -61,7 +64,8 @@ func TestHelpSpellsFlagsWithTwoDashes(t *testing.T) {
 				t.Errorf("help %s: line %d is %d wide: %q", cmd, i+1, len(l), l)
 			}
 		}
-		if !seen["from"] || !seen["to"] || !seen["vnodes"] || !strings.Contains(out, "(default 512)") {
+		if nodeLists := cmd == "plan" || cmd == "simulate" || cmd == "sweep"; nodeLists &&
+			(!seen["from"] || !seen["to"] || !seen["vnodes"] || !strings.Contains(out, "(default 512)")) {
 			t.Errorf("help %s lacks --from, --to or --vnodes with its default 512:\n%s", cmd, out)
 		}
 	}
@@ -119,6 +123,7 @@ func TestErrorsSaidOnce(t *testing.T) {
 		{"mod-N: prefill: shardcache: set_multi 3 keys on node a (h:1): EOF\nring: shardcache/ring: duplicate node address",
 			"mod-N: prefill: set_multi 3 keys on node a (h:1): EOF\nring: duplicate node address"},
 		{"a shardcache: not a prefix", "a shardcache: not a prefix"},
+		{"shardcache: sweep on node h:1 (h:1): EOF", "sweep on node h:1: EOF"},
 	} {
 		if got := errText(errors.New(tc.in)); got != tc.want {
 			t.Errorf("errText(%q) = %q, want %q", tc.in, got, tc.want)
@@ -129,6 +134,11 @@ func TestErrorsSaidOnce(t *testing.T) {
 	if code != exitFail || strings.Count(errOut, "shardcache") != 1 || !strings.HasPrefix(errOut, "shardcache sweep: ") ||
 		!strings.Contains(errOut, "127.0.0.1:1") {
 		t.Errorf("exit %d, stderr:\n%s\nwant exit 1, the node, and \"shardcache\" once", code, errOut)
+	}
+	// A node without a name is its address, said once.
+	code, _, errOut = runCmd(t, "sweep", "--quiet", "--from", "127.0.0.1:1", "--to", "127.0.0.1:2")
+	if code != exitFail || strings.Count(errOut, "127.0.0.1:1") != 2 || !strings.Contains(errOut, "on node 127.0.0.1:1: ") {
+		t.Errorf("exit %d, stderr:\n%s\nwant the node's address once, then the dial's", code, errOut)
 	}
 	code, _, errOut = runCmd(t, "plan", "--from", "a=h:1", "--to", "a=h:1,a=h:2")
 	if code != exitUsage || !strings.HasPrefix(errOut, "shardcache plan: --to: duplicate node name: \"a\"\n") {

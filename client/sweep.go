@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -67,7 +68,8 @@ type SweepStatus struct {
 
 	Scanned        int64 // keys listed
 	Copied         int64 // keys copied to their new owner (and kept)
-	SkippedNewer   int64 // keys the new owner already had (its value is newer), or had buried (deleted meanwhile)
+	AlreadyCopied  int64 // keys the new owner already had with the same value: copied before (an earlier sweep, another process's, a read's backfill)
+	SkippedNewer   int64 // keys the new owner already had with another value (a newer write), or had buried (deleted meanwhile)
 	SkippedUnmoved int64 // keys whose owner did not change, or that are not the old placement's to move from this node
 	Gone           int64 // moved keys that expired or were deleted before they could be read
 	Failed         int64 // moved keys not copied because a read or a write failed
@@ -82,7 +84,9 @@ type SweepStatus struct {
 // refuses the copy, as it does a read's backfill (copy.go).
 //
 // Sweep is idempotent: a second run, or a run from another process at the
-// same time, finds the copies present and skips them (SkippedNewer). It
+// same time, finds the copies present and skips them (AlreadyCopied: a key
+// the new owner refuses is read there again, one round trip per batch, and
+// counted so when it holds the same value; SkippedNewer otherwise). It
 // returns the totals of this call, counted in Migration() too, and an error
 // joining one *NodeError per node that failed, beside the totals of the
 // others; ctx's error if it was cancelled; ErrNoMigration without a
@@ -316,7 +320,8 @@ func (sw *sweep) page(ctx context.Context, n ring.Node, sn node.Sweeper, page []
 			b.items = rest // counted as failed below
 			return err
 		}
-		sw.add(func(s *SweepStatus) { s.SkippedNewer += int64(len(rest)) })
+		same := sw.alreadyCopied(ctx, sd, rest)
+		sw.add(func(s *SweepStatus) { s.AlreadyCopied += int64(same); s.SkippedNewer += int64(len(rest) - same) })
 		cs.SweepSkippedNewer.Add(int64(len(rest)))
 		return nil
 	})
@@ -325,6 +330,26 @@ func (sw *sweep) page(ctx context.Context, n ring.Node, sn node.Sweeper, page []
 			sw.failed(n, len(b.items), nodeErr("sweep_restore", b.node, itemKeys(b.items), b.err))
 		}
 	}
+}
+
+// alreadyCopied reads again on their new owner the items it refused and
+// returns how many it holds as they are (the same dump, or value and
+// flags): copies made before. A failed read counts none.
+func (sw *sweep) alreadyCopied(ctx context.Context, sd node.Sweeper, refused []item) int {
+	if len(refused) == 0 {
+		return 0
+	}
+	have, err := sd.Dump(ctx, refused)
+	if err != nil {
+		return 0
+	}
+	same := 0
+	for i, h := range have {
+		if h.Found && h.Flags == refused[i].Flags && bytes.Equal(h.Value, refused[i].Value) {
+			same++
+		}
+	}
+	return same
 }
 
 // add applies f to the status under the lock.

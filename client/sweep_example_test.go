@@ -50,8 +50,8 @@ func ExampleClient_Sweep() {
 
 	// A second run finds everything in place.
 	again, _ := c.Sweep(ctx, client.SweepOptions{})
-	fmt.Printf("again: copied %d, already there %d\n", again.Copied, again.SkippedNewer)
+	fmt.Printf("again: copied %d, already copied %d\n", again.Copied, again.AlreadyCopied)
 	// Output:
 	// scanned 1000, copied 353 (33% of the keys move), unmoved 647
-	// again: copied 0, already there 353
+	// again: copied 0, already copied 353
 }

@@ -347,7 +347,7 @@ func TestSweepKeepsEverything(t *testing.T) {
 				t.Logf("%d keys, %d moved: %+v", len(data), len(moved), s)
 				if s.Copied != int64(len(moved)) || s.Failed != 0 || s.Gone != 0 ||
 					s.NodesDone != len(from) || s.Nodes != len(from) || s.Scanned < int64(len(data)) ||
-					s.Scanned != s.Copied+s.SkippedNewer+s.SkippedUnmoved+s.Gone+s.Failed {
+					s.Scanned != s.Copied+s.AlreadyCopied+s.SkippedNewer+s.SkippedUnmoved+s.Gone+s.Failed {
 					t.Fatalf("sweep of %d keys, %d moved: %+v", len(data), len(moved), s)
 				}
 				if s.Keys != int64(len(data)) {
@@ -452,7 +452,7 @@ func TestSweepNeverOverwritesNewer(t *testing.T) {
 			if len(during) != 20 || len(deleted) != 10 {
 				t.Fatalf("the hook saw too few keys: %d, %d", len(during), len(deleted))
 			}
-			if s.SkippedNewer != 80 || s.Copied != int64(len(moved)-80) || s.Failed != 0 {
+			if s.SkippedNewer != 80 || s.AlreadyCopied != 0 || s.Copied != int64(len(moved)-80) || s.Failed != 0 {
 				t.Fatalf("sweep with 70 newer values and 10 deletes (buried) among %d moved keys: %+v", len(moved), s)
 			}
 			for _, k := range moved {
@@ -497,7 +497,7 @@ func TestSweepResume(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("%d moved; first run %+v; second %+v", len(moved), first, second)
-			if second.Copied != int64(len(moved))-first.Copied || second.SkippedNewer != first.Copied || second.Failed != 0 {
+			if second.Copied != int64(len(moved))-first.Copied || second.AlreadyCopied != first.Copied || second.SkippedNewer != 0 || second.Failed != 0 {
 				t.Fatalf("re-run after %d copies of %d: %+v", first.Copied, len(moved), second)
 			}
 			for _, k := range moved {
@@ -534,8 +534,8 @@ func TestSweepConcurrent(t *testing.T) {
 				t.Fatalf("concurrent sweeps: %v, %v", errs[0], errs[1])
 			}
 			t.Logf("%d moved: %+v and %+v", len(moved), s[0], s[1])
-			if s[0].Copied+s[1].Copied != int64(len(moved)) || s[0].Copied+s[0].SkippedNewer != int64(len(moved)) ||
-				s[1].Copied+s[1].SkippedNewer != int64(len(moved)) {
+			if s[0].Copied+s[1].Copied != int64(len(moved)) || s[0].Copied+s[0].AlreadyCopied != int64(len(moved)) ||
+				s[1].Copied+s[1].AlreadyCopied != int64(len(moved)) || s[0].SkippedNewer+s[1].SkippedNewer != 0 {
 				t.Fatalf("two sweeps of %d moved keys: %+v and %+v", len(moved), s[0], s[1])
 			}
 		})

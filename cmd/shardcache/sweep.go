@@ -165,10 +165,8 @@ func writeSweep(w io.Writer, s client.SweepStatus, elapsed time.Duration) {
 		s.NodesDone, count(s.Nodes, "old node", ""), elapsed.Round(time.Millisecond), count(s.Scanned, "key", ""), rate, rate/float64(max(s.Nodes, 1)))
 	tw := newTable(w, 0)
 	fmt.Fprintf(tw, "  copied to their new owner\t%d\n", s.Copied)
-	// SkippedNewer counts every key the new owner already had: a copy of
-	// an earlier sweep (a re-run's, another process's) as well as a newer
-	// write or a delete's tombstone; the servers tell them apart to no one.
-	fmt.Fprintf(tw, "  already on their new owner (copied before, or written or deleted since)\t%d\n", s.SkippedNewer)
+	fmt.Fprintf(tw, "  already copied (the same value on the new owner)\t%d\n", s.AlreadyCopied)
+	fmt.Fprintf(tw, "  newer on the new owner (written or deleted since)\t%d\n", s.SkippedNewer)
 	fmt.Fprintf(tw, "  not moved\t%d\n", s.SkippedUnmoved)
 	fmt.Fprintf(tw, "  gone before they were read\t%d\n", s.Gone)
 	fmt.Fprintf(tw, "  failed\t%d\n", s.Failed)

@@ -67,8 +67,9 @@ func TestSweepCommand(t *testing.T) {
 			// Run again: nothing left to copy, and the first run's copies are
 			// said to be copied before, not newer values.
 			code, out, _ = runCmd(t, "sweep", "--quiet", "--backend", backend.String(), "--from", from, "--to", to)
-			if want := fmt.Sprintf(`(?m)^  already on their new owner \(copied before, or written or deleted since\)\s+%d$`, moved); code != exitOK ||
-				!regexp.MustCompile(want).MatchString(out) || !regexp.MustCompile(`(?m)^  copied to their new owner\s+0$`).MatchString(out) {
+			if want := fmt.Sprintf(`(?m)^  already copied \(the same value on the new owner\)\s+%d$`, moved); code != exitOK ||
+				!regexp.MustCompile(want).MatchString(out) || !regexp.MustCompile(`(?m)^  copied to their new owner\s+0$`).MatchString(out) ||
+				!regexp.MustCompile(`(?m)^  newer on the new owner \(written or deleted since\)\s+0$`).MatchString(out) {
 				t.Fatalf("second run: exit %d:\n%s", code, out)
 			}
 		})

@@ -224,3 +224,57 @@ func TestMetaLeaseBatchCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestSetDuringLoad: a Set while a load runs under a lease, or while a
+// background refresh reloads a value in its window, is newer than what the
+// load read: the load's store must not replace it, on either backend, with
+// the lease of Lease, of MetaLeases, and a refresh's.
+func TestSetDuringLoad(t *testing.T) {
+	for _, kind := range []string{"memcached", "memcached-classic", "redis-server", "miniredis"} {
+		for _, meta := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/meta=%v", kind, meta), func(t *testing.T) {
+				cl := newCluster(t, kind, 1)
+				ctx := t.Context()
+				opts := Options{Lease: testLease, MetaLeases: meta, EarlyRefresh: time.Minute}
+				c, writer := cl.client(t, opts), cl.client(t, opts)
+
+				// A miss's load.
+				l := newLoader("loaded", nil)
+				done := make(chan error, 1)
+				go func() {
+					_, err := c.GetOrLoad(ctx, "miss", time.Hour, l.load)
+					done <- err
+				}()
+				<-l.entered
+				if err := writer.Set(ctx, "miss", []byte("newer"), time.Hour); err != nil {
+					t.Fatal(err)
+				}
+				close(l.release)
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+				mustGet(t, writer, "miss", "newer")
+
+				// A refresh's load, of a value in its window (meta servers:
+				// a classic memcached has no refresh).
+				if kind == "memcached-classic" {
+					return
+				}
+				if err := c.Set(ctx, "old", []byte("stale"), 59*time.Second); err != nil {
+					t.Fatal(err)
+				}
+				l = newLoader("loaded", nil)
+				if v, err := c.GetOrLoad(ctx, "old", time.Hour, l.load); err != nil || string(v) != "stale" {
+					t.Fatalf("in the window: %q, %v", v, err)
+				}
+				<-l.entered
+				if err := writer.Set(ctx, "old", []byte("newer"), time.Hour); err != nil {
+					t.Fatal(err)
+				}
+				close(l.release)
+				c.refreshes.wg.Wait()
+				mustGet(t, writer, "old", "newer")
+			})
+		}
+	}
+}

@@ -85,21 +85,31 @@ func (n *Node) LeaseGet(ctx context.Context, keys []string, rd node.LeaseRead) (
 }
 
 // LeaseStore stores each item whose lease is won if its lease key still
-// holds the token (StoreLeased's script).
+// holds the token and the key is as the lease found it: absent for a
+// miss's, the value read for a refresh's (StoreLeased's script).
 func (n *Node) LeaseStore(ctx context.Context, items []node.Item, leases []node.LeaseAnswer, rd node.LeaseRead) ([]bool, error) {
 	var its []node.Item
 	var lkeys []string
+	var held [][]byte
 	var idx []int
 	for i := range items {
 		if leases[i].Won {
 			its, lkeys, idx = append(its, items[i]), append(lkeys, rd.LeaseKeys[i]), append(idx, i)
+			var v []byte
+			if leases[i].Found {
+				v = leases[i].Value
+				if v == nil {
+					v = []byte{}
+				}
+			}
+			held = append(held, v)
 		}
 	}
 	stored := make([]bool, len(items))
 	if len(its) == 0 {
 		return stored, nil
 	}
-	got, err := n.StoreLeased(ctx, its, lkeys, rd.Token)
+	got, err := n.storeLeased(ctx, its, lkeys, rd.Token, held)
 	for j, s := range got {
 		stored[idx[j]] = s
 	}

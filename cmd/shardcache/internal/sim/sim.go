@@ -212,7 +212,7 @@ type Config struct {
 	// request of a step at once. Default 8.
 	Processes int
 	// LoadTime is how long a load of a wave run takes, on the wall clock:
-	// the time in which other processes miss the key too. Default 50ms.
+	// the time in which other processes miss the key too. Default 100ms.
 	LoadTime time.Duration
 	// StaleWhileRevalidate is the swr loadings' client option: how long a
 	// value is served past its TTL while one process reloads it. Default
@@ -282,7 +282,7 @@ func (c *Config) setDefaults() {
 			c.Loadings = slices.Clone(Loadings)
 		}
 		setDefault(&c.Processes, 8)
-		setDefault(&c.LoadTime, 50*time.Millisecond)
+		setDefault(&c.LoadTime, 100*time.Millisecond)
 		setDefault(&c.StaleWhileRevalidate, c.TTL)
 	}
 }

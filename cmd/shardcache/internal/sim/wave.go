@@ -22,7 +22,7 @@ import (
 // of them run at once (Workers plays no part), so the processes that want
 // a hot key in a step want it together. A load takes Config.LoadTime of
 // wall time, in which the other processes miss too (if their reads arrive
-// within it: the default 50ms covers a step of the default run on two
+// within it: the default 100ms covers a step of the default run on two
 // cores), and counts in the step whose read called it (a background
 // refresh's too, which may end after its step). The wave's keys
 // are read only (a write drawn for one is a read), or a write would set
@@ -151,6 +151,15 @@ func runWave(ctx context.Context, cfg *Config, w *workload, l Loading, cl *clust
 	if err := prefillTTLs(ctx, clients[0], ttls, keys); err != nil {
 		return res, err
 	}
+	// A write-through sets the value with the TTL its loads store it with:
+	// Set does not add StaleWhileRevalidate, and a value set with the TTL
+	// alone would be in its refresh window at once.
+	writeTTL := func(ttl time.Duration) time.Duration {
+		if l.swr() && ttl > 0 {
+			return ttl + cfg.StaleWhileRevalidate
+		}
+		return ttl
+	}
 	db := &waveDB{version: make([]atomic.Uint32, cfg.Keys), loads: make([]atomic.Int64, cfg.Steps)}
 	reqs := make([]request, cfg.Requests)
 	stream := w.stream()
@@ -172,7 +181,9 @@ func runWave(ctx context.Context, cfg *Config, w *workload, l Loading, cl *clust
 				}
 			}
 			c := clients[j%cfg.Processes]
-			wg.Go(func() { waveRequest(ctx, cfg, c, db, i, keys[r.key], w.ttl(r.key), r, &stepStats[j]) })
+			wg.Go(func() {
+				waveRequest(ctx, cfg, c, db, i, keys[r.key], w.ttl(r.key), writeTTL(w.ttl(r.key)), r, &stepStats[j])
+			})
 		}
 		wg.Wait()
 		var st Step
@@ -215,12 +226,13 @@ func runWave(ctx context.Context, cfg *Config, w *workload, l Loading, cl *clust
 }
 
 // waveRequest runs one request of step i through c: a read through
-// GetOrLoad, whose loader is the database, or a write-through.
-func waveRequest(ctx context.Context, cfg *Config, c *client.Client, db *waveDB, i int, key string, ttl time.Duration, r request, st *Step) {
+// GetOrLoad with ttl, whose loader is the database, or a write-through
+// with writeTTL.
+func waveRequest(ctx context.Context, cfg *Config, c *client.Client, db *waveDB, i int, key string, ttl, writeTTL time.Duration, r request, st *Step) {
 	if r.write {
 		st.Writes++
 		v := strconv.AppendUint(nil, uint64(db.version[r.key].Add(1)), 10)
-		if err := c.Set(ctx, key, v, ttl); err != nil {
+		if err := c.Set(ctx, key, v, writeTTL); err != nil {
 			st.Errors++
 		}
 		return

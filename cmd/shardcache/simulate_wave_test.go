@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// waveArgs is a short expiry wave: 30 hot keys of 1000, read by most of 4
+// waveArgs is a short expiry wave: 20 hot keys of 500, read by most of 4
 // processes at the wave's step 3 of 5.
-var waveArgs = []string{"simulate", "--quiet", "--expiry-wave", "30", "--zipf-v", "1", "--keys", "1000", "--requests", "1000",
+var waveArgs = []string{"simulate", "--quiet", "--expiry-wave", "20", "--zipf-v", "1", "--keys", "500", "--requests", "500",
 	"--writes", "0", "--steps", "5", "--reshard-at", "3", "--processes", "4", "--load-time", "100ms", "--modes", "plain,swr"}
 
 // TestSimulateExpiryWave: with StaleWhileRevalidate the database's peak at
@@ -39,7 +39,7 @@ func TestSimulateExpiryWave(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &o); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if o.ExpiryWave != 30 || o.Processes != 4 || len(o.Modes) != 2 || o.Modes[0].Mode != "plain" || o.Modes[1].Mode != "swr" {
+	if o.ExpiryWave != 20 || o.Processes != 4 || len(o.Modes) != 2 || o.Modes[0].Mode != "plain" || o.Modes[1].Mode != "swr" {
 		t.Fatalf("output: wave %d, %d processes, modes %+v", o.ExpiryWave, o.Processes, o.Modes)
 	}
 	plain, swr := o.Modes[0], o.Modes[1]

@@ -21,10 +21,10 @@ import (
 // clients; a step's requests are dealt to the processes in turn and all
 // of them run at once (Workers plays no part), so the processes that want
 // a hot key in a step want it together. A load takes Config.LoadTime of
-// wall time, in which the other processes miss too (if their reads arrive
-// within it: the default 100ms covers a step of the default run on two
-// cores), and counts in the step whose read called it (a background
-// refresh's too, which may end after its step). The wave's keys
+// wall time from the moment every request of its step is under way, in
+// which the other processes miss too (if their first reads return within
+// it), and counts in the step whose read called it (a background refresh's
+// too, which may end after its step). The wave's keys
 // are read only (a write drawn for one is a read), or a write would set
 // them apart. With a lease the others wait for the winner's value (on the
 // wall clock: the simulated one stands still within a step); with
@@ -172,6 +172,9 @@ func runWave(ctx context.Context, cfg *Config, w *workload, l Loading, cl *clust
 		stream.next(reqs)
 		stepStats := make([]Step, len(reqs))
 		var wg sync.WaitGroup
+		step := waveStep{i: i, arrived: make(chan struct{})}
+		var waiting atomic.Int64 // the requests not yet under way
+		waiting.Store(int64(len(reqs)))
 		read := map[[2]int32]bool{} // the wave's keys read at its step, by process
 		for j, r := range reqs {
 			if wave[r.key] {
@@ -182,7 +185,10 @@ func runWave(ctx context.Context, cfg *Config, w *workload, l Loading, cl *clust
 			}
 			c := clients[j%cfg.Processes]
 			wg.Go(func() {
-				waveRequest(ctx, cfg, c, db, i, keys[r.key], w.ttl(r.key), writeTTL(w.ttl(r.key)), r, &stepStats[j])
+				if waiting.Add(-1) == 0 {
+					close(step.arrived)
+				}
+				waveRequest(ctx, cfg, c, db, step, keys[r.key], w.ttl(r.key), writeTTL(w.ttl(r.key)), r, &stepStats[j])
 			})
 		}
 		wg.Wait()
@@ -225,10 +231,18 @@ func runWave(ctx context.Context, cfg *Config, w *workload, l Loading, cl *clust
 	return res, nil
 }
 
-// waveRequest runs one request of step i through c: a read through
+// waveStep is the step a request runs in.
+type waveStep struct {
+	i       int
+	arrived chan struct{} // closed once every request of the step is under way
+}
+
+// waveRequest runs one request of step through c: a read through
 // GetOrLoad with ttl, whose loader is the database, or a write-through
-// with writeTTL.
-func waveRequest(ctx context.Context, cfg *Config, c *client.Client, db *waveDB, i int, key string, ttl, writeTTL time.Duration, r request, st *Step) {
+// with writeTTL. A load takes LoadTime from the moment every request of
+// its step is under way: all of a step's requests arrive at its start,
+// however long the machine takes to start their goroutines.
+func waveRequest(ctx context.Context, cfg *Config, c *client.Client, db *waveDB, step waveStep, key string, ttl, writeTTL time.Duration, r request, st *Step) {
 	if r.write {
 		st.Writes++
 		v := strconv.AppendUint(nil, uint64(db.version[r.key].Add(1)), 10)
@@ -238,8 +252,9 @@ func waveRequest(ctx context.Context, cfg *Config, c *client.Client, db *waveDB,
 		return
 	}
 	v, err := c.GetOrLoad(ctx, key, ttl, func(context.Context) ([]byte, error) {
-		db.loads[i].Add(1)
+		db.loads[step.i].Add(1)
 		v := strconv.AppendUint(nil, uint64(db.version[r.key].Load()), 10)
+		<-step.arrived
 		if cfg.LoadTime > 0 {
 			time.Sleep(cfg.LoadTime) // the database's latency, in which the others miss too
 		}

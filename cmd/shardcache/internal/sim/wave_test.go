@@ -7,15 +7,15 @@ import (
 	"time"
 )
 
-// wave is an expiry wave short enough for -race: 30 hot keys of 1000,
+// wave is an expiry wave short enough for -race: 20 hot keys of 500,
 // a Zipf steep enough that most processes read each of them in a step, 4
 // processes, expiring at step 3 of 5; loads slow enough that the step's
 // reads all arrive within one.
 func wave() Config {
 	return Config{
-		Keys: 1000, ZipfV: 1, Requests: 1000, WriteRatio: -1,
+		Keys: 500, ZipfV: 1, Requests: 500, WriteRatio: -1,
 		TTL: 5 * time.Minute, Steps: 5, ReshardAt: 3,
-		Seed: 1, ExpiryWave: 30, Processes: 4, LoadTime: 100 * time.Millisecond,
+		Seed: 1, ExpiryWave: 20, Processes: 4, LoadTime: 100 * time.Millisecond,
 		Loadings: []Loading{LoadPlain, LoadLease, LoadSWR},
 	}
 }

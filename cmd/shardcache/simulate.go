@@ -458,10 +458,11 @@ func describe(res *sim.Result, f *simFlags) string {
 		guard = fmt.Sprintf(", load limit %d per step", loadBudget(cfg))
 	}
 	if cfg.ExpiryWave > 0 {
-		return fmt.Sprintf("%s expiring together at step %d, %s on %s (%s)\n%s (Zipf s=%g v=%g, %s without expiry), %s per %v step, %s writes, TTL %v, loads of %v, stale for %v with swr%s, seed %d",
-			count(cfg.ExpiryWave, "hot key", ""), cfg.ReshardAt, count(cfg.Processes, "process", "processes"), nodeNames(cfg.From), where,
+		return fmt.Sprintf("%s expire at step %d under %s, %s (loads of %v, swr %v)\n%s (Zipf s=%g v=%g, %s without expiry), %s per %v step, %s writes, TTL %v%s, seed %d (%s)",
+			count(cfg.ExpiryWave, "hot key", ""), cfg.ReshardAt, count(cfg.Processes, "process", "processes"), count(len(cfg.From), "node", ""),
+			cfg.LoadTime, cfg.StaleWhileRevalidate,
 			count(cfg.Keys, "key", ""), cfg.ZipfS, cfg.ZipfV, pct(cfg.NoTTL, 0), count(cfg.Requests, "request", ""), cfg.Step,
-			pct(max(cfg.WriteRatio, 0), 1), cfg.TTL, cfg.LoadTime, cfg.StaleWhileRevalidate, guard, f.seed)
+			pct(max(cfg.WriteRatio, 0), 1), cfg.TTL, guard, f.seed, where)
 	}
 	return fmt.Sprintf("%s%s → %s (%s)\n%s (Zipf s=%g v=%g, %s without expiry), %s per %v step, %s writes, TTL %v, %s%s, seed %d",
 		fromKind, nodeNames(cfg.From), nodeNames(cfg.To), where,

@@ -251,6 +251,9 @@ func waveRequest(ctx context.Context, cfg *Config, c *client.Client, db *waveDB,
 		}
 		return
 	}
+	// Stale is older than the database was when the read began: a write
+	// running at the same time may or may not be seen.
+	before := db.version[r.key].Load()
 	v, err := c.GetOrLoad(ctx, key, ttl, func(context.Context) ([]byte, error) {
 		db.loads[step.i].Add(1)
 		v := strconv.AppendUint(nil, uint64(db.version[r.key].Load()), 10)
@@ -266,7 +269,7 @@ func waveRequest(ctx context.Context, cfg *Config, c *client.Client, db *waveDB,
 	case err != nil:
 		st.Errors++
 	default:
-		if ver, perr := strconv.ParseUint(string(v), 10, 32); perr != nil || uint32(ver) < db.version[r.key].Load() {
+		if ver, perr := strconv.ParseUint(string(v), 10, 32); perr != nil || uint32(ver) < before {
 			st.Stale++
 		}
 	}

@@ -329,6 +329,11 @@ func TestHerdAcrossProcesses(t *testing.T) {
 						t.Errorf("%d loads across %d processes, want exactly 1", loads, procs)
 					}
 					if swr {
+						// Every caller is answered at once with the value it
+						// has, the one that refreshes included.
+						if _, fresh := herdTotals(reps, "fresh"); stale == 0 || stale+fresh != len(lat) {
+							t.Errorf("%d callers served stale, %d fresh, of %d: want the stale value for the refresh's caller at least", stale, fresh, len(lat))
+						}
 						// The ratio on an idle machine is about 1; the slack
 						// covers a loaded one's scheduling (see raceEnabled).
 						if !raceEnabled && ratio > 2 && p99(lat)-p99(base) > 10*time.Millisecond {

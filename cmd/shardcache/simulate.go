@@ -61,6 +61,21 @@ evictions step by step, and each node's fill and evictions after. Try
   --from a=h:1,b=h:2,c=h:3,d=h:4 --memory 6MiB,d=1.5MiB
 where d, of a quarter of the others' memory, evicts until it is re-weighted.
 
+With --expiry-wave N, simulate runs the expiry wave instead: the N most
+popular keys with a TTL expire together at --reshard-at (as after a cold
+start, or the copies of a resharding), under a fleet of --processes clients
+of their own, every request of a step at once, each load taking --load-time
+of wall time; no reshard, the ring of --from. The modes (--modes) are how the
+fleet loads: plain (GetOrLoad: a load per process that misses), lease
+(Options.Lease: one load per key for the fleet, the others wait), swr
+(Options.StaleWhileRevalidate of one TTL: served stale while one process
+reloads each key) and swr+lease. A write to a wave key is read instead. The
+summary gives each database peak against plain's, as a ratio; how many
+processes miss a key together depends on the scheduler, so the figures vary
+a little from run to run. Try
+  --expiry-wave 50 --zipf-v 1 --keys 5000 --requests 2000 --steps 20 --reshard-at 10
+(a steep Zipf: with the default, each hot key is read about twice a step).
+
 With --from-kind other than ring, the ring and dual-ring modes start on that
 placement of the --from nodes and move to our ring of the --to nodes, at once
 or with a dual-ring migration: --from-kind modulo replays the incident as a
@@ -92,6 +107,9 @@ type simFlags struct {
 	conn              *connFlags
 	memory            string // the memory scenario's limits (simulate_memory.go)
 	valueSize         int
+	expiryWave        int           // --expiry-wave: the wave scenario's hot keys, 0 none
+	processes         int           // --processes: the wave's fleet
+	loadTime          time.Duration // --load-time: a wave's load, on the wall clock
 }
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -129,6 +147,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	f.conn = addConnFlags(fs.FlagSet)
 	fs.StringVar(&f.memory, "memory", "", "run the memory scenario instead (see below): each --from node's memory `limits`, such as 6MiB,d=1.5MiB (a bare size for the nodes not named)")
 	fs.IntVar(&f.valueSize, "value-size", 1000, "with --memory, every value's size in bytes")
+	fs.IntVar(&f.expiryWave, "expiry-wave", 0, "run the expiry wave instead (see below): this many of the most popular keys expire together at --reshard-at")
+	fs.IntVar(&f.processes, "processes", 8, "with --expiry-wave, the processes of the fleet, each a client of its own")
+	fs.DurationVar(&f.loadTime, "load-time", 100*time.Millisecond, "with --expiry-wave, how long a load takes (wall time): the other processes miss meanwhile")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -218,6 +239,24 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	return exitOK
 }
 
+// loadings sets the wave's modes from --modes, all four when not given.
+func (f *simFlags) loadings(set map[string]bool, cfg *sim.Config) error {
+	if !set["modes"] {
+		return nil
+	}
+	for _, name := range strings.Split(f.modes, ",") {
+		l, err := sim.ParseLoading(name)
+		if err != nil {
+			return fmt.Errorf("--modes: %q: with --expiry-wave, want plain, lease, swr or swr+lease", strings.TrimSpace(name))
+		}
+		if slices.Contains(cfg.Loadings, l) {
+			return fmt.Errorf("--modes: %v twice", l)
+		}
+		cfg.Loadings = append(cfg.Loadings, l)
+	}
+	return nil
+}
+
 // config checks the flags and turns them into a sim.Config. set names the
 // flags given on the command line. note, when not empty, tells how a run on
 // real servers scales time.
@@ -252,10 +291,20 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 		{f.every >= 1, "every", f.every, ">= 1"},
 		{f.realStep > 0, "real-step", f.realStep, "> 0"},
 		{f.redis == "" || f.memcached == "", "memcached", f.memcached, "not with --redis"},
+		{f.expiryWave >= 0 && f.expiryWave <= f.keys, "expiry-wave", f.expiryWave, fmt.Sprintf("0..%d (the --keys)", f.keys)},
+		{f.processes >= 1 && f.processes <= 1024, "processes", f.processes, "1..1024"},
+		{f.loadTime > 0 && f.loadTime <= time.Minute, "load-time", f.loadTime, "> 0 and at most 1m"},
 	}
 	for _, c := range checks {
 		if !c.ok {
 			return cfg, "", fmt.Errorf("--%s %v: want %s", c.flag, c.v, c.want)
+		}
+	}
+	if f.expiryWave == 0 {
+		for _, name := range []string{"processes", "load-time"} {
+			if set[name] {
+				return cfg, "", fmt.Errorf("--%s is the expiry wave's: give --expiry-wave", name)
+			}
 		}
 	}
 	if err := f.kind.check(set); err != nil {
@@ -285,7 +334,16 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 	if cfg.Window == 0 {
 		cfg.Window = cfg.TTL
 	}
+	if f.expiryWave > 0 {
+		cfg.ExpiryWave, cfg.Processes, cfg.LoadTime = f.expiryWave, f.processes, f.loadTime
+		if err := f.loadings(set, &cfg); err != nil {
+			return cfg, "", err
+		}
+	}
 	for _, name := range strings.Split(f.modes, ",") {
+		if f.expiryWave > 0 {
+			break // the modes are loadings
+		}
 		m, err := sim.ParseMode(name)
 		if err != nil {
 			return cfg, "", fmt.Errorf("--modes: %q: want mod-N, ring, dual-ring or dual-ring+sweep", strings.TrimSpace(name))
@@ -399,6 +457,13 @@ func describe(res *sim.Result, f *simFlags) string {
 	if cfg.LoadLimit > 0 {
 		guard = fmt.Sprintf(", load limit %d per step", loadBudget(cfg))
 	}
+	if cfg.ExpiryWave > 0 {
+		return fmt.Sprintf("%s expire at step %d under %s, %s (loads of %v, swr %v)\n%s (Zipf s=%g v=%g, %s without expiry), %s per %v step, %s writes, TTL %v%s, seed %d (%s)",
+			count(cfg.ExpiryWave, "hot key", ""), cfg.ReshardAt, count(cfg.Processes, "process", "processes"), count(len(cfg.From), "node", ""),
+			cfg.LoadTime, cfg.StaleWhileRevalidate,
+			count(cfg.Keys, "key", ""), cfg.ZipfS, cfg.ZipfV, pct(cfg.NoTTL, 0), count(cfg.Requests, "request", ""), cfg.Step,
+			pct(max(cfg.WriteRatio, 0), 1), cfg.TTL, guard, f.seed, where)
+	}
 	return fmt.Sprintf("%s%s → %s (%s)\n%s (Zipf s=%g v=%g, %s without expiry), %s per %v step, %s writes, TTL %v, %s%s, seed %d",
 		fromKind, nodeNames(cfg.From), nodeNames(cfg.To), where,
 		count(cfg.Keys, "key", ""), cfg.ZipfS, cfg.ZipfV, pct(cfg.NoTTL, 0), count(cfg.Requests, "request", ""), cfg.Step,
@@ -413,6 +478,10 @@ func loadBudget(cfg *sim.Config) int64 {
 // writeSimulation prints the step table and the summary.
 func writeSimulation(w io.Writer, res *sim.Result, f *simFlags) {
 	cfg := &res.Config
+	if cfg.ExpiryWave > 0 {
+		writeWave(w, res, f)
+		return
+	}
 	fmt.Fprintf(w, "%s\n\n", describe(res, f))
 
 	tw := newTable(w, tabwriter.AlignRight)
@@ -526,7 +595,12 @@ func jsonResult(res *sim.Result, f *simFlags) any {
 		Backfills     int64   `json:"backfills"`
 		Swept         int64   `json:"swept"`
 		LateSteps     int     `json:"late_steps"`
-		Steps         []step  `json:"steps"`
+		// The expiry wave's: its keys read at its step, their readers
+		// (process and key), and the database's peak against plain's.
+		WaveKeys    int     `json:"wave_keys,omitempty"`
+		WaveReaders int     `json:"wave_readers,omitempty"`
+		PeakVsPlain float64 `json:"peak_vs_plain,omitempty"`
+		Steps       []step  `json:"steps"`
 	}
 	out := struct {
 		From          string  `json:"from"`
@@ -546,6 +620,10 @@ func jsonResult(res *sim.Result, f *simFlags) any {
 		ReshardAt     int     `json:"reshard_at"`
 		Seed          uint64  `json:"seed"`
 		LoadLimit     float64 `json:"load_limit"` // loads per second; 0: none
+		ExpiryWave    int     `json:"expiry_wave,omitempty"`
+		Processes     int     `json:"processes,omitempty"`
+		LoadTime      float64 `json:"load_time_seconds,omitempty"`
+		SWR           float64 `json:"stale_while_revalidate_seconds,omitempty"`
 		Modes         []mode  `json:"modes"`
 	}{
 		From: formatNodes(cfg.From), To: formatNodes(cfg.To), Servers: "embedded",
@@ -554,13 +632,14 @@ func jsonResult(res *sim.Result, f *simFlags) any {
 		StepSeconds: cfg.Step.Seconds(), TTLSeconds: cfg.TTL.Seconds(), WindowSeconds: cfg.Window.Seconds(),
 		SweepWindow: cfg.SweepWindow.Seconds(),
 		Steps:       cfg.Steps, ReshardAt: cfg.ReshardAt, Seed: f.seed, LoadLimit: cfg.LoadLimit,
+		ExpiryWave: cfg.ExpiryWave, Processes: cfg.Processes, LoadTime: cfg.LoadTime.Seconds(), SWR: cfg.StaleWhileRevalidate.Seconds(),
 	}
 	if cfg.Servers != nil {
 		out.Servers = cfg.Backend.String() + ":" + strings.Join(cfg.Servers, ",")
 	}
 	for _, m := range res.Modes {
 		jm := mode{
-			Mode: m.Mode.String(), Moved: m.Moved,
+			Mode: m.Name, Moved: m.Moved, WaveKeys: m.WaveKeys, WaveReaders: m.WaveReaders, PeakVsPlain: peakVsPlain(res, m),
 			SteadyHitRate: m.SteadyHitRate, MinHitRate: m.MinHitRate, MinHitStep: m.MinHitStep,
 			SteadyDBLoad: m.SteadyDBLoad, SteadyPeakDB: m.SteadyPeakDBLoad, PeakDBLoad: m.PeakDBLoad, PeakDBStep: m.PeakDBStep,
 			Stale: m.Total.Stale, Errors: m.Total.Errors, Throttled: m.Total.Throttled, Backfills: m.Backfills, Swept: m.Swept, LateSteps: m.Late,
@@ -575,4 +654,78 @@ func jsonResult(res *sim.Result, f *simFlags) any {
 		out.Modes = append(out.Modes, jm)
 	}
 	return out
+}
+
+// peakVsPlain returns m's database peak against the plain loading's in an
+// expiry wave, 0 in any other run or without a plain one.
+func peakVsPlain(res *sim.Result, m sim.ModeResult) float64 {
+	if res.Config.ExpiryWave == 0 {
+		return 0
+	}
+	for _, p := range res.Modes {
+		if p.Loading == sim.LoadPlain {
+			return sim.PeakRatio(m, p)
+		}
+	}
+	return 0
+}
+
+// writeWave prints an expiry wave's step table and summary: the database's
+// load step by step, and its peak in each loading against plain's.
+func writeWave(w io.Writer, res *sim.Result, f *simFlags) {
+	cfg := &res.Config
+	fmt.Fprintf(w, "%s\n\n", describe(res, f))
+	tw := newTable(w, tabwriter.AlignRight)
+	head := "step\ttime\t"
+	for _, m := range res.Modes {
+		head += m.Name + " hit\tDB\t"
+	}
+	fmt.Fprintln(tw, head+" ")
+	for _, i := range tableSteps(res, f.every) {
+		row := fmt.Sprintf("%d\t%s\t", i, fmtOffset(time.Duration(i-cfg.ReshardAt)*cfg.Step, cfg.Step))
+		for _, m := range res.Modes {
+			s := m.Steps[i]
+			row += fmt.Sprintf("%s\t%d\t", pct(s.HitRate(), 1), s.DBLoad())
+		}
+		if i == cfg.ReshardAt {
+			row += " ← the wave expires"
+		} else {
+			row += " "
+		}
+		fmt.Fprintln(tw, row)
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	tw = newTable(w, tabwriter.AlignRight)
+	fmt.Fprintln(tw, "loading\tsteady hit\tmin hit\t(step)\tsteady DB\t(max)\tpeak DB\t(step)\tof steady\tof plain\tstale reads\t ")
+	for _, m := range res.Modes {
+		ofPlain := "-"
+		if r := peakVsPlain(res, m); r > 0 {
+			ofPlain = fmt.Sprintf("×%.2f", r)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t(%d)\t%.0f\t(%d)\t%d\t(%d)\t×%.2f\t%s\t%d\t \n",
+			m.Name, pct(m.SteadyHitRate, 1), pct(m.MinHitRate, 1), m.MinHitStep, m.SteadyDBLoad, m.SteadyPeakDBLoad,
+			m.PeakDBLoad, m.PeakDBStep, float64(m.PeakDBLoad)/m.SteadyDBLoad, ofPlain, m.Total.Stale)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "DB is the database's load per step: loads after misses (a background refresh's too), plus writes. Steady: the")
+	fmt.Fprintln(w, "mean over the steps before the wave, and in brackets their highest. Min and peak: from the wave on. A hit rate")
+	fmt.Fprintln(w, "counts the reads answered from the cache: a read that waited for a load (a lease's) is a miss, a stale value a hit.")
+	if len(res.Modes) > 0 {
+		m := res.Modes[0]
+		fmt.Fprintf(w, "At the wave %d of its %s were read, by %s in all (process and key): a load each\n", m.WaveKeys, count(cfg.ExpiryWave, "key", ""), count(m.WaveReaders, "reader", ""))
+		fmt.Fprintln(w, "with a lease or StaleWhileRevalidate, and up to a load per reader without.")
+	}
+	for _, m := range res.Modes {
+		if r := peakVsPlain(res, m); r > 0 && m.Loading != sim.LoadPlain {
+			fmt.Fprintf(w, "The database's peak with %s against plain GetOrLoad: %d / %d = %.2f.\n", m.Name, m.PeakDBLoad, int64(math.Round(float64(m.PeakDBLoad)/r)), r)
+		}
+		if m.Total.Errors > 0 {
+			fmt.Fprintf(w, "%s: %s failed (each counted as a miss).\n", m.Name, count(m.Total.Errors, "cache operation", ""))
+		}
+		if m.Late > 0 {
+			fmt.Fprintf(w, "%s: %d steps took longer than %v: raise --real-step or lower --requests.\n", m.Name, m.Late, cfg.Step)
+		}
+	}
 }

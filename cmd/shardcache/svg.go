@@ -34,6 +34,25 @@ var modeColors = map[sim.Mode]string{
 	sim.ModeSweep:    "#cc79a7",
 }
 
+// loadingColors are the series' colours in an expiry wave, by loading.
+var loadingColors = map[sim.Loading]string{
+	sim.LoadPlain:    "#d55e00",
+	sim.LoadLease:    "#e69f00",
+	sim.LoadSWR:      "#0072b2",
+	sim.LoadSWRLease: "#cc79a7",
+}
+
+// seriesStyle returns the colour and dash of m's series.
+func seriesStyle(res *sim.Result, m sim.ModeResult) (color, dash string) {
+	if res.Config.ExpiryWave > 0 {
+		if m.Loading == sim.LoadSWRLease { // it matches swr step for step
+			return loadingColors[m.Loading], ` stroke-dasharray="6 4"`
+		}
+		return loadingColors[m.Loading], ""
+	}
+	return modeColors[m.Mode], modeDash[m.Mode]
+}
+
 // modeDash dashes the series a mode draws over another's: the sweep's hit
 // rate and load can match the dual-ring's step for step.
 var modeDash = map[sim.Mode]string{sim.ModeSweep: ` stroke-dasharray="6 4"`}
@@ -67,7 +86,9 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 		if i == 0 {
 			size, weight = 15, "bold"
 		}
-		if i == 0 {
+		if i == 0 && cfg.ExpiryWave > 0 {
+			line = "Expiry wave: " + line
+		} else if i == 0 {
 			line = "Resharding " + line
 		}
 		p(`<text x="%d" y="%d" font-size="%d" font-weight="%s">%s</text>`+"\n", svgLeft, 22+18*i, size, weight, esc(line))
@@ -122,7 +143,11 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 		if pn.id == "hit" {
 			labelY = pn.top + panelH - 6
 		}
-		p(`<text x="%.1f" y="%.1f" font-size="11">reshard</text>`+"\n", x(cfg.ReshardAt)+4, labelY)
+		mark := "reshard"
+		if cfg.ExpiryWave > 0 {
+			mark = "the wave expires"
+		}
+		p(`<text x="%.1f" y="%.1f" font-size="11">%s</text>`+"\n", x(cfg.ReshardAt)+4, labelY, mark)
 		if end < cfg.Steps && hasMode(res, sim.ModeDualRing) {
 			p(`<line class="window-end" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#0072b2" stroke-dasharray="2 3"/>`+"\n",
 				x(end), pn.top, x(end), pn.top+panelH)
@@ -142,8 +167,9 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 				svgLeft+plotWidth-4, yl-4, count(loadBudget(cfg), "load", ""))
 		}
 		for _, m := range res.Modes {
+			color, dash := seriesStyle(res, m)
 			p(`<polyline class="series" data-panel="%s" data-mode="%s" fill="none" stroke="%s"%s stroke-width="1.6" stroke-linejoin="round" points="`,
-				pn.id, m.Mode, modeColors[m.Mode], modeDash[m.Mode])
+				pn.id, m.Name, color, dash)
 			for i, s := range m.Steps {
 				if i > 0 {
 					p(" ")
@@ -154,18 +180,27 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 		}
 		p("</g>\n")
 	}
-	p(`<text x="%d" y="%d" text-anchor="middle">%s since the reshard (one step: %v)</text>`+"\n",
-		svgLeft+plotWidth/2, svgHeight-14, unitName, cfg.Step)
+	since := "the reshard"
+	if cfg.ExpiryWave > 0 {
+		since = "the wave"
+	}
+	p(`<text x="%d" y="%d" text-anchor="middle">%s since %s (one step: %v)</text>`+"\n",
+		svgLeft+plotWidth/2, svgHeight-14, unitName, since, cfg.Step)
 
 	// Legend, with each mode's low and peak.
 	lx, ly := svgLeft+plotWidth+16, hitTop+8
 	p(`<g id="legend">` + "\n")
 	for i, m := range res.Modes {
 		yy := ly + 54*i
-		p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s"%s stroke-width="3"/>`+"\n", lx, yy, lx+22, yy, modeColors[m.Mode], modeDash[m.Mode])
-		p(`<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", lx+28, yy+4, m.Mode)
+		color, dash := seriesStyle(res, m)
+		p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s"%s stroke-width="3"/>`+"\n", lx, yy, lx+22, yy, color, dash)
+		p(`<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", lx+28, yy+4, esc(m.Name))
 		p(`<text x="%d" y="%d" font-size="11">min hit %s</text>`+"\n", lx+28, yy+20, pct(m.MinHitRate, 1))
-		p(`<text x="%d" y="%d" font-size="11">peak DB ×%.1f</text>`+"\n", lx+28, yy+34, float64(m.PeakDBLoad)/m.SteadyDBLoad)
+		if r := peakVsPlain(res, m); r > 0 {
+			p(`<text x="%d" y="%d" font-size="11">peak DB ×%.2f of plain</text>`+"\n", lx+28, yy+34, r)
+		} else {
+			p(`<text x="%d" y="%d" font-size="11">peak DB ×%.1f</text>`+"\n", lx+28, yy+34, float64(m.PeakDBLoad)/m.SteadyDBLoad)
+		}
 		if cfg.LoadLimit > 0 {
 			p(`<text x="%d" y="%d" font-size="11">throttled %d</text>`+"\n", lx+28, yy+48, m.Total.Throttled)
 		}

@@ -35,21 +35,8 @@ func modulo(nodes []ring.Node) (*ring.Modulo, error) {
 // prefix.
 func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *cluster, prefix string, progress func()) (ModeResult, error) {
 	keys := w.keys(prefix)
-	res := ModeResult{Mode: mode, Steps: make([]Step, cfg.Steps)}
-	opts := client.Options{Backend: cfg.Backend, Vnodes: cfg.Vnodes, Equalize: cfg.Equalize, Now: cl.clock.Now, NewRedisClient: cl.redis}
-	if cfg.LoadLimit > 0 {
-		// A step's requests all start at its beginning on the simulated
-		// clock: a burst of one step's tokens lets through LoadLimit per
-		// second of the step, and never waiting is a degraded read.
-		opts.LoadLimit = &client.LoadLimit{
-			PerSecond: cfg.LoadLimit,
-			Burst:     max(int(math.Ceil(cfg.LoadLimit*cfg.Step.Seconds())), 1),
-			MaxWait:   -1,
-		}
-	}
-	if cfg.Connect != nil && cfg.Servers != nil {
-		cfg.Connect(&opts)
-	}
+	res := ModeResult{Mode: mode, Name: mode.String(), Steps: make([]Step, cfg.Steps)}
+	opts := baseOptions(cfg, cl)
 	var reshard func(*client.Client) error
 	if mode == ModeModN {
 		from, err := modulo(cl.from)
@@ -109,7 +96,7 @@ func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *clust
 	defer c.Close()
 
 	db := &database{version: make([]uint32, cfg.Keys)}
-	if err := prefill(ctx, c, w, keys); err != nil {
+	if err := prefillTTLs(ctx, c, w.prefill(), keys); err != nil {
 		return res, err
 	}
 	m := &modeRun{cfg: cfg, w: w, c: c, db: db, keys: keys}
@@ -152,11 +139,11 @@ func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *clust
 	return res, nil
 }
 
-// prefill fills the cache as if the workload had run forever (see
-// workload.prefill), one SetMulti per remaining TTL.
-func prefill(ctx context.Context, c *client.Client, w *workload, keys []string) error {
+// prefillTTLs fills the cache with the remaining TTLs of workload.prefill
+// (as if the workload had run forever), one SetMulti per remaining TTL.
+func prefillTTLs(ctx context.Context, c *client.Client, ttls []time.Duration, keys []string) error {
 	byTTL := map[time.Duration]map[string][]byte{}
-	for k, ttl := range w.prefill() {
+	for k, ttl := range ttls {
 		switch ttl {
 		case 0:
 			continue
@@ -174,6 +161,26 @@ func prefill(ctx context.Context, c *client.Client, w *workload, keys []string) 
 		}
 	}
 	return nil
+}
+
+// baseOptions returns the client options every mode's clients share: the
+// ring, the mode's clock and servers, the load limit, the credentials.
+func baseOptions(cfg *Config, cl *cluster) client.Options {
+	opts := client.Options{Backend: cfg.Backend, Vnodes: cfg.Vnodes, Equalize: cfg.Equalize, Now: cl.clock.Now, NewRedisClient: cl.redis}
+	if cfg.LoadLimit > 0 {
+		// A step's requests all start at its beginning on the simulated
+		// clock: a burst of one step's tokens lets through LoadLimit per
+		// second of the step, and never waiting is a degraded read.
+		opts.LoadLimit = &client.LoadLimit{
+			PerSecond: cfg.LoadLimit,
+			Burst:     max(int(math.Ceil(cfg.LoadLimit*cfg.Step.Seconds())), 1),
+			MaxWait:   -1,
+		}
+	}
+	if cfg.Connect != nil && cfg.Servers != nil {
+		cfg.Connect(&opts)
+	}
+	return opts
 }
 
 // modeRun is what a mode's workers share.

@@ -39,6 +39,10 @@
 // LoadLimit breaks that last rule: which reads get the step's tokens depends
 // on the order the workers reach the limiter, so the throttled counts vary a
 // little from run to run (the cap on loads does not).
+//
+// With Config.ExpiryWave the run is an expiry wave instead (wave.go): the
+// most popular keys expire together, under a fleet of processes that load
+// them plain, under leases, or serving stale (StaleWhileRevalidate).
 package sim
 
 import (
@@ -195,8 +199,28 @@ type Config struct {
 	// 0: no guard.
 	LoadLimit float64
 
+	// ExpiryWave, when positive, runs the expiry-wave scenario instead of
+	// a resharding (see wave.go): the ExpiryWave most popular keys with a
+	// TTL are cached at the start with a TTL that runs out at the start of
+	// step ReshardAt, all together, and the modes are Loadings, on a fleet
+	// of Processes clients whose loads take LoadTime. Default 0: a
+	// resharding.
+	ExpiryWave int
+	// Loadings are the modes of a wave run. Default all four.
+	Loadings []Loading
+	// Processes is the fleet of a wave run: that many clients, every
+	// request of a step at once. Default 8.
+	Processes int
+	// LoadTime is how long a load of a wave run takes, on the wall clock:
+	// the time in which other processes miss the key too. Default 100ms.
+	LoadTime time.Duration
+	// StaleWhileRevalidate is the swr loadings' client option: how long a
+	// value is served past its TTL while one process reloads it. Default
+	// the TTL.
+	StaleWhileRevalidate time.Duration
+
 	// Seed seeds the workload; a run on embedded servers depends on nothing
-	// else.
+	// else (but a wave run's timing: see wave.go).
 	Seed uint64
 	// Workers is the number of concurrent requests per mode. Default 8.
 	Workers int
@@ -253,6 +277,14 @@ func (c *Config) setDefaults() {
 	if len(c.Modes) == 0 {
 		c.Modes = slices.Clone(Modes)
 	}
+	if c.ExpiryWave > 0 {
+		if len(c.Loadings) == 0 {
+			c.Loadings = slices.Clone(Loadings)
+		}
+		setDefault(&c.Processes, 8)
+		setDefault(&c.LoadTime, 100*time.Millisecond)
+		setDefault(&c.StaleWhileRevalidate, c.TTL)
+	}
 }
 
 // init applies defaults and checks the configuration.
@@ -296,6 +328,26 @@ func (c *Config) init() error {
 	for _, m := range c.Modes {
 		if m < ModeModN || m > ModeSweep {
 			return bad("unknown mode %v", m)
+		}
+	}
+	switch {
+	case c.ExpiryWave < 0 || c.ExpiryWave > c.Keys:
+		return bad("ExpiryWave %d (want 0..Keys, %d)", c.ExpiryWave, c.Keys)
+	case c.ExpiryWave == 0 && (len(c.Loadings) > 0 || c.Processes != 0 || c.LoadTime != 0 || c.StaleWhileRevalidate != 0):
+		return bad("Loadings, Processes, LoadTime and StaleWhileRevalidate are an expiry wave's: set ExpiryWave")
+	case c.Processes < 0 || c.Processes > 1024:
+		return bad("Processes %d (want 1..1024)", c.Processes)
+	case c.LoadTime < 0 || c.LoadTime > time.Minute:
+		return bad("LoadTime %v (want 0..1m)", c.LoadTime)
+	case c.StaleWhileRevalidate < 0:
+		return bad("StaleWhileRevalidate %v (want > 0)", c.StaleWhileRevalidate)
+	}
+	for i, l := range c.Loadings {
+		if l < LoadPlain || l > LoadSWRLease {
+			return bad("unknown loading %v", l)
+		}
+		if slices.Contains(c.Loadings[:i], l) {
+			return bad("loading %v twice", l)
 		}
 	}
 	// The placements must build: the same checks the client makes.
@@ -373,8 +425,12 @@ func (s *Step) add(o Step) {
 
 // ModeResult is one mode's run.
 type ModeResult struct {
-	// Mode is the mode run.
+	// Mode is the mode run: ModeRing in a wave run.
 	Mode Mode
+	// Name is the mode's name, or in a wave run the loading's.
+	Name string
+	// Loading is the loading of a wave run (Config.ExpiryWave).
+	Loading Loading
 	// Moved is the exact fraction of keys whose node changes at the
 	// reshard (ring.Moved, or ring.Compare for mod-N).
 	Moved float64
@@ -401,6 +457,11 @@ type ModeResult struct {
 	Backfills int64
 	// Swept are the keys ModeSweep's sweep copied to their new owners.
 	Swept int64
+	// WaveKeys are the wave's keys read at its step (Config.ExpiryWave),
+	// and WaveReaders the processes that read each, summed: what the wave
+	// costs the database with a lease or StaleWhileRevalidate (a load per
+	// key), and at most without (a load per process that reads a key).
+	WaveKeys, WaveReaders int
 	// Late counts the steps, on real servers, whose requests took longer
 	// than Step; the run then lags the clock and the TTLs.
 	Late int
@@ -410,7 +471,8 @@ type ModeResult struct {
 type Result struct {
 	// Config is the configuration run, with defaults applied.
 	Config Config
-	// Modes has one result per mode, in Config.Modes order.
+	// Modes has one result per mode, in Config.Modes order (in a wave run
+	// per loading, in Config.Loadings order).
 	Modes []ModeResult
 	// Elapsed is the wall time of the run.
 	Elapsed time.Duration
@@ -425,10 +487,21 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	begin := time.Now()
 	w := newWorkload(&cfg)
-	res := &Result{Config: cfg, Modes: make([]ModeResult, len(cfg.Modes))}
+	res := &Result{Config: cfg}
 
+	names := make([]string, len(cfg.Modes))
+	for i, m := range cfg.Modes {
+		names[i] = m.String()
+	}
+	if cfg.ExpiryWave > 0 {
+		names = names[:0]
+		for _, l := range cfg.Loadings {
+			names = append(names, l.String())
+		}
+	}
+	res.Modes = make([]ModeResult, len(names))
 	var done atomic.Int64
-	total := len(cfg.Modes) * cfg.Steps
+	total := len(names) * cfg.Steps
 	progress := func() {
 		if cfg.Progress != nil {
 			cfg.Progress(int(done.Add(1)), total)
@@ -437,9 +510,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// On real servers every mode writes keys of its own, new on every run.
 	run := strconv.FormatInt(begin.UnixNano(), 36)
 
-	errs := make([]error, len(cfg.Modes))
+	errs := make([]error, len(names))
 	var wg sync.WaitGroup
-	for i, m := range cfg.Modes {
+	for i, name := range names {
 		wg.Go(func() {
 			var cl *cluster
 			prefix := ""
@@ -450,12 +523,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				}
 			} else {
 				cl = realCluster(&cfg)
-				prefix = "shardcache-sim:" + run + ":" + m.String() + ":"
+				prefix = "shardcache-sim:" + run + ":" + name + ":"
 			}
 			defer cl.close()
-			res.Modes[i], errs[i] = runMode(ctx, &cfg, w, m, cl, prefix, progress)
+			if cfg.ExpiryWave > 0 {
+				res.Modes[i], errs[i] = runWave(ctx, &cfg, w, cfg.Loadings[i], cl, prefix, progress)
+			} else {
+				res.Modes[i], errs[i] = runMode(ctx, &cfg, w, cfg.Modes[i], cl, prefix, progress)
+			}
 			if errs[i] != nil {
-				errs[i] = fmt.Errorf("%v: %w", m, errs[i])
+				errs[i] = fmt.Errorf("%s: %w", name, errs[i])
 			}
 		})
 	}

@@ -113,6 +113,14 @@ type Options struct {
 	// it, counted in Health; deletes and Incr still fail. Keys are never
 	// sent to another node. Default false: ErrNodeDown.
 	FailOpen bool
+	// Gutter, when set, are the nodes that stand in for a node the breaker
+	// holds down, outside a migration: its reads and writes go to one of
+	// them (chosen by the node's name), each TTL capped at GutterTTL
+	// (default DefaultGutterTTL), and go home once it is back, the keys
+	// written meanwhile deleted there first (see the package doc). Gutter
+	// nodes must not be regular nodes. Default none.
+	Gutter    []ring.Node
+	GutterTTL time.Duration
 
 	// NegativeTTL, when positive, makes GetOrLoad and GetMultiOrLoad cache
 	// a loader's ErrNotFound for that long (see ErrNotFound). Default 0.
@@ -324,6 +332,10 @@ const DefaultLeaseRetry = 10 * time.Millisecond
 type Client struct {
 	opts  Options
 	pools *pool.Pools[*member]
+	// gutterRing places the down nodes on the gutter pool's, gutterConns
+	// (Options.Gutter, gutter.go); nil without one.
+	gutterRing  *ring.Ring
+	gutterConns map[string]*member
 
 	// state is what every operation reads, swapped whole on Reshard and at
 	// the end of a migration window so the hot path takes no lock. nil once
@@ -419,6 +431,9 @@ func New(opts Options) (*Client, error) {
 	if opts.NegativeTTL < 0 || opts.Lease < 0 || opts.LeaseRetry < 0 {
 		return nil, fmt.Errorf("%w: negative NegativeTTL %v, Lease %v or LeaseRetry %v", ErrBadOptions, opts.NegativeTTL, opts.Lease, opts.LeaseRetry)
 	}
+	if opts.GutterTTL < 0 {
+		return nil, fmt.Errorf("%w: negative GutterTTL %v", ErrBadOptions, opts.GutterTTL)
+	}
 	if opts.StaleWhileRevalidate < 0 || opts.EarlyRefresh < 0 {
 		return nil, fmt.Errorf("%w: negative StaleWhileRevalidate %v or EarlyRefresh %v", ErrBadOptions, opts.StaleWhileRevalidate, opts.EarlyRefresh)
 	}
@@ -428,6 +443,10 @@ func New(opts Options) (*Client, error) {
 	}
 	c := &Client{opts: opts, grace: retireGrace(&opts), limiter: limiter, maxValueSet: maxValueSet}
 	c.pools = pool.New(c.dial)
+	if err := c.initGutter(); err != nil {
+		c.pools.Close()
+		return nil, err
+	}
 	st, first, err := c.initialState()
 	if err != nil {
 		c.pools.Close()
@@ -753,6 +772,9 @@ func (c *Client) load() (*state, time.Time) {
 func (st *state) conn(n ring.Node) node.Node {
 	if m, ok := st.conns[n.Addr]; ok {
 		if m.h.isDown() {
+			if m.gutter != nil && st.mig == nil {
+				return m.gutter
+			}
 			return m.down
 		}
 		return m.Node

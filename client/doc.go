@@ -110,7 +110,18 @@
 // application then loads from its database) and writes to it are dropped,
 // counted in Health; Delete, DeleteMulti and Incr still fail, since a
 // dropped delete would let a stale value come back with the node. Keys are
-// never sent to another node.
+// never sent to another regular node.
+//
+// With Options.Gutter (Facebook's gutter pool) a down node's reads and
+// writes go instead to one node of a small pool kept for that, outside a
+// migration, every TTL capped at Options.GutterTTL: its keys are cached for
+// a while instead of falling on the database. Counters are not (Incr still
+// fails with ErrNodeDown). Each key written through the gutter is kept as a
+// hint, and before the node is marked up again the probe deletes the hinted
+// keys there (flushes it past DefaultGutterHints), so a node that was paused
+// or cut off, not restarted, never serves a value a write replaced while it
+// was down. The hints are each process's own: between two processes'
+// probes, a reader of the first may see a value the second replaced.
 //
 // # Loading
 //

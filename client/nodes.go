@@ -30,6 +30,9 @@ type member struct {
 	down *failing
 	// near is the node's near cache store, nil without Options.NearCache.
 	near *near.Cache
+	// gutter stands for the node while it is held down when there is a
+	// gutter pool (gutter.go), outside a migration; nil without one.
+	gutter *gutterNode
 }
 
 // Close closes the node, which ends the calls in flight on it, then stops
@@ -53,7 +56,11 @@ func (c *Client) dial(n ring.Node) (*member, error) {
 	if ic, ok := nd.(node.IdleCloser); ok {
 		h.flush = ic.CloseIdle
 	}
-	return &member{Node: nd, h: h, down: newFailing(ErrNodeDown, h), near: store}, nil
+	m := &member{Node: nd, h: h, down: newFailing(ErrNodeDown, h), near: store}
+	if m.gutter = c.gutterOf(n, m); m.gutter != nil {
+		h.beforeUp = m.replayHints
+	}
+	return m, nil
 }
 
 // newNode makes the backend's node client of n, telling obs of its calls
@@ -210,6 +217,8 @@ func redisOf(n node.Node) (*redis.Client, error) {
 	switch n := n.(type) {
 	case *failing:
 		return nil, n.err
+	case *gutterNode:
+		return nil, ErrNodeDown
 	case interface{ Client() *redis.Client }:
 		return n.Client(), nil
 	}

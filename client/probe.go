@@ -37,7 +37,12 @@ type nodeHealth struct {
 	flush   func()
 	timeout time.Duration // bounds one probe
 
-	failures, downs, dropped, missed atomic.Int64
+	// beforeUp, when set, runs once a probe finds the node, before it is
+	// marked up (a gutter's hints, gutter.go); an error keeps it down.
+	// Then only the probe marks the node up.
+	beforeUp func(ctx context.Context) error
+
+	failures, downs, dropped, missed, guttered atomic.Int64
 	since                            atomic.Int64 // Unix ns when marked down; 0 while up
 
 	stats *nodeStats   // nil: Options.DisableStats
@@ -85,7 +90,9 @@ func (h *nodeHealth) Done(ctx context.Context, o node.Op, start time.Time, err e
 	}
 	switch classify(ctx, err) {
 	case answered:
-		if h.success() {
+		if h.beforeUp != nil && h.isDown() {
+			h.fails.Store(0) // the probe's ping: the probe marks it up
+		} else if h.success() {
 			h.markedUp()
 		}
 	case unreachable:
@@ -144,10 +151,10 @@ func (h *nodeHealth) probeLoop() {
 		if h.isDown() {
 			ctx, cancel := context.WithTimeout(h.ctx, h.timeout)
 			err := h.ping(ctx)
-			cancel()
-			if classify(nil, err) == answered && h.success() {
+			if classify(nil, err) == answered && (h.beforeUp == nil || h.beforeUp(h.ctx) == nil) && h.success() {
 				h.markedUp()
 			}
+			cancel()
 		}
 		if !h.isDown() && h.stopProbe() {
 			return
@@ -191,6 +198,9 @@ type NodeHealth struct {
 	// Dropped counts the writes Options.FailOpen dropped while it was down,
 	// and Missed the reads it answered with a miss.
 	Dropped, Missed int64
+	// Guttered counts the calls sent to the gutter pool while it was down
+	// (Options.Gutter).
+	Guttered int64
 }
 
 // Health returns the health of every node the client routes to (during a
@@ -204,7 +214,7 @@ func (c *Client) Health() []NodeHealth {
 	for _, m := range st.conns {
 		h := m.h
 		nh := NodeHealth{Node: h.node, Down: h.isDown(), Failures: h.failures.Load(), Downs: h.downs.Load(),
-			Dropped: h.dropped.Load(), Missed: h.missed.Load()}
+			Dropped: h.dropped.Load(), Missed: h.missed.Load(), Guttered: h.guttered.Load()}
 		if ns := h.since.Load(); ns != 0 && nh.Down {
 			nh.Since = time.Unix(0, ns)
 		}

@@ -1,0 +1,128 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shardcache/shardcache/internal/testserver"
+	"github.com/shardcache/shardcache/ring"
+)
+
+// TestGutter pauses a node (SIGSTOP: it comes back with what it held):
+// while the breaker holds it down, its keys' reads and writes go to the
+// gutter node with the TTL capped, counters fail; once it is back, its
+// keys go home, and the keys written through the gutter meanwhile are not
+// read there with the values the paused node still held.
+func TestGutter(t *testing.T) {
+	for _, kind := range []string{"redis-server", "memcached"} {
+		t.Run(kind, func(t *testing.T) {
+			var ss []*testserver.Server
+			backend := Redis
+			if kind == "redis-server" {
+				ss = testserver.Redis(t, 3)
+			} else {
+				ss, backend = testserver.Memcached(t, 3), Memcached
+			}
+			nodes := []ring.Node{{Name: "a", Addr: ss[0].Addr}, {Name: "b", Addr: ss[1].Addr}}
+			gutter := ss[2]
+			c, err := New(Options{Backend: backend, Nodes: nodes, Gutter: []ring.Node{{Name: "g", Addr: gutter.Addr}},
+				GutterTTL: 5 * time.Second, FailureThreshold: 1, ProbeInterval: 20 * time.Millisecond,
+				ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx := t.Context()
+			keys := keysOn(c, ss[0].Addr, "g", 4)
+			written, deleted, kept, counter := keys[0], keys[1], keys[2], keys[3]
+			for _, k := range keys[:3] {
+				if err := c.Set(ctx, k, []byte("old"), time.Hour); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := c.Incr(ctx, counter, 1); err != nil {
+				t.Fatal(err)
+			}
+
+			resume := paused(t, ss[0])
+			if _, err := c.Get(ctx, kept); err == nil {
+				t.Fatal("a read of the paused node answered")
+			}
+			waitFor(t, "the node held down", func() bool { return c.Health()[0].Down })
+			if err := c.Set(ctx, written, []byte("new"), time.Hour); err != nil {
+				t.Fatalf("Set with the node down: %v; want it written to the gutter", err)
+			}
+			mustGet(t, c, written, "new")
+			mustMiss(t, c, kept) // the gutter never had it: a miss, not an error
+			if err := c.Delete(ctx, deleted); err != nil {
+				t.Fatalf("Delete with the node down: %v", err)
+			}
+			if _, err := c.Incr(ctx, counter, 1); !errors.Is(err, ErrNodeDown) {
+				t.Fatalf("Incr with the node down: %v; want ErrNodeDown (a gutter counter would restart)", err)
+			}
+			if ttl := serverTTL(t, kind, gutter.Addr, written); ttl <= 0 || ttl > 5*time.Second {
+				t.Fatalf("the gutter holds %q with a TTL of %v; want at most GutterTTL (5s)", written, ttl)
+			}
+			if v, err := c.Get(ctx, keysOn(c, ss[1].Addr, "other", 1)[0]); err != ErrCacheMiss {
+				t.Fatalf("a key of the healthy node: %q, %v", v, err)
+			}
+			if h := c.Health()[0]; h.Guttered == 0 {
+				t.Fatalf("Health = %+v; want the gutter's calls counted", h)
+			}
+
+			resume()
+			waitFor(t, "the node up", func() bool { return !c.Health()[0].Down })
+			// Home again: the value written through the gutter is not
+			// there (it was the gutter's), and the paused node's old values
+			// of the keys written or deleted meanwhile are gone too.
+			mustMiss(t, c, written)
+			mustMiss(t, c, deleted)
+			mustGet(t, c, kept, "old")
+			if v, err := c.Incr(ctx, counter, 1); err != nil || v != 2 {
+				t.Fatalf("Incr back home = %d, %v; want 2", v, err)
+			}
+		})
+	}
+}
+
+// serverTTL is key's remaining TTL on the server at addr, read directly.
+func serverTTL(t *testing.T, kind, addr, key string) time.Duration {
+	t.Helper()
+	if kind == "redis-server" {
+		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		defer rdb.Close()
+		d, err := rdb.PTTL(context.Background(), key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	items := metaGet(t, addr, []string{key})
+	if len(items) != 1 || !items[0].Found {
+		t.Fatalf("%q not on the gutter: %+v", key, items)
+	}
+	return items[0].TTL
+}
+
+// TestGutterOptions: a gutter node that is a regular node too, or a
+// negative GutterTTL, is refused.
+func TestGutterOptions(t *testing.T) {
+	nodes := []ring.Node{{Name: "a", Addr: "127.0.0.1:1"}}
+	for _, opts := range []Options{
+		{Nodes: nodes, Gutter: nodes},
+		{Nodes: nodes, Gutter: []ring.Node{{Addr: "127.0.0.1:2"}}, GutterTTL: -time.Second},
+		{Nodes: nodes, Gutter: []ring.Node{{Addr: "bad"}}},
+	} {
+		if c, err := New(opts); !errors.Is(err, ErrBadOptions) {
+			if c != nil {
+				c.Close()
+			}
+			t.Errorf("New(%s) = %v; want ErrBadOptions", fmt.Sprint(opts.Gutter, opts.GutterTTL), err)
+		}
+	}
+}

@@ -43,7 +43,7 @@ type nodeHealth struct {
 	beforeUp func(ctx context.Context) error
 
 	failures, downs, dropped, missed, guttered atomic.Int64
-	since                            atomic.Int64 // Unix ns when marked down; 0 while up
+	since                                      atomic.Int64 // Unix ns when marked down; 0 while up
 
 	stats *nodeStats   // nil: Options.DisableStats
 	log   *slog.Logger // Options.Logger: down and up

@@ -76,6 +76,9 @@ func (e *NodeError) Error() string {
 	default:
 		keys = fmt.Sprintf(" %d keys", len(e.Keys))
 	}
+	if e.Node.Name == "" || e.Node.Name == e.Node.Addr {
+		return fmt.Sprintf("shardcache: %s%s on node %s: %v", e.Op, keys, e.Node.Addr, e.Err) // named by its address
+	}
 	return fmt.Sprintf("shardcache: %s%s on node %s (%s): %v", e.Op, keys, e.Node.Name, e.Node.Addr, e.Err)
 }
 

@@ -35,11 +35,14 @@ import (
 // stored either. A lease taken then finds the key present if the value
 // landed meanwhile: a store sets the value before it clears the lease.
 //
-// On Redis the store is one Lua script: if the lease holds our token, SET
-// the value and DEL the lease, atomically. Memcached's text protocol has no
-// conditional store on another key, so the store is set, then check the
-// lease, then delete the value again if the lease was lost: a reader can see
-// such a value for that one round trip before it is withdrawn. Nor has it a
+// On Redis the store is one Lua script: if the lease holds our token and
+// the key is as the lease found it (absent, or for a refresh the value
+// read), SET the value and DEL the lease, atomically. Memcached's text
+// protocol has no conditional store on another key, so the store is an add
+// (never over a value written meanwhile, nor a tombstone), then a check of
+// the lease, then a delete of that value again if the lease was lost (md
+// C<cas> where the server has the meta commands): a reader can see such a
+// value for that one round trip before it is withdrawn. Nor has it a
 // compare-and-delete: releasing a lease reads it and deletes it if it holds
 // our token, so a lease that expired and was taken by another process in
 // between can be deleted (at worst, one more load), and a lease lasts whole

@@ -71,7 +71,7 @@ type command struct {
 
 var commands = []command{
 	{"plan", "exact shares, keys moved and flows of a change of nodes", runPlan},
-	{"simulate", "a workload through the change: mod-N, ring, ring + dual-ring", runSimulate},
+	{"simulate", "a workload through mod-N, ring, dual-ring and dual-ring + sweep", runSimulate},
 	{"sweep", "copy the keys a change moves to their new owners, during the window", runSweep},
 	{"balance", "how the data sits on the nodes; weights that even out memory use", runBalance},
 	{"topology", "publish, show, watch a fleet's topology (etcd, a file, DNS); status", runTopology},

@@ -528,7 +528,8 @@ func (c *Client) takeLeases(ctx context.Context, st *state, now time.Time, keys 
 		ans, plain, unread, err := c.leaseGets(ctx, st, now, keys, l.token, true, 0)
 		errs = append(errs, err)
 		serveStale := c.refreshWindow() > 0
-		var elsewhere []string // won misses during a migration: the value may be on the old owner
+		var elsewhere []string // won misses of moved keys: the value may be on the old owner
+		var routes []migration.Route
 		classic, pos = nil, []int{}
 		for i, k := range keys {
 			switch a := ans[i]; {
@@ -540,7 +541,9 @@ func (c *Client) takeLeases(ctx context.Context, st *state, now time.Time, keys 
 				got[i] = true
 				l.meta[k] = a
 				if !a.Found && st.mig != nil {
-					elsewhere = append(elsewhere, k)
+					if r := st.mig.Route(k, now); r.Fallback {
+						elsewhere, routes = append(elsewhere, k), append(routes, r)
+					}
 				}
 			case a.Found && (!a.Held || serveStale):
 				found[k] = a.Value
@@ -551,14 +554,7 @@ func (c *Client) takeLeases(ctx context.Context, st *state, now time.Time, keys 
 		if len(elsewhere) > 0 {
 			// The copy to the new owner stops at the placeholder: a value
 			// found on an old owner is answered, and its lease released.
-			more, err := c.getMulti(ctx, elsewhere)
-			if more == nil {
-				return nil, nil, nil, err
-			}
-			errs = append(errs, err)
-			for k, v := range more {
-				found[k] = v
-			}
+			c.fromOld(ctx, st, now, elsewhere, routes, copyRead, func(it *item) { found[it.Key] = it.Value })
 		}
 	}
 	if len(classic) > 0 {

@@ -394,8 +394,12 @@ func (c *Client) releaseLease(ctx context.Context, r route, l *lease, key string
 // more batch for any whose lease comes free in the meantime); with
 // Options.MetaLeases each owner's leases are taken by its read, one round
 // trip. With Options.StaleWhileRevalidate or EarlyRefresh, the hits in
-// their refresh window whose refresh this call wins are reloaded together,
-// by one background call of load, and answered at once. Unlike GetOrLoad,
+// their refresh window whose refresh this call wins are answered at once
+// and reloaded together by one more call of load, with those keys, on a
+// goroutine of the client's, once this call's own call of load has
+// returned (never two at once), possibly after this call returns: such a
+// load must not use what belongs to the caller's request (its transaction,
+// its buffers). Unlike GetOrLoad,
 // a batch does not share its loads with other calls in the process, except
 // through leases. A panic in load is returned as ErrLoadPanic.
 func (c *Client) GetMultiOrLoad(ctx context.Context, keys []string, ttl time.Duration, load func(ctx context.Context, missing []string) (map[string][]byte, error)) (map[string][]byte, error) {
@@ -408,7 +412,11 @@ func (c *Client) GetMultiOrLoad(ctx context.Context, keys []string, ttl time.Dur
 	var found map[string][]byte
 	var err error
 	if c.refreshWindow() > 0 {
-		found, err = c.getMultiFresh(ctx, keys, ttl, load)
+		var refresh func()
+		found, refresh, err = c.getMultiFresh(ctx, keys, ttl, load)
+		if refresh != nil {
+			defer refresh() // once this call's own load, if any, has returned
+		}
 	} else {
 		found, err = c.getMulti(ctx, keys)
 	}
@@ -467,9 +475,14 @@ func (c *Client) GetMultiOrLoad(ctx context.Context, keys []string, ttl time.Dur
 // are released when nothing is stored.
 func (c *Client) loadBatch(ctx context.Context, st *state, now time.Time, hits map[string][]byte, keys []string, ttl time.Duration,
 	load func(context.Context, []string) (map[string][]byte, error), l *lease) error {
+	// The store and the leases' release outlive the caller's context: a
+	// caller gone while its loader ran must not leave the keys leased (the
+	// fleet would wait Options.Lease for them), nor its values unstored.
+	// Each is bounded by the nodes' timeouts.
+	sctx := context.WithoutCancel(ctx)
 	release := func(keys []string) {
 		if l != nil && len(keys) > 0 {
-			c.releaseLeases(ctx, st, now, keys, l)
+			c.releaseLeases(sctx, st, now, keys, l)
 		}
 	}
 	if err := c.admit(ctx, st, keys[0]); err != nil {
@@ -506,14 +519,14 @@ func (c *Client) loadBatch(ctx context.Context, st *state, now time.Time, hits m
 	switch {
 	case len(items) == 0:
 	case l != nil:
-		c.storeUnderLease(ctx, st, now, items, l)
+		c.storeUnderLease(sctx, st, now, items, l)
 	default:
 		keys := make([]string, len(items))
 		for i, it := range items {
 			keys[i] = it.Key
 		}
-		err := c.multiWrite(ctx, "set_multi", keys, func(i int) item { return items[i] },
-			func(b *batch) error { return b.conn.SetMulti(ctx, b.items) })
+		err := c.multiWrite(sctx, "set_multi", keys, func(i int) item { return items[i] },
+			func(b *batch) error { return b.conn.SetMulti(sctx, b.items) })
 		if err != nil {
 			c.loads.cacheErrors.Add(1)
 		}

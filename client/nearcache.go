@@ -144,17 +144,30 @@ func (nc *NearCache) forNode(store *near.Cache) *redisnode.NearCache {
 // store holds one and the owner is not held down (a miss held near is
 // ErrCacheMiss), else from the node. This lookup is all a near hit costs.
 func (c *Client) getNew(ctx context.Context, r *route, key string) ([]byte, error) {
-	if c.opts.NearCache != nil {
-		if m := r.st.conns[r.New.Addr]; m != nil && m.near != nil && !m.h.isDown() {
-			if v, found, ok := m.near.Get(key); ok {
-				if !found {
-					return nil, ErrCacheMiss
-				}
-				return v, nil
-			}
-		}
+	if v, held, err := c.nearGet(r, key); held {
+		return v, err
 	}
 	return r.st.conn(r.New).Get(ctx, key)
+}
+
+// nearGet answers key from its owner's near cache: held when a copy (or
+// a miss, ErrCacheMiss) is held there.
+func (c *Client) nearGet(r *route, key string) (v []byte, held bool, err error) {
+	if c.opts.NearCache == nil {
+		return nil, false, nil
+	}
+	m := r.st.conns[r.New.Addr]
+	if m == nil || m.near == nil || m.h.isDown() {
+		return nil, false, nil
+	}
+	v, found, ok := m.near.Get(key)
+	switch {
+	case !ok:
+		return nil, false, nil
+	case !found:
+		return nil, true, ErrCacheMiss
+	}
+	return v, true, nil
 }
 
 // nearMulti answers the keys of a GetMulti that their owners' stores hold,

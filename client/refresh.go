@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/migration"
 )
 
 // Serving stale while one process refreshes (Options.StaleWhileRevalidate)
@@ -84,9 +85,13 @@ func (r *refreshes) stop() {
 
 // readFresh is GetOrLoad's read with a refresh window: the value, and
 // whether one was found; a value in its window won by this call is
-// reloaded in the background. A node without lease reads, or a miss during
-// a migration, reads as get does (with its fallback).
+// reloaded in the background (not a negative entry: see getMultiFresh). A
+// copy held in the near cache answers first; a node without lease reads,
+// or a miss during a migration, reads as get does (with its fallback).
 func (c *Client) readFresh(ctx context.Context, r route, key string, ttl time.Duration, load func(context.Context) ([]byte, error)) ([]byte, error) {
+	if v, held, err := c.nearGet(&r, key); held && (err == nil || !r.Fallback) {
+		return v, err
+	}
 	lr := c.leaseReader(r.st.conn(r.New))
 	if lr == nil {
 		return c.get(ctx, r, key)
@@ -110,7 +115,7 @@ func (c *Client) readFresh(ctx context.Context, r route, key string, ttl time.Du
 	if a.Stale {
 		c.loads.stale.Add(1)
 	}
-	if a.Won {
+	if a.Won && !isNegative(a.Value) {
 		c.refresh(ctx, r, key, ttl, load, metaLease(token, key, a))
 	}
 	return a.Value, nil
@@ -153,21 +158,26 @@ func (c *Client) refresh(ctx context.Context, r route, key string, ttl time.Dura
 }
 
 // getMultiFresh is GetMultiOrLoad's read with a refresh window: the values
-// found, as getMulti's, and the keys in their window whose refresh this
-// call wins are reloaded in one background batch. Keys whose owner has no
-// lease reads, and misses during a migration (their old owners), are read
-// as getMulti reads them.
+// found, as getMulti's (the near cache's first, then one lease read per
+// owner; during a migration the misses of moved keys from their old
+// owners), and refresh, nil or the background reload of the keys in their
+// window whose refresh this call won, for GetMultiOrLoad to start once its
+// own load, if any, has returned. A negative entry is not refreshed: it
+// lives NegativeTTL, inside the window, and its lease expires unused.
+// Keys whose owner has no lease reads are read as getMulti reads them.
 func (c *Client) getMultiFresh(ctx context.Context, keys []string, ttl time.Duration,
-	load func(context.Context, []string) (map[string][]byte, error)) (map[string][]byte, error) {
+	load func(context.Context, []string) (map[string][]byte, error)) (hits map[string][]byte, refresh func(), err error) {
 	st, now, err := c.beginMulti(ctx, keys)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	hits = make(map[string][]byte, len(keys))
+	keys = c.nearMulti(st, now, keys, func(k string, v []byte) { hits[k] = v })
 	token := rand.Text()
 	ans, plain, _, err := c.leaseGets(ctx, st, now, keys, token, false, c.refreshWindow())
 	errs := []error{err}
-	hits := make(map[string][]byte, len(keys))
-	var again, won []string
+	var again, moved, won []string
+	var routes []migration.Route
 	l := &lease{token: token, meta: map[string]node.LeaseAnswer{}}
 	for i, k := range keys {
 		switch a := ans[i]; {
@@ -175,21 +185,29 @@ func (c *Client) getMultiFresh(ctx context.Context, keys []string, ttl time.Dura
 			again = append(again, k)
 		case a.Found:
 			hits[k] = a.Value
+			if st.mig != nil {
+				st.mig.Counters.NewHits.Add(1)
+			}
 			if a.Stale {
 				c.loads.stale.Add(1)
 			}
-			if _, dup := l.meta[k]; a.Won && !dup {
+			if _, dup := l.meta[k]; a.Won && !dup && !isNegative(a.Value) {
 				l.meta[k] = a
 				won = append(won, k)
 			}
 		case st.mig != nil:
-			again = append(again, k)
+			if r := st.mig.Route(k, now); r.Fallback {
+				moved, routes = append(moved, k), append(routes, r)
+			}
 		}
+	}
+	if len(moved) > 0 {
+		c.fromOld(ctx, st, now, moved, routes, copyRead, func(it *item) { hits[it.Key] = it.Value })
 	}
 	if len(again) > 0 {
 		more, err := c.getMulti(ctx, again)
 		if more == nil {
-			return nil, err
+			return nil, nil, err
 		}
 		errs = append(errs, err)
 		for k, v := range more {
@@ -197,9 +215,9 @@ func (c *Client) getMultiFresh(ctx context.Context, keys []string, ttl time.Dura
 		}
 	}
 	if len(won) > 0 {
-		c.refreshMulti(ctx, won, ttl, load, l)
+		refresh = func() { c.refreshMulti(ctx, won, ttl, load, l) }
 	}
-	return hits, errors.Join(errs...)
+	return hits, refresh, errors.Join(errs...)
 }
 
 // refreshMulti reloads keys in the background under l, their refreshes'

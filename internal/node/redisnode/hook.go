@@ -60,6 +60,9 @@ func (k hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if op == node.OpSetup && errors.As(err, new(dialError)) {
 			return err // the command that needed the connection reports the dial's failure
 		}
+		if redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return err // go-redis sends the script itself next: that is the call
+		}
 		k.obs.Done(ctx, op, start, observed(err))
 		if err == nil {
 			countKeys(k.obs, op, cmd)
@@ -183,6 +186,15 @@ func countKeys(obs node.Observer, op node.Op, cmds ...redis.Cmder) {
 				hits++
 			case redis.Nil:
 				misses++
+			}
+		case *redis.Cmd: // the lease read's script: a state and a value per key
+			res, _ := cmd.Val().([]any)
+			for i := 1; i < len(res); i += 2 {
+				if _, ok := res[i].(string); ok {
+					hits++
+				} else {
+					misses++
+				}
 			}
 		}
 	}

@@ -95,6 +95,7 @@ var scriptOps = map[string]node.Op{
 	buryScript.Hash():          node.OpDeleteMulti,
 	copyScript.Hash():          node.OpAddMulti,
 	restoreScript.Hash():       node.OpSweep,
+	leaseGetScript.Hash():      node.OpGetMulti, // a read (LeaseGet), its keys counted
 }
 
 // TombKey returns the name of key's tombstone.

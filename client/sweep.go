@@ -322,7 +322,8 @@ func (sw *sweep) page(ctx context.Context, n ring.Node, sn node.Sweeper, page []
 		}
 		same := sw.alreadyCopied(ctx, sd, rest)
 		sw.add(func(s *SweepStatus) { s.AlreadyCopied += int64(same); s.SkippedNewer += int64(len(rest) - same) })
-		cs.SweepSkippedNewer.Add(int64(len(rest)))
+		cs.SweepAlreadyCopied.Add(int64(same))
+		cs.SweepSkippedNewer.Add(int64(len(rest) - same))
 		return nil
 	})
 	for _, b := range dst.list {
@@ -333,8 +334,11 @@ func (sw *sweep) page(ctx context.Context, n ring.Node, sn node.Sweeper, page []
 }
 
 // alreadyCopied reads again on their new owner the items it refused and
-// returns how many it holds as they are (the same dump, or value and
-// flags): copies made before. A failed read counts none.
+// returns how many it holds as they are (value and flags; on Redis the
+// DUMP payload less its footer, the RDB version and checksum, which differ
+// between server versions): copies made before. A failed read counts none.
+// A value the new server re-encoded (a hash restored as another encoding)
+// counts as another value.
 func (sw *sweep) alreadyCopied(ctx context.Context, sd node.Sweeper, refused []item) int {
 	if len(refused) == 0 {
 		return 0
@@ -345,11 +349,21 @@ func (sw *sweep) alreadyCopied(ctx context.Context, sd node.Sweeper, refused []i
 	}
 	same := 0
 	for i, h := range have {
-		if h.Found && h.Flags == refused[i].Flags && bytes.Equal(h.Value, refused[i].Value) {
+		if h.Found && h.Flags == refused[i].Flags && bytes.Equal(sw.payload(h.Value), sw.payload(refused[i].Value)) {
 			same++
 		}
 	}
 	return same
+}
+
+// payload is what alreadyCopied compares of a dumped value: a Redis DUMP
+// less its 10-byte footer (2 bytes of RDB version, 8 of CRC64), a
+// Memcached value whole.
+func (sw *sweep) payload(v []byte) []byte {
+	if sw.c.opts.Backend == Redis && len(v) >= 10 {
+		return v[:len(v)-10]
+	}
+	return v
 }
 
 // add applies f to the status under the lock.

@@ -500,6 +500,9 @@ func TestSweepResume(t *testing.T) {
 			if second.Copied != int64(len(moved))-first.Copied || second.AlreadyCopied != first.Copied || second.SkippedNewer != 0 || second.Failed != 0 {
 				t.Fatalf("re-run after %d copies of %d: %+v", first.Copied, len(moved), second)
 			}
+			if m := c.Migration(); m.SweepAlreadyCopied != first.Copied || m.SweepSkippedNewer != 0 {
+				t.Fatalf("Migration() after both runs: %d already copied, %d newer; want %d, 0", m.SweepAlreadyCopied, m.SweepSkippedNewer, first.Copied)
+			}
 			for _, k := range moved {
 				if v, err := cl.raw(c.Locate(k).Addr).get(k); err != nil || string(v) != "v:"+k {
 					t.Fatalf("new owner of %q holds %q, %v", k, v, err)

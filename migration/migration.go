@@ -245,7 +245,8 @@ type Counters struct {
 
 	SweepScanned        atomic.Int64 // keys a sweep listed on the old nodes
 	SweepCopied         atomic.Int64 // keys a sweep copied to their new owner (and kept)
-	SweepSkippedNewer   atomic.Int64 // keys a sweep found already on their new owner
+	SweepAlreadyCopied  atomic.Int64 // keys a sweep found on their new owner with the same value: copied before
+	SweepSkippedNewer   atomic.Int64 // keys a sweep found on their new owner with another value, or buried
 	SweepSkippedUnmoved atomic.Int64 // keys a sweep listed whose owner does not change
 	SweepGone           atomic.Int64 // moved keys that expired or were deleted before the sweep read them
 	SweepFailed         atomic.Int64 // moved keys a sweep could not copy: a read or a write failed
@@ -258,8 +259,8 @@ type Snapshot struct {
 	Backfills, BackfillsSkipped, BackfillsDropped         int64
 	DualWrites, DualWriteErrors, DualDeletes              int64
 
-	SweepScanned, SweepCopied, SweepSkippedNewer, SweepSkippedUnmoved int64
-	SweepGone, SweepFailed                                            int64
+	SweepScanned, SweepCopied, SweepAlreadyCopied, SweepSkippedNewer int64
+	SweepSkippedUnmoved, SweepGone, SweepFailed                      int64
 }
 
 // Snapshot reads every counter. The counters are read one after the other,
@@ -273,7 +274,8 @@ func (c *Counters) Snapshot() Snapshot {
 		DualWrites:       c.DualWrites.Load(), DualWriteErrors: c.DualWriteErrors.Load(),
 		DualDeletes:  c.DualDeletes.Load(),
 		SweepScanned: c.SweepScanned.Load(), SweepCopied: c.SweepCopied.Load(),
-		SweepSkippedNewer: c.SweepSkippedNewer.Load(), SweepSkippedUnmoved: c.SweepSkippedUnmoved.Load(),
+		SweepAlreadyCopied: c.SweepAlreadyCopied.Load(),
+		SweepSkippedNewer:  c.SweepSkippedNewer.Load(), SweepSkippedUnmoved: c.SweepSkippedUnmoved.Load(),
 		SweepGone: c.SweepGone.Load(), SweepFailed: c.SweepFailed.Load(),
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,10 +70,11 @@ func TestGetOrLoadJoinAfterDelete(t *testing.T) {
 
 			proxy.Bandwidth(128) // 512 KiB takes 4 s to come back
 			old := bytes.Repeat([]byte("o"), 512<<10)
+			read := valueRead(t, kind, servers[0].Addr, "k", len(old))
 			if err := direct.Set(ctx, "k", old, time.Minute); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the load to read the value", valueRead(t, kind, servers[0].Addr, len(old)))
+			waitFor(t, "the load to read the value", read)
 			for _, k := range []string{"k", lkey} {
 				if err := direct.Delete(ctx, k); err != nil {
 					t.Fatal(err)
@@ -97,67 +100,64 @@ func TestGetOrLoadJoinAfterDelete(t *testing.T) {
 }
 
 // valueRead returns a condition that holds once the server at addr has
-// begun to answer a read with a value of size bytes, counted from now:
-// Redis's GET and MGET calls (one thread: a call counted after now ran
-// after it, and only "k" can be read), memcached's bytes written. Not
-// memcached's cmd_get or get_hits: a lease poll's add that fails reads the
-// lease key to see whether it is a tombstone (a hit), and memcached counts a
-// read once it has looked the key up, on a thread of its own, so a poll that
-// missed before the Set may be counted after it. The value, 512 KiB, fills
-// the socket's buffers towards the proxy at once: a poll's answers are a
-// hundred bytes.
-func valueRead(t *testing.T, kind, addr string, size int) func() bool {
+// found key with a value of at least size bytes for a read, counted from
+// now (call it before the value is written): Redis's keyspace_hits (one
+// thread; a lease poll's SET NX counts no hit, and key does not exist
+// before), memcached's log of its fetches ("watch fetchers"), which names
+// the key, whether it was found and its size. Not memcached's get_hits: a
+// lease poll's add that fails reads the lease key to see whether it is a
+// tombstone (a hit), and memcached counts a read once it has looked the key
+// up, on a thread of its own; nor bytes written, which the statistics'
+// own answers grow.
+func valueRead(t *testing.T, kind, addr, key string, size int) func() bool {
 	t.Helper()
 	if kind == "redis-server" {
-		before := redisReads(t, addr)
-		return func() bool { return redisReads(t, addr) > before }
+		before := redisStat(t, addr, "keyspace_hits")
+		return func() bool { return redisStat(t, addr, "keyspace_hits") > before }
 	}
-	before := memcachedStat(t, addr, "bytes_written")
-	return func() bool { return memcachedStat(t, addr, "bytes_written") > before+size/8 }
-}
-
-// redisReads is how many GET and MGET calls the Redis server at addr has
-// answered.
-func redisReads(t *testing.T, addr string) int {
-	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, line := range strings.Split(info, "\n") {
-		for _, cmd := range []string{"cmdstat_get:", "cmdstat_mget:"} {
-			if rest, ok := strings.CutPrefix(line, cmd+"calls="); ok {
-				calls, _, _ := strings.Cut(rest, ",")
-				c, _ := strconv.Atoi(calls)
-				n += c
-			}
-		}
-	}
-	return n
-}
-
-// memcachedStat is the statistic name of the memcached server at addr.
-func memcachedStat(t *testing.T, addr, name string) int {
-	t.Helper()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	fmt.Fprint(conn, "stats\r\n")
+	t.Cleanup(func() { conn.Close() })
+	fmt.Fprint(conn, "watch fetchers\r\n")
 	sc := bufio.NewScanner(conn)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "STAT "+name+" "); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(rest))
+	if !sc.Scan() || sc.Text() != "OK" {
+		t.Fatalf("memcached watch fetchers: %q, %v", sc.Text(), sc.Err())
+	}
+	var found atomic.Bool
+	go func() {
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if slices.Contains(f, "key="+key) && slices.Contains(f, "status=found") {
+				for _, w := range f {
+					if n, ok := strings.CutPrefix(w, "size="); ok {
+						if v, _ := strconv.Atoi(n); v >= size {
+							found.Store(true)
+						}
+					}
+				}
+			}
+		}
+	}()
+	return found.Load
+}
+
+// redisStat is the field name of the Redis server at addr's INFO.
+func redisStat(t *testing.T, addr, name string) int {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	info, err := rdb.Info(context.Background(), "stats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			n, _ := strconv.Atoi(v)
 			return n
 		}
-		if sc.Text() == "END" {
-			break
-		}
 	}
-	t.Fatalf("memcached at %s: no %s in stats (%v)", addr, name, sc.Err())
+	t.Fatalf("redis at %s: no %s in INFO stats", addr, name)
 	return 0
 }

@@ -64,7 +64,10 @@ func DNS(t testing.TB) *DNSServer {
 	s := &DNSServer{t: t, zone: map[string]dnsAnswer{}, queries: map[string]int{}}
 	t.Cleanup(s.Stop)
 	var err error
-	for range attempts {
+	// More tries than a process's: the UDP port the kernel picks is often
+	// a TCP connection's own on a busy machine (both come from the
+	// ephemeral range), and TCP must have it too.
+	for range 20 * attempts {
 		if err = s.start(0); err == nil {
 			return s
 		}

@@ -40,7 +40,12 @@ func (a *autoPipe) process(ctx context.Context, rdb *redis.Client, cmd redis.Cmd
 		err = cmd.Err()
 	} else {
 		start := a.obs.Begin()
-		err = a.ap.Submit(ctx, cmd).WaitContext(ctx)
+		f := a.ap.Submit(ctx, cmd)
+		if ctx.Done() == nil {
+			err = f.Wait() // a context that never ends: a receive, not a select
+		} else {
+			err = f.WaitContext(ctx)
+		}
 		a.obs.Done(ctx, opOf(cmd), start, observed(err))
 	}
 	a.calls.Add(-1)

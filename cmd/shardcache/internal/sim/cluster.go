@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,8 @@ type cluster struct {
 	// redis, when set, makes the client's go-redis clients (embedded
 	// servers: see pipeDialer).
 	redis func(ring.Node, *redis.Options) *redis.Client
+	// servers are the embedded servers by address; nil on real ones.
+	servers map[string]*embedded
 }
 
 // clock is a mode's time: what the client reads, and how a step ends.
@@ -70,31 +73,71 @@ func at(nodes []ring.Node, addr map[string]string) []ring.Node {
 func embeddedCluster(cfg *Config) (*cluster, error) {
 	clk := &simClock{step: cfg.Step}
 	clk.now.Store(epoch.UnixNano())
+	cl := &cluster{clock: clk, close: clk.close, servers: map[string]*embedded{}}
 	addr := map[string]string{}
-	servers := map[string]*miniredis.Miniredis{}
 	for _, a := range serverAddrs(cfg) {
-		m, err := miniredis.Run()
+		s, err := cl.start()
 		if err != nil {
 			clk.close()
 			return nil, fmt.Errorf("shardcache/sim: embedded server for %s: %w", a, err)
 		}
-		m.SetTime(epoch)
-		clk.servers = append(clk.servers, m)
-		addr[a] = m.Addr()
-		servers[m.Addr()] = m
+		addr[a] = s
 	}
-	return &cluster{
-		from: at(cfg.From, addr), to: at(cfg.To, addr),
-		clock: clk, close: clk.close,
-		redis: func(n ring.Node, opt *redis.Options) *redis.Client {
-			opt.Dialer = pipeDialer(servers[n.Addr]) // the client's options, dialed through a pipe
-			// In-process servers over pipes: the client's 500ms would time
-			// only how busy the machine is (a sweep's DUMPs under -race
-			// beside other tests), not a server.
-			opt.ReadTimeout, opt.WriteTimeout = embeddedTimeout, embeddedTimeout
-			return redis.NewClient(opt)
-		},
-	}, nil
+	cl.from, cl.to = at(cfg.From, addr), at(cfg.To, addr)
+	cl.redis = func(n ring.Node, opt *redis.Options) *redis.Client {
+		opt.Dialer = pipeDialer(cl.servers[n.Addr]) // the client's options, dialed through a pipe
+		// In-process servers over pipes: the client's 500ms would time
+		// only how busy the machine is (a sweep's DUMPs under -race
+		// beside other tests), not a server.
+		opt.ReadTimeout, opt.WriteTimeout = embeddedTimeout, embeddedTimeout
+		return redis.NewClient(opt)
+	}
+	return cl, nil
+}
+
+// start starts one more embedded server on the cluster's clock and
+// returns its address. It must be called before the clients that use it
+// are made: the servers map is not locked.
+func (cl *cluster) start() (string, error) {
+	m, err := miniredis.Run()
+	if err != nil {
+		return "", err
+	}
+	clk := cl.clock.(*simClock)
+	m.SetTime(clk.Now())
+	clk.servers = append(clk.servers, m)
+	cl.servers[m.Addr()] = &embedded{m: m}
+	return m.Addr(), nil
+}
+
+// embedded is one embedded server, which a kill run stops and restarts.
+type embedded struct {
+	m    *miniredis.Miniredis
+	mu   sync.RWMutex // a dial against a stop or a restart: miniredis swaps its server unlocked
+	down bool
+}
+
+// stop closes the server and every connection to it, as a process that
+// dies: its clients' next reads find the connection closed, their dials
+// are refused.
+func (e *embedded) stop() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.down = true
+	e.m.Close()
+}
+
+// restart brings the server back empty, as a restarted cache process, at
+// the same address.
+func (e *embedded) restart() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.m.FlushAll()
+	if err := e.m.Restart(); err != nil {
+		return err
+	}
+	e.down = false
+	return nil
 }
 
 // embeddedTimeout bounds each command to the embedded servers.

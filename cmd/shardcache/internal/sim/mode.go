@@ -100,39 +100,17 @@ func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *clust
 		return res, err
 	}
 	m := &modeRun{cfg: cfg, w: w, c: c, db: db, keys: keys}
-	reqs := make([]request, cfg.Requests)
-	buckets := make([][]request, cfg.Workers)
-	stream := w.stream()
-	stats := &statsReader{}
-	stats.step(c.Stats()) // from here on: the prefill is no read
-	cl.clock.begin()
-	for i := range cfg.Steps {
-		if i == cfg.ReshardAt {
-			if err := reshard(c); err != nil {
-				return res, fmt.Errorf("reshard: %w", err)
-			}
+	err = m.run(ctx, cl, &res, progress, func(i int) error {
+		if i != cfg.ReshardAt {
+			return nil
 		}
-		stream.next(reqs)
-		for b := range buckets {
-			buckets[b] = buckets[b][:0]
+		if err := reshard(c); err != nil {
+			return fmt.Errorf("reshard: %w", err)
 		}
-		for _, r := range reqs {
-			b := int(r.key) % cfg.Workers
-			buckets[b] = append(buckets[b], r)
-		}
-		st := m.step(ctx, buckets)
-		counted := stats.step(c.Stats())
-		st.Reads, st.Hits, st.FallbackHits = counted.reads, counted.hits, counted.fallbackHits
-		st.Errors += counted.cacheErrors
-		res.Steps[i] = st
-		late, err := cl.clock.advance(ctx, i)
-		if err != nil {
-			return res, err
-		}
-		if late {
-			res.Late++
-		}
-		progress()
+		return nil
+	})
+	if err != nil {
+		return res, err
 	}
 	res.Backfills = c.Stats().MigrationTotals.Backfills
 	res.summarize(cfg.ReshardAt)
@@ -181,6 +159,46 @@ func baseOptions(cfg *Config, cl *cluster) client.Options {
 		cfg.Connect(&opts)
 	}
 	return opts
+}
+
+// run runs every step of the workload on cl, into res.Steps: before(i)
+// runs at the start of step i, before its requests (a reshard, a kill).
+func (m *modeRun) run(ctx context.Context, cl *cluster, res *ModeResult, progress func(), before func(i int) error) error {
+	cfg := m.cfg
+	reqs := make([]request, cfg.Requests)
+	buckets := make([][]request, cfg.Workers)
+	stream := m.w.stream()
+	stats := &statsReader{}
+	stats.step(m.c.Stats()) // from here on: the prefill is no read
+	cl.clock.begin()
+	for i := range cfg.Steps {
+		if err := before(i); err != nil {
+			return err
+		}
+		stream.next(reqs)
+		for b := range buckets {
+			buckets[b] = buckets[b][:0]
+		}
+		for _, r := range reqs {
+			b := int(r.key) % cfg.Workers
+			buckets[b] = append(buckets[b], r)
+		}
+		st := m.step(ctx, buckets)
+		counted := stats.step(m.c.Stats())
+		st.Reads, st.Hits, st.FallbackHits = counted.reads, counted.hits, counted.fallbackHits
+		st.Errors += counted.cacheErrors
+		st.CacheErrors += counted.cacheErrors
+		res.Steps[i] = st
+		late, err := cl.clock.advance(ctx, i)
+		if err != nil {
+			return err
+		}
+		if late {
+			res.Late++
+		}
+		progress()
+	}
+	return nil
 }
 
 // modeRun is what a mode's workers share.

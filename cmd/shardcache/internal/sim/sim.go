@@ -42,7 +42,9 @@
 //
 // With Config.ExpiryWave the run is an expiry wave instead (wave.go): the
 // most popular keys expire together, under a fleet of processes that load
-// them plain, under leases, or serving stale (StaleWhileRevalidate).
+// them plain, under leases, or serving stale (StaleWhileRevalidate). With
+// Config.Kill it is a node's death and return (kill.go), under FailOpen
+// alone or with a gutter pool.
 package sim
 
 import (
@@ -219,6 +221,23 @@ type Config struct {
 	// the TTL.
 	StaleWhileRevalidate time.Duration
 
+	// Kill, when set, runs a node's death instead of a resharding (see
+	// kill.go): the From node of that name (or, without one, that address)
+	// dies at the start of step ReshardAt and, with ReturnAt, comes back
+	// empty at the start of step ReturnAt (0: never). The modes are
+	// KillModes, on the ring of From: To is From. Embedded servers only: a
+	// real server cannot be stopped and restarted from here. Default "": a
+	// resharding.
+	Kill     string
+	ReturnAt int
+	// KillModes are the modes of a kill run. Default both.
+	KillModes []KillMode
+	// Gutter is the number of embedded servers of the gutter mode's pool
+	// (client.Options.Gutter), and GutterTTL its client.Options.GutterTTL.
+	// Defaults 1 and client.DefaultGutterTTL.
+	Gutter    int
+	GutterTTL time.Duration
+
 	// Seed seeds the workload; a run on embedded servers depends on nothing
 	// else (but a wave run's timing: see wave.go).
 	Seed uint64
@@ -255,6 +274,14 @@ func DefaultConfig() Config {
 
 // setDefaults replaces zero fields by their defaults.
 func (c *Config) setDefaults() {
+	if c.Kill != "" {
+		if c.From == nil {
+			c.From = DefaultFrom()
+		}
+		if c.To == nil {
+			c.To = c.From // no reshard
+		}
+	}
 	if c.From == nil && c.To == nil {
 		c.From, c.To = DefaultFrom(), DefaultTo()
 	}
@@ -284,6 +311,15 @@ func (c *Config) setDefaults() {
 		setDefault(&c.Processes, 8)
 		setDefault(&c.LoadTime, 100*time.Millisecond)
 		setDefault(&c.StaleWhileRevalidate, c.TTL)
+	}
+	if c.Kill != "" {
+		if len(c.KillModes) == 0 {
+			c.KillModes = slices.Clone(KillModes)
+		}
+		if slices.Contains(c.KillModes, KillGutter) {
+			setDefault(&c.Gutter, 1)
+			setDefault(&c.GutterTTL, client.DefaultGutterTTL)
+		}
 	}
 }
 
@@ -342,6 +378,9 @@ func (c *Config) init() error {
 	case c.StaleWhileRevalidate < 0:
 		return bad("StaleWhileRevalidate %v (want > 0)", c.StaleWhileRevalidate)
 	}
+	if err := c.checkKill(); err != nil {
+		return err
+	}
 	for i, l := range c.Loadings {
 		if l < LoadPlain || l > LoadSWRLease {
 			return bad("unknown loading %v", l)
@@ -393,6 +432,10 @@ type Step struct {
 	Loads  int64 // database reads: GetOrLoad's loader calls, one per read the cache missed
 	Writes int64 // database writes: one per write request
 	Errors int64 // cache operations that failed (a failed read also loads)
+	// CacheErrors are those of Errors that GetOrLoad loaded through (the
+	// client's LoadStats.CacheErrors: a failed read, a failed store of the
+	// loaded value): the caller got its value all the same.
+	CacheErrors int64
 	// Throttled are the reads whose load Config.LoadLimit refused: no
 	// value, no database load.
 	Throttled int64
@@ -419,18 +462,24 @@ func (s *Step) add(o Step) {
 	s.Loads += o.Loads
 	s.Writes += o.Writes
 	s.Errors += o.Errors
+	s.CacheErrors += o.CacheErrors
 	s.Throttled += o.Throttled
 	s.FallbackHits += o.FallbackHits
 }
 
 // ModeResult is one mode's run.
 type ModeResult struct {
-	// Mode is the mode run: ModeRing in a wave run.
+	// Mode is the mode run: ModeRing in a wave run and a kill run.
 	Mode Mode
-	// Name is the mode's name, or in a wave run the loading's.
+	// Name is the mode's name, or in a wave run the loading's, in a kill
+	// run the kill mode's.
 	Name string
 	// Loading is the loading of a wave run (Config.ExpiryWave).
 	Loading Loading
+	// KillMode is the mode of a kill run (Config.Kill), and Kill its
+	// figures around the outage.
+	KillMode KillMode
+	Kill     KillResult
 	// Moved is the exact fraction of keys whose node changes at the
 	// reshard (ring.Moved, or ring.Compare for mod-N).
 	Moved float64
@@ -499,6 +548,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			names = append(names, l.String())
 		}
 	}
+	if cfg.Kill != "" {
+		names = names[:0]
+		for _, k := range cfg.KillModes {
+			names = append(names, k.String())
+		}
+	}
 	res.Modes = make([]ModeResult, len(names))
 	var done atomic.Int64
 	total := len(names) * cfg.Steps
@@ -526,9 +581,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				prefix = "shardcache-sim:" + run + ":" + name + ":"
 			}
 			defer cl.close()
-			if cfg.ExpiryWave > 0 {
+			switch {
+			case cfg.ExpiryWave > 0:
 				res.Modes[i], errs[i] = runWave(ctx, &cfg, w, cfg.Loadings[i], cl, prefix, progress)
-			} else {
+			case cfg.Kill != "":
+				res.Modes[i], errs[i] = runKill(ctx, &cfg, w, cfg.KillModes[i], cl, progress)
+			default:
 				res.Modes[i], errs[i] = runMode(ctx, &cfg, w, cfg.Modes[i], cl, prefix, progress)
 			}
 			if errs[i] != nil {

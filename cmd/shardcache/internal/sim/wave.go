@@ -202,6 +202,7 @@ func runWave(ctx context.Context, cfg *Config, w *workload, l Loading, cl *clust
 			st.Hits += counted.hits
 			st.FallbackHits += counted.fallbackHits
 			st.Errors += counted.cacheErrors
+			st.CacheErrors += counted.cacheErrors
 		}
 		res.Steps[i] = st
 		if i == cfg.ReshardAt {

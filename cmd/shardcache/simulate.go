@@ -76,6 +76,25 @@ a little from run to run. Try
   --expiry-wave 50 --zipf-v 1 --keys 5000 --requests 2000 --steps 20 --reshard-at 10
 (a steep Zipf: with the default, each hot key is read about twice a step).
 
+With --kill NODE@STEP[-STEP2], simulate runs a node's death instead: the
+--from node NODE dies at the start of STEP (its embedded server closed, every
+connection with it) and, with -STEP2, comes back empty at the start of STEP2;
+no reshard, the ring of --from, embedded servers only. The modes (--modes)
+are what the client does while the breaker holds the node down: failopen
+(Options.FailOpen: its keys read as misses and load from the database) and
+gutter (FailOpen and Options.Gutter of --gutter embedded nodes: its reads and
+writes go to a gutter node, every TTL capped at --gutter-ttl), both by
+default. The summary gives the hit rate during the outage (after its first
+step) against the steady one, the database's peak against the steady load,
+and after the return the low, the peak and the first step back at 99% of
+the steady hit rate. The breaker runs on the wall clock: its first calls to
+the dead node fail in the kill step, and at the return the run waits until
+the client holds the node up. The gutter serves a key again only if it is
+read again within GutterTTL: in the default workload a key is read about
+once in two 10s steps (the hottest twice a step), so the default 10s keeps
+few. Try
+  --kill d@20-50 --steps 80 --gutter-ttl 1m
+
 With --from-kind other than ring, the ring and dual-ring modes start on that
 placement of the --from nodes and move to our ring of the --to nodes, at once
 or with a dual-ring migration: --from-kind modulo replays the incident as a
@@ -110,6 +129,9 @@ type simFlags struct {
 	expiryWave        int           // --expiry-wave: the wave scenario's hot keys, 0 none
 	processes         int           // --processes: the wave's fleet
 	loadTime          time.Duration // --load-time: a wave's load, on the wall clock
+	kill              string        // --kill NODE@STEP[-STEP]: a node's death and return (simulate_kill.go)
+	gutter            int           // --gutter: the gutter mode's nodes
+	gutterTTL         time.Duration // --gutter-ttl
 }
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -150,6 +172,9 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.IntVar(&f.expiryWave, "expiry-wave", 0, "run the expiry wave instead (see below): this many of the most popular keys expire together at --reshard-at")
 	fs.IntVar(&f.processes, "processes", 8, "with --expiry-wave, the processes of the fleet, each a client of its own")
 	fs.DurationVar(&f.loadTime, "load-time", 100*time.Millisecond, "with --expiry-wave, how long a load takes (wall time): the other processes miss meanwhile")
+	fs.StringVar(&f.kill, "kill", "", "run a node's death instead (see below), `NODE@STEP[-STEP2]` such as d@20-50: the --from node NODE dies at the start of step STEP and, with -STEP2, comes back empty at the start of STEP2")
+	fs.IntVar(&f.gutter, "gutter", 1, "with --kill, the gutter mode's pool: this many embedded gutter nodes (client.Options.Gutter)")
+	fs.DurationVar(&f.gutterTTL, "gutter-ttl", client.DefaultGutterTTL, "with --kill, the gutter mode's client.Options.GutterTTL: the cap on the TTLs written to the gutter")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -285,7 +310,7 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 		{f.ttl > 0, "ttl", f.ttl, "> 0"},
 		{f.window > 0 || !set["window"], "window", f.window, "> 0 (a zero window is the ring mode)"},
 		{f.steps >= 2, "steps", f.steps, ">= 2"},
-		{f.reshardAt >= 1 && f.reshardAt < f.steps, "reshard-at", f.reshardAt, fmt.Sprintf("1..%d (steps before and after it)", f.steps-1)},
+		{f.reshardAt >= 1 && f.reshardAt < f.steps || set["kill"] && !set["reshard-at"], "reshard-at", f.reshardAt, fmt.Sprintf("1..%d (steps before and after it)", f.steps-1)},
 		{f.workers >= 1, "workers", f.workers, ">= 1"},
 		{f.loadLimit >= 0 && !math.IsInf(f.loadLimit, 0), "load-limit", f.loadLimit, ">= 0 loads per second"},
 		{f.every >= 1, "every", f.every, ">= 1"},
@@ -310,8 +335,10 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 	if err := f.kind.check(set); err != nil {
 		return cfg, "", err
 	}
-	if err := bothLists(set); err != nil {
-		return cfg, "", err
+	if !set["kill"] {
+		if err := bothLists(set); err != nil {
+			return cfg, "", err
+		}
 	}
 	cfg = sim.Config{
 		From: from, To: to, Vnodes: f.vnodes, Equalize: f.equalize,
@@ -340,9 +367,12 @@ func (f *simFlags) config(set map[string]bool) (cfg sim.Config, note string, err
 			return cfg, "", err
 		}
 	}
+	if err := f.killConfig(set, &cfg); err != nil {
+		return cfg, "", err
+	}
 	for _, name := range strings.Split(f.modes, ",") {
-		if f.expiryWave > 0 {
-			break // the modes are loadings
+		if f.expiryWave > 0 || cfg.Kill != "" {
+			break // the modes are loadings, or kill modes
 		}
 		m, err := sim.ParseMode(name)
 		if err != nil {
@@ -424,6 +454,9 @@ func tableSteps(res *sim.Result, every int) []int {
 	if hasMode(res, sim.ModeSweep) {
 		steps = append(steps, sweepWindowEnd(cfg))
 	}
+	if cfg.Kill != "" {
+		steps = append(killSteps(res), cfg.Steps-1)
+	}
 	for i := 0; i < cfg.Steps; i += every {
 		steps = append(steps, i)
 	}
@@ -438,6 +471,9 @@ func tableSteps(res *sim.Result, every int) []int {
 // describe sums up the run's set-up in one line.
 func describe(res *sim.Result, f *simFlags) string {
 	cfg := &res.Config
+	if cfg.Kill != "" {
+		return describeKill(res, f)
+	}
 	where := "embedded servers, simulated clock"
 	if cfg.Servers != nil {
 		where = fmt.Sprintf("%s, real time", count(len(cfg.Servers), cfg.Backend.String()+" server", ""))
@@ -480,6 +516,10 @@ func writeSimulation(w io.Writer, res *sim.Result, f *simFlags) {
 	cfg := &res.Config
 	if cfg.ExpiryWave > 0 {
 		writeWave(w, res, f)
+		return
+	}
+	if cfg.Kill != "" {
+		writeKill(w, res, f)
 		return
 	}
 	fmt.Fprintf(w, "%s\n\n", describe(res, f))
@@ -577,6 +617,7 @@ func jsonResult(res *sim.Result, f *simFlags) any {
 		FallbackHits int64   `json:"fallback_hits"`
 		Stale        int64   `json:"stale"`
 		Errors       int64   `json:"errors"`
+		CacheErrors  int64   `json:"cache_errors"` // of errors, those GetOrLoad loaded through
 		Throttled    int64   `json:"throttled"`
 	}
 	type mode struct {
@@ -597,34 +638,36 @@ func jsonResult(res *sim.Result, f *simFlags) any {
 		LateSteps     int     `json:"late_steps"`
 		// The expiry wave's: its keys read at its step, their readers
 		// (process and key), and the database's peak against plain's.
-		WaveKeys    int     `json:"wave_keys,omitempty"`
-		WaveReaders int     `json:"wave_readers,omitempty"`
-		PeakVsPlain float64 `json:"peak_vs_plain,omitempty"`
-		Steps       []step  `json:"steps"`
+		WaveKeys    int           `json:"wave_keys,omitempty"`
+		WaveReaders int           `json:"wave_readers,omitempty"`
+		PeakVsPlain float64       `json:"peak_vs_plain,omitempty"`
+		Kill        *killModeJSON `json:"kill,omitempty"` // a kill run's
+		Steps       []step        `json:"steps"`
 	}
 	out := struct {
-		From          string  `json:"from"`
-		To            string  `json:"to"`
-		Servers       string  `json:"servers"`
-		Keys          int     `json:"keys"`
-		ZipfS         float64 `json:"zipf_s"`
-		ZipfV         float64 `json:"zipf_v"`
-		Requests      int     `json:"requests_per_step"`
-		Writes        float64 `json:"writes"`
-		NoTTL         float64 `json:"no_ttl"`
-		StepSeconds   float64 `json:"step_seconds"`
-		TTLSeconds    float64 `json:"ttl_seconds"`
-		WindowSeconds float64 `json:"window_seconds"`
-		SweepWindow   float64 `json:"sweep_window_seconds"`
-		Steps         int     `json:"steps"`
-		ReshardAt     int     `json:"reshard_at"`
-		Seed          uint64  `json:"seed"`
-		LoadLimit     float64 `json:"load_limit"` // loads per second; 0: none
-		ExpiryWave    int     `json:"expiry_wave,omitempty"`
-		Processes     int     `json:"processes,omitempty"`
-		LoadTime      float64 `json:"load_time_seconds,omitempty"`
-		SWR           float64 `json:"stale_while_revalidate_seconds,omitempty"`
-		Modes         []mode  `json:"modes"`
+		From          string    `json:"from"`
+		To            string    `json:"to"`
+		Servers       string    `json:"servers"`
+		Keys          int       `json:"keys"`
+		ZipfS         float64   `json:"zipf_s"`
+		ZipfV         float64   `json:"zipf_v"`
+		Requests      int       `json:"requests_per_step"`
+		Writes        float64   `json:"writes"`
+		NoTTL         float64   `json:"no_ttl"`
+		StepSeconds   float64   `json:"step_seconds"`
+		TTLSeconds    float64   `json:"ttl_seconds"`
+		WindowSeconds float64   `json:"window_seconds"`
+		SweepWindow   float64   `json:"sweep_window_seconds"`
+		Steps         int       `json:"steps"`
+		ReshardAt     int       `json:"reshard_at"`
+		Seed          uint64    `json:"seed"`
+		LoadLimit     float64   `json:"load_limit"` // loads per second; 0: none
+		ExpiryWave    int       `json:"expiry_wave,omitempty"`
+		Processes     int       `json:"processes,omitempty"`
+		LoadTime      float64   `json:"load_time_seconds,omitempty"`
+		SWR           float64   `json:"stale_while_revalidate_seconds,omitempty"`
+		Kill          *killJSON `json:"kill,omitempty"`
+		Modes         []mode    `json:"modes"`
 	}{
 		From: formatNodes(cfg.From), To: formatNodes(cfg.To), Servers: "embedded",
 		Keys: cfg.Keys, ZipfS: cfg.ZipfS, ZipfV: cfg.ZipfV, Requests: cfg.Requests, Writes: max(cfg.WriteRatio, 0),
@@ -633,6 +676,7 @@ func jsonResult(res *sim.Result, f *simFlags) any {
 		SweepWindow: cfg.SweepWindow.Seconds(),
 		Steps:       cfg.Steps, ReshardAt: cfg.ReshardAt, Seed: f.seed, LoadLimit: cfg.LoadLimit,
 		ExpiryWave: cfg.ExpiryWave, Processes: cfg.Processes, LoadTime: cfg.LoadTime.Seconds(), SWR: cfg.StaleWhileRevalidate.Seconds(),
+		Kill: killJSONOf(res),
 	}
 	if cfg.Servers != nil {
 		out.Servers = cfg.Backend.String() + ":" + strings.Join(cfg.Servers, ",")
@@ -643,12 +687,13 @@ func jsonResult(res *sim.Result, f *simFlags) any {
 			SteadyHitRate: m.SteadyHitRate, MinHitRate: m.MinHitRate, MinHitStep: m.MinHitStep,
 			SteadyDBLoad: m.SteadyDBLoad, SteadyPeakDB: m.SteadyPeakDBLoad, PeakDBLoad: m.PeakDBLoad, PeakDBStep: m.PeakDBStep,
 			Stale: m.Total.Stale, Errors: m.Total.Errors, Throttled: m.Total.Throttled, Backfills: m.Backfills, Swept: m.Swept, LateSteps: m.Late,
+			Kill: killModeJSONOf(res, m),
 		}
 		for i, s := range m.Steps {
 			jm.Steps = append(jm.Steps, step{
 				Step: i, Time: (time.Duration(i-cfg.ReshardAt) * cfg.Step).Seconds(),
 				HitRate: s.HitRate(), DBLoad: s.DBLoad(), Reads: s.Reads, Hits: s.Hits,
-				Loads: s.Loads, Writes: s.Writes, FallbackHits: s.FallbackHits, Stale: s.Stale, Errors: s.Errors, Throttled: s.Throttled,
+				Loads: s.Loads, Writes: s.Writes, FallbackHits: s.FallbackHits, Stale: s.Stale, Errors: s.Errors, CacheErrors: s.CacheErrors, Throttled: s.Throttled,
 			})
 		}
 		out.Modes = append(out.Modes, jm)

@@ -22,7 +22,7 @@ import (
 // fleet of --from, as is and re-weighted by balance's proposal.
 func runMemorySimulation(ctx context.Context, f *simFlags, set map[string]bool, stdout, stderr io.Writer) int {
 	const cmd = "simulate"
-	for _, name := range []string{"to", "redis", "memcached", "modes", "load-limit", "svg", "from-kind"} {
+	for _, name := range []string{"to", "redis", "memcached", "modes", "load-limit", "svg", "from-kind", "kill", "gutter", "gutter-ttl"} {
 		if set[name] {
 			return badInput(stderr, cmd, "--%s: not with --memory (the memory scenario runs the --from fleet on model servers)", name)
 		}

@@ -42,8 +42,17 @@ var loadingColors = map[sim.Loading]string{
 	sim.LoadSWRLease: "#cc79a7",
 }
 
+// killColors are the series' colours in a kill run, by kill mode.
+var killColors = map[sim.KillMode]string{
+	sim.KillFailOpen: "#d55e00",
+	sim.KillGutter:   "#0072b2",
+}
+
 // seriesStyle returns the colour and dash of m's series.
 func seriesStyle(res *sim.Result, m sim.ModeResult) (color, dash string) {
+	if res.Config.Kill != "" {
+		return killColors[m.KillMode], ""
+	}
 	if res.Config.ExpiryWave > 0 {
 		if m.Loading == sim.LoadSWRLease { // it matches swr step for step
 			return loadingColors[m.Loading], ` stroke-dasharray="6 4"`
@@ -88,6 +97,8 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 		}
 		if i == 0 && cfg.ExpiryWave > 0 {
 			line = "Expiry wave: " + line
+		} else if i == 0 && cfg.Kill != "" {
+			line = "A node's death: " + line
 		} else if i == 0 {
 			line = "Resharding " + line
 		}
@@ -136,18 +147,30 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 			p(`<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", xt, pn.top+panelH+17, fmtTick(t, tick))
 		}
 		p(`<rect x="%d" y="%.1f" width="%d" height="%d" fill="none" stroke="#333"/>`+"\n", svgLeft, pn.top, plotWidth, panelH)
-		p(`<line class="reshard" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#333" stroke-dasharray="6 4"/>`+"\n",
-			x(cfg.ReshardAt), pn.top, x(cfg.ReshardAt), pn.top+panelH)
+		mainLine := "reshard"
+		if cfg.Kill != "" {
+			mainLine = "kill"
+		}
+		p(`<line class="%s" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#333" stroke-dasharray="6 4"/>`+"\n",
+			mainLine, x(cfg.ReshardAt), pn.top, x(cfg.ReshardAt), pn.top+panelH)
 		// Labels where the lines are not: low on the hit rate, high on the load.
 		labelY := pn.top + 12
 		if pn.id == "hit" {
 			labelY = pn.top + panelH - 6
 		}
 		mark := "reshard"
-		if cfg.ExpiryWave > 0 {
+		switch {
+		case cfg.ExpiryWave > 0:
 			mark = "the wave expires"
+		case cfg.Kill != "":
+			mark = cfg.Kill + " dies"
 		}
-		p(`<text x="%.1f" y="%.1f" font-size="11">%s</text>`+"\n", x(cfg.ReshardAt)+4, labelY, mark)
+		p(`<text x="%.1f" y="%.1f" font-size="11">%s</text>`+"\n", x(cfg.ReshardAt)+4, labelY, esc(mark))
+		if cfg.Kill != "" && cfg.ReturnAt > 0 {
+			p(`<line class="return" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#009e73" stroke-width="1.4" stroke-dasharray="2 3"/>`+"\n",
+				x(cfg.ReturnAt), pn.top, x(cfg.ReturnAt), pn.top+panelH)
+			p(`<text x="%.1f" y="%.1f" font-size="11" fill="#009e73">%s returns, empty</text>`+"\n", x(cfg.ReturnAt)+4, labelY, esc(cfg.Kill))
+		}
 		if end < cfg.Steps && hasMode(res, sim.ModeDualRing) {
 			p(`<line class="window-end" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#0072b2" stroke-dasharray="2 3"/>`+"\n",
 				x(end), pn.top, x(end), pn.top+panelH)
@@ -181,8 +204,11 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 		p("</g>\n")
 	}
 	since := "the reshard"
-	if cfg.ExpiryWave > 0 {
+	switch {
+	case cfg.ExpiryWave > 0:
 		since = "the wave"
+	case cfg.Kill != "":
+		since = cfg.Kill + "'s death"
 	}
 	p(`<text x="%d" y="%d" text-anchor="middle">%s since %s (one step: %v)</text>`+"\n",
 		svgLeft+plotWidth/2, svgHeight-14, unitName, since, cfg.Step)
@@ -195,6 +221,11 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 		color, dash := seriesStyle(res, m)
 		p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s"%s stroke-width="3"/>`+"\n", lx, yy, lx+22, yy, color, dash)
 		p(`<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", lx+28, yy+4, esc(m.Name))
+		if cfg.Kill != "" {
+			p(`<text x="%d" y="%d" font-size="11">outage hit %s of steady</text>`+"\n", lx+28, yy+20, pct(m.Kill.OutageHitRate/m.SteadyHitRate, 1))
+			p(`<text x="%d" y="%d" font-size="11">outage peak DB ×%.1f</text>`+"\n", lx+28, yy+34, float64(m.Kill.OutagePeakDBLoad)/m.SteadyDBLoad)
+			continue
+		}
 		p(`<text x="%d" y="%d" font-size="11">min hit %s</text>`+"\n", lx+28, yy+20, pct(m.MinHitRate, 1))
 		if r := peakVsPlain(res, m); r > 0 {
 			p(`<text x="%d" y="%d" font-size="11">peak DB ×%.2f of plain</text>`+"\n", lx+28, yy+34, r)

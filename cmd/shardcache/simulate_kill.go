@@ -152,17 +152,17 @@ func describeKill(res *sim.Result, f *simFlags) string {
 	cfg := &res.Config
 	when := fmt.Sprintf("dies at step %d", cfg.ReshardAt)
 	if cfg.ReturnAt > 0 {
-		when += fmt.Sprintf(" and returns empty at step %d, %s later", cfg.ReturnAt, fmtOffset(time.Duration(cfg.ReturnAt-cfg.ReshardAt)*cfg.Step, cfg.Step))
+		when += fmt.Sprintf(", returns empty at step %d (%s later)", cfg.ReturnAt, fmtOffset(time.Duration(cfg.ReturnAt-cfg.ReshardAt)*cfg.Step, cfg.Step))
 	}
 	gutter := ""
 	if slices.Contains(cfg.KillModes, sim.KillGutter) {
-		gutter = fmt.Sprintf(", gutter of %s, GutterTTL %v", count(cfg.Gutter, "node", ""), cfg.GutterTTL)
+		gutter = fmt.Sprintf(", %s, GutterTTL %v", count(cfg.Gutter, "gutter node", ""), cfg.GutterTTL)
 	}
 	guard := ""
 	if cfg.LoadLimit > 0 {
 		guard = fmt.Sprintf(", load limit %d per step", loadBudget(cfg))
 	}
-	return fmt.Sprintf("%s of %s %s (embedded, simulated clock)\n%s (Zipf s=%g v=%g, %s without expiry), %s per %v step, %s writes, TTL %v%s%s, seed %d",
+	return fmt.Sprintf("%s of %s %s, simulated clock\n%s (Zipf s=%g v=%g, %s without expiry), %s per %v step, %s writes, TTL %v%s%s, seed %d",
 		cfg.Kill, count(len(cfg.From), "node", ""), when,
 		count(cfg.Keys, "key", ""), cfg.ZipfS, cfg.ZipfV, pct(cfg.NoTTL, 0), count(cfg.Requests, "request", ""), cfg.Step,
 		pct(max(cfg.WriteRatio, 0), 1), cfg.TTL, gutter, guard, f.seed)
@@ -241,6 +241,10 @@ func writeKill(w io.Writer, res *sim.Result, f *simFlags) {
 				fmt.Fprint(w, ", its hints replayed")
 			}
 			fmt.Fprintln(w, "; the run waited for it.")
+		}
+		if cfg.LoadLimit > 0 {
+			fmt.Fprintf(w, "%s: the load limit throttled %s (%s of them); peak loads %d in a step, the limit %d.\n",
+				m.Name, count(m.Total.Throttled, "read", ""), pct(float64(m.Total.Throttled)/float64(max(m.Total.Reads, 1)), 2), peakLoads(m), loadBudget(cfg))
 		}
 		if callers := m.Total.Errors - m.Total.CacheErrors; callers > 0 {
 			fmt.Fprintf(w, "%s: %s returned an error to its caller.\n", m.Name, count(callers, "request", ""))

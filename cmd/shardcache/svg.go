@@ -222,8 +222,9 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 		p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s"%s stroke-width="3"/>`+"\n", lx, yy, lx+22, yy, color, dash)
 		p(`<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", lx+28, yy+4, esc(m.Name))
 		if cfg.Kill != "" {
-			p(`<text x="%d" y="%d" font-size="11">outage hit %s of steady</text>`+"\n", lx+28, yy+20, pct(m.Kill.OutageHitRate/m.SteadyHitRate, 1))
-			p(`<text x="%d" y="%d" font-size="11">outage peak DB ×%.1f</text>`+"\n", lx+28, yy+34, float64(m.Kill.OutagePeakDBLoad)/m.SteadyDBLoad)
+			// The outage's: its hit rate against steady, its peak.
+			p(`<text x="%d" y="%d" font-size="11">outage: hit %s</text>`+"\n", lx+28, yy+20, pct(m.Kill.OutageHitRate/m.SteadyHitRate, 1))
+			p(`<text x="%d" y="%d" font-size="11">of steady, peak ×%.1f</text>`+"\n", lx+28, yy+34, float64(m.Kill.OutagePeakDBLoad)/m.SteadyDBLoad)
 			continue
 		}
 		p(`<text x="%d" y="%d" font-size="11">min hit %s</text>`+"\n", lx+28, yy+20, pct(m.MinHitRate, 1))

@@ -154,18 +154,16 @@ func describeKill(res *sim.Result, f *simFlags) string {
 	if cfg.ReturnAt > 0 {
 		when += fmt.Sprintf(", returns empty at step %d (%s later)", cfg.ReturnAt, fmtOffset(time.Duration(cfg.ReturnAt-cfg.ReshardAt)*cfg.Step, cfg.Step))
 	}
-	gutter := ""
-	if slices.Contains(cfg.KillModes, sim.KillGutter) {
-		gutter = fmt.Sprintf(", %s, GutterTTL %v", count(cfg.Gutter, "gutter node", ""), cfg.GutterTTL)
-	}
 	guard := ""
 	if cfg.LoadLimit > 0 {
 		guard = fmt.Sprintf(", load limit %d per step", loadBudget(cfg))
 	}
-	return fmt.Sprintf("%s of %s %s, simulated clock\n%s (Zipf s=%g v=%g, %s without expiry), %s per %v step, %s writes, TTL %v%s%s, seed %d",
+	// Short enough for the chart's title: the gutter's settings are in its
+	// legend, and in the text after the table.
+	return fmt.Sprintf("%s of %s %s\n%s (Zipf s=%g v=%g, %s without expiry), %s per %v step, %s writes, TTL %v%s, seed %d",
 		cfg.Kill, count(len(cfg.From), "node", ""), when,
 		count(cfg.Keys, "key", ""), cfg.ZipfS, cfg.ZipfV, pct(cfg.NoTTL, 0), count(cfg.Requests, "request", ""), cfg.Step,
-		pct(max(cfg.WriteRatio, 0), 1), cfg.TTL, gutter, guard, f.seed)
+		pct(max(cfg.WriteRatio, 0), 1), cfg.TTL, guard, f.seed)
 }
 
 // writeKill prints a kill run's step table and summary: the hit rate and

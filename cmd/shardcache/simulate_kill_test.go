@@ -98,8 +98,8 @@ func TestSimulateKill(t *testing.T) {
 		t.Fatalf("text: exit %d: %s", code, errOut)
 	}
 	for _, want := range []string{
-		"d of 8 nodes dies at step 8, returns empty at step 20 (2:00 later), simulated clock",
-		"1 gutter node, GutterTTL 1m0s",
+		"d of 8 nodes dies at step 8, returns empty at step 20 (2:00 later)\n1000 keys",
+		"every TTL capped at 1m0s",
 		"← d dies", "← d returns, empty",
 		"mode  steady hit  steady DB  (max)  outage hit  of steady  outage peak",
 		"gutter: 1 gutter node took ",

@@ -225,6 +225,9 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 			// The outage's: its hit rate against steady, its peak.
 			p(`<text x="%d" y="%d" font-size="11">outage: hit %s</text>`+"\n", lx+28, yy+20, pct(m.Kill.OutageHitRate/m.SteadyHitRate, 1))
 			p(`<text x="%d" y="%d" font-size="11">of steady, peak ×%.1f</text>`+"\n", lx+28, yy+34, float64(m.Kill.OutagePeakDBLoad)/m.SteadyDBLoad)
+			if m.KillMode == sim.KillGutter {
+				p(`<text x="%d" y="%d" font-size="11">%s, TTL %v</text>`+"\n", lx+28, yy+48, count(cfg.Gutter, "node", ""), cfg.GutterTTL)
+			}
 			continue
 		}
 		p(`<text x="%d" y="%d" font-size="11">min hit %s</text>`+"\n", lx+28, yy+20, pct(m.MinHitRate, 1))

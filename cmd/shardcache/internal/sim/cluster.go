@@ -128,13 +128,16 @@ func (e *embedded) stop() {
 }
 
 // restart brings the server back empty, as a restarted cache process, at
-// the same address.
+// the same address; if another process took its port meanwhile, on
+// another (the clients dial through pipes: the port is only a name).
 func (e *embedded) restart() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.m.FlushAll()
 	if err := e.m.Restart(); err != nil {
-		return err
+		if err := e.m.StartAddr("127.0.0.1:0"); err != nil {
+			return err
+		}
 	}
 	e.down = false
 	return nil

@@ -210,3 +210,34 @@ func TestGutterHitRate(t *testing.T) {
 		})
 	}
 }
+
+// TestFailOpenGetOrLoadCounts: with FailOpen, a GetOrLoad of a key whose
+// node is held down counts one missed read and one dropped write in
+// Health, and no cache error: the node is down, not failing.
+func TestFailOpenGetOrLoadCounts(t *testing.T) {
+	ss := testserver.Redis(t, 2)
+	c, err := New(Options{Nodes: []ring.Node{{Name: "a", Addr: ss[0].Addr}, {Name: "b", Addr: ss[1].Addr}},
+		FailOpen: true, FailureThreshold: 1, ProbeInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	keys := keysOn(c, ss[0].Addr, "fo", 5)
+	ss[0].Stop()
+	if _, err := c.Get(t.Context(), keys[0]); err != nil && !errors.Is(err, ErrCacheMiss) {
+		t.Logf("the read that marks the node down: %v", err)
+	}
+	waitFor(t, "the node held down", func() bool { return c.Health()[0].Down })
+	h0, l0 := c.Health()[0], c.LoadStats()
+	load := func(context.Context) ([]byte, error) { return []byte("row"), nil }
+	for _, k := range keys {
+		if v, err := c.GetOrLoad(t.Context(), k, time.Hour, load); err != nil || string(v) != "row" {
+			t.Fatalf("GetOrLoad with the node down: %q, %v", v, err)
+		}
+	}
+	h, l := c.Health()[0], c.LoadStats()
+	if h.Missed-h0.Missed != 5 || h.Dropped-h0.Dropped != 5 || l.CacheErrors != l0.CacheErrors {
+		t.Fatalf("5 GetOrLoad with the node down: %d missed, %d dropped, %d cache errors; want 5, 5, 0",
+			h.Missed-h0.Missed, h.Dropped-h0.Dropped, l.CacheErrors-l0.CacheErrors)
+	}
+}

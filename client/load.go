@@ -283,7 +283,7 @@ func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Dur
 		if hit {
 			return cached(v, at)
 		}
-	} else {
+	} else if !r.st.heldDown(r.New) { // a node held down was just read as a miss (FailOpen) or failed
 		at := time.Now()
 		v, err := c.get(ctx, r, key)
 		if err == nil {
@@ -359,7 +359,8 @@ func (c *Client) store(ctx context.Context, r route, l *lease, key string, v []b
 	if now, err := c.beginWrite(ctx, key); err == nil {
 		r = now
 	}
-	err := c.write(ctx, "set", r, key, func(n node.Node) error { return n.Set(ctx, key, v, ttl) })
+	// As Set: a node FailOpen holds down drops the write, counted in Health.
+	err := c.open(r.st, c.write(ctx, "set", r, key, func(n node.Node) error { return n.Set(ctx, key, v, ttl) }), false)
 	if err != nil {
 		c.loads.cacheErrors.Add(1)
 	}

@@ -516,7 +516,7 @@ func (c *Client) placement(p ring.Locator, nodes []ring.Node) (ring.Locator, err
 		if len(p.Nodes()) == 0 {
 			return nil, fmt.Errorf("%w: placement has no nodes", ErrBadOptions)
 		}
-		return p, nil
+		return p, c.checkNotGutter(p)
 	}
 	var opts []ring.Option
 	if c.opts.Vnodes > 0 {
@@ -528,6 +528,9 @@ func (c *Client) placement(p ring.Locator, nodes []ring.Node) (ring.Locator, err
 	r, err := ring.New(nodes, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("shardcache: nodes: %w", err)
+	}
+	if err := c.checkNotGutter(r); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -566,6 +569,11 @@ func (c *Client) CloseIdleConnections() {
 		return
 	}
 	for _, m := range st.conns {
+		if ic, ok := m.Node.(node.IdleCloser); ok {
+			ic.CloseIdle()
+		}
+	}
+	for _, m := range c.gutterConns {
 		if ic, ok := m.Node.(node.IdleCloser); ok {
 			ic.CloseIdle()
 		}

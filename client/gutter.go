@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -21,15 +22,21 @@ import (
 //
 // A node that was paused or cut off, not restarted, comes back with the
 // values it held, which the writes sent to the gutter meanwhile replaced:
-// each key written through the gutter (a set, an add, a delete) is kept
-// as a hint, and before the node is marked up the probe deletes the hinted
-// keys there, one round trip per thousand; past DefaultGutterHints keys the
-// node is flushed instead. Until that succeeds the node stays down. A
-// write routed to the gutter an instant before the node came back deletes
-// its key at home itself. What is kept is this process's: another process
-// that sent writes to the gutter replays its own hints when its own probe
-// finds the node, so for the time between two processes' probes a reader
-// of the first may see at home a value the second replaced meanwhile.
+// each key written through the gutter (a set, an add that stored, a
+// delete) is kept as a hint, and before the node is marked up the probe
+// deletes the hinted keys there, and on the gutter (a later outage would
+// read its copy again), one round trip per thousand; past
+// DefaultGutterHints keys the node is flushed instead. Until that succeeds
+// the node stays down (a server that refuses the flush, memcached -F,
+// keeps it down: logged at each probe). The hints and the breaker's flip
+// up are taken under one lock: a write that lands during the replay is
+// replayed too, and one routed to the gutter an instant before the node
+// came back deletes its key at home itself, or holds the node down again
+// for the probe if it cannot. What is kept is this process's: another
+// process that sent writes to the gutter replays its own hints when its
+// own probe finds the node, so for the time between two processes' probes
+// a reader of the first may see at home a value the second replaced
+// meanwhile, and a copy on the gutter lives until GutterTTL.
 //
 // Counters do not move to the gutter: an Incr there would restart from
 // nothing, so it fails with ErrNodeDown, as without a gutter. Nor does a
@@ -47,6 +54,8 @@ const DefaultGutterHints = 1 << 16
 const hintChunk = 1000
 
 // hints are the keys written through the gutter while their node was down.
+// mu also orders a write's hint against the probe's flip of the breaker
+// (member.comeUp, gutterNode.wrote).
 type hints struct {
 	mu       sync.Mutex
 	keys     map[string]struct{}
@@ -57,6 +66,11 @@ type hints struct {
 func (h *hints) add(keys ...string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.addLocked(keys...)
+}
+
+// addLocked is add with mu held.
+func (h *hints) addLocked(keys ...string) {
 	if h.overflow {
 		return
 	}
@@ -75,6 +89,11 @@ func (h *hints) add(keys ...string) {
 func (h *hints) take() (keys []string, overflow bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.takeLocked()
+}
+
+// takeLocked is take with mu held.
+func (h *hints) takeLocked() (keys []string, overflow bool) {
 	for k := range h.keys {
 		keys = append(keys, k)
 	}
@@ -104,20 +123,22 @@ func (c *Client) initGutter() error {
 	if err != nil {
 		return fmt.Errorf("%w: Gutter: %w", ErrBadOptions, err)
 	}
-	regular := map[string]bool{}
-	for _, n := range c.opts.Nodes {
-		regular[n.Addr] = true
-	}
-	for _, n := range r.Nodes() {
-		if regular[n.Addr] {
-			return fmt.Errorf("%w: Gutter: %s is a regular node too", ErrBadOptions, n.Addr)
-		}
-	}
 	conns, err := c.pools.Acquire(r.Nodes())
 	if err != nil {
 		return err
 	}
 	c.gutterRing, c.gutterConns = r, conns
+	return nil
+}
+
+// checkNotGutter refuses a placement with a gutter node among its own:
+// its copies, TTLs capped, would be read as the owner's.
+func (c *Client) checkNotGutter(p ring.Locator) error {
+	for _, n := range p.Nodes() {
+		if _, ok := c.gutterConns[n.Addr]; ok {
+			return fmt.Errorf("%w: %s is a gutter node (Options.Gutter), not a regular one", ErrBadOptions, n.Addr)
+		}
+	}
 	return nil
 }
 
@@ -138,24 +159,53 @@ func (c *Client) gutterOf(n ring.Node, m *member) *gutterNode {
 	return &gutterNode{home: m, g: g, ttl: ttl}
 }
 
-// replayHints deletes at home the keys written through the gutter while m
-// was down, before the probe marks it up; an error keeps it down.
-func (m *member) replayHints(ctx context.Context) error {
-	keys, overflow := m.gutter.hints.take()
-	var err error
-	switch {
-	case overflow:
-		err = items(m.Node).Flush(ctx)
-	default:
-		for chunk := range slices.Chunk(keys, hintChunk) {
-			if err = m.Node.DeleteMulti(ctx, chunk); err != nil {
-				break
-			}
+// comePasses bounds comeUp's replays in one probe: writes may keep
+// landing on the gutter while it replays; the next probe goes on.
+const comePasses = 8
+
+// comeUp is the probe's last step once m answers again (nodeHealth.comeUp):
+// it replays the hints, then, if none came meanwhile, marks m up under the
+// hints' lock; else m stays down for the next probe.
+func (m *member) comeUp(ctx context.Context) {
+	g := m.gutter
+	for range comePasses {
+		keys, overflow := g.hints.take()
+		if err := g.replay(ctx, keys, overflow); err != nil {
+			g.hints.putBack(keys, overflow)
+			m.h.log.Warn("shardcache: node answers, held down: its gutter hints not replayed",
+				m.h.attrs(slog.Int("keys", len(keys)), slog.Bool("flush", overflow), slog.Any("cause", err))...)
+			return
+		}
+		g.hints.mu.Lock()
+		up := false
+		if len(g.hints.keys) == 0 && !g.hints.overflow {
+			up = m.h.success()
+		}
+		g.hints.mu.Unlock()
+		if up {
+			m.h.markedUp()
+		}
+		if !m.h.isDown() {
+			return
 		}
 	}
-	if err != nil {
-		m.gutter.hints.putBack(keys, overflow)
-		return err
+}
+
+// replay deletes hinted keys at home (flushes it on overflow), then on
+// the gutter, so that a later outage does not read its copies again (a
+// gutter that cannot be reached keeps them until GutterTTL).
+func (g *gutterNode) replay(ctx context.Context, keys []string, overflow bool) error {
+	home := g.home.Node
+	if overflow {
+		return items(home).Flush(ctx)
+	}
+	for chunk := range slices.Chunk(keys, hintChunk) {
+		if err := home.DeleteMulti(ctx, chunk); err != nil {
+			return err
+		}
+		if !g.g.h.isDown() {
+			_ = g.g.Node.DeleteMulti(ctx, chunk)
+		}
 	}
 	return nil
 }
@@ -204,20 +254,31 @@ func (g *gutterNode) capItems(items []node.Item) []node.Item {
 }
 
 // wrote records keys written through the gutter: as hints while home is
-// down, or deleted at home at once if it came back meanwhile (its probe
-// replayed the hints before this write's).
+// down, under the lock the probe flips it up under, or, if it came back
+// meanwhile (its probe replayed the hints before this write's), deleted
+// at home now, past the caller's context; a delete that fails holds home
+// down again for the probe.
 func (g *gutterNode) wrote(ctx context.Context, keys ...string) {
-	g.hints.add(keys...)
-	if g.home.h.isDown() {
+	if len(keys) == 0 {
 		return
 	}
-	keys, overflow := g.hints.take()
-	if overflow || len(keys) == 0 {
-		g.hints.putBack(keys, overflow) // the next return flushes
+	g.hints.mu.Lock()
+	g.hints.addLocked(keys...)
+	down := g.home.h.isDown()
+	var late []string
+	var overflow bool
+	if !down {
+		late, overflow = g.hints.takeLocked()
+	}
+	g.hints.mu.Unlock()
+	if down {
 		return
 	}
-	if err := g.home.Node.DeleteMulti(ctx, keys); err != nil {
-		g.hints.putBack(keys, false)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.home.h.timeout)
+	defer cancel()
+	if err := g.replay(dctx, late, overflow); err != nil {
+		g.hints.putBack(late, overflow)
+		g.home.h.holdDown(err)
 	}
 }
 
@@ -236,6 +297,25 @@ func (g *gutterNode) Send(ctx context.Context, keys []string) node.Pending {
 	return g.conn().Send(ctx, keys)
 }
 
+// SendIdle and TrySend are the gutter's own (node.Sender): two down nodes
+// that share a gutter have two batches for it in one multi-get, which a
+// blocking Send of the first would keep from the second's connection.
+func (g *gutterNode) SendIdle(ctx context.Context, keys []string) (node.Pending, bool) {
+	c := g.conn()
+	if s, ok := c.(node.Sender); ok {
+		return s.SendIdle(ctx, keys)
+	}
+	return c.Send(ctx, keys), true // the failing stand-in: it never waits
+}
+
+func (g *gutterNode) TrySend(ctx context.Context, keys []string) (node.Pending, bool) {
+	c := g.conn()
+	if s, ok := c.(node.Sender); ok {
+		return s.TrySend(ctx, keys)
+	}
+	return c.Send(ctx, keys), true
+}
+
 func (g *gutterNode) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	err := g.conn().Set(ctx, key, value, g.cap(ttl))
 	g.wrote(ctx, key)
@@ -248,15 +328,25 @@ func (g *gutterNode) SetMulti(ctx context.Context, items []node.Item) error {
 	return err
 }
 
+// Add stores on the gutter if the gutter lacks the key, which says
+// nothing of home's copy; a key stored is hinted, one not stored is not.
 func (g *gutterNode) Add(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	err := g.conn().Add(ctx, key, value, g.cap(ttl))
-	g.wrote(ctx, key)
+	if err != ErrNotStored {
+		g.wrote(ctx, key)
+	}
 	return err
 }
 
 func (g *gutterNode) AddMulti(ctx context.Context, items []node.Item) ([]bool, error) {
 	stored, err := g.conn().AddMulti(ctx, g.capItems(items))
-	g.wrote(ctx, itemKeys(items)...)
+	var keys []string
+	for i, it := range items {
+		if err != nil || i >= len(stored) || stored[i] {
+			keys = append(keys, it.Key) // an outcome unknown is hinted
+		}
+	}
+	g.wrote(ctx, keys...)
 	return stored, err
 }
 

@@ -58,7 +58,7 @@ func (c *Client) dial(n ring.Node) (*member, error) {
 	}
 	m := &member{Node: nd, h: h, down: newFailing(ErrNodeDown, h), near: store}
 	if m.gutter = c.gutterOf(n, m); m.gutter != nil {
-		h.beforeUp = m.replayHints
+		h.comeUp = m.comeUp
 	}
 	return m, nil
 }

@@ -37,10 +37,10 @@ type nodeHealth struct {
 	flush   func()
 	timeout time.Duration // bounds one probe
 
-	// beforeUp, when set, runs once a probe finds the node, before it is
-	// marked up (a gutter's hints, gutter.go); an error keeps it down.
-	// Then only the probe marks the node up.
-	beforeUp func(ctx context.Context) error
+	// comeUp, when set, runs once a probe finds the node, and marks it up
+	// itself, or leaves it down (a gutter's hints, gutter.go): then only
+	// the probe marks the node up, never another call's answer.
+	comeUp func(ctx context.Context)
 
 	failures, downs, dropped, missed, guttered atomic.Int64
 	since                                      atomic.Int64 // Unix ns when marked down; 0 while up
@@ -90,23 +90,38 @@ func (h *nodeHealth) Done(ctx context.Context, o node.Op, start time.Time, err e
 	}
 	switch classify(ctx, err) {
 	case answered:
-		if h.beforeUp != nil && h.isDown() {
-			h.fails.Store(0) // the probe's ping: the probe marks it up
+		if h.comeUp != nil {
+			h.fails.Store(0) // only the probe marks it up
 		} else if h.success() {
 			h.markedUp()
 		}
 	case unreachable:
 		h.failures.Add(1)
 		if h.failure() {
-			h.since.Store(time.Now().UnixNano())
-			h.downs.Add(1)
-			h.log.Warn("shardcache: node down", h.attrs(slog.Int("threshold", int(h.threshold)), slog.Any("cause", err))...)
-			if h.flush != nil {
-				h.flush()
-			}
-			h.startProbe()
+			h.wentDown(slog.Int("threshold", int(h.threshold)), slog.Any("cause", err))
 		}
 	}
+}
+
+// holdDown marks the node down now, whatever its breaker counted, and
+// starts its probe: a gutter's hint that could not be replayed at home
+// (gutter.go) must be before the node serves again.
+func (h *nodeHealth) holdDown(cause error) {
+	if h.enabled && h.down.CompareAndSwap(false, true) {
+		h.wentDown(slog.String("why", "a hint not replayed"), slog.Any("cause", cause))
+	}
+}
+
+// wentDown records that the breaker has just marked the node down, and
+// starts the probe.
+func (h *nodeHealth) wentDown(attrs ...any) {
+	h.since.Store(time.Now().UnixNano())
+	h.downs.Add(1)
+	h.log.Warn("shardcache: node down", h.attrs(attrs...)...)
+	if h.flush != nil {
+		h.flush()
+	}
+	h.startProbe()
 }
 
 // markedUp records that the breaker has just marked the node up again.
@@ -151,10 +166,14 @@ func (h *nodeHealth) probeLoop() {
 		if h.isDown() {
 			ctx, cancel := context.WithTimeout(h.ctx, h.timeout)
 			err := h.ping(ctx)
-			if classify(nil, err) == answered && (h.beforeUp == nil || h.beforeUp(h.ctx) == nil) && h.success() {
+			cancel()
+			switch {
+			case classify(nil, err) != answered:
+			case h.comeUp != nil:
+				h.comeUp(h.ctx)
+			case h.success():
 				h.markedUp()
 			}
-			cancel()
 		}
 		if !h.isDown() && h.stopProbe() {
 			return
@@ -201,10 +220,13 @@ type NodeHealth struct {
 	// Guttered counts the calls sent to the gutter pool while it was down
 	// (Options.Gutter).
 	Guttered int64
+	// Gutter marks a node of the gutter pool, listed after the others.
+	Gutter bool
 }
 
 // Health returns the health of every node the client routes to (during a
-// migration, those of both placements), sorted by name.
+// migration, those of both placements), sorted by name, then the gutter
+// pool's (Options.Gutter), marked Gutter.
 func (c *Client) Health() []NodeHealth {
 	st := c.state.Load()
 	if st == nil {
@@ -212,14 +234,25 @@ func (c *Client) Health() []NodeHealth {
 	}
 	var out []NodeHealth
 	for _, m := range st.conns {
-		h := m.h
-		nh := NodeHealth{Node: h.node, Down: h.isDown(), Failures: h.failures.Load(), Downs: h.downs.Load(),
-			Dropped: h.dropped.Load(), Missed: h.missed.Load(), Guttered: h.guttered.Load()}
-		if ns := h.since.Load(); ns != 0 && nh.Down {
-			nh.Since = time.Unix(0, ns)
-		}
-		out = append(out, nh)
+		out = append(out, m.h.health())
 	}
 	slices.SortFunc(out, func(a, b NodeHealth) int { return strings.Compare(a.Node.Name, b.Node.Name) })
+	n := len(out)
+	for _, m := range c.gutterConns {
+		nh := m.h.health()
+		nh.Gutter = true
+		out = append(out, nh)
+	}
+	slices.SortFunc(out[n:], func(a, b NodeHealth) int { return strings.Compare(a.Node.Name, b.Node.Name) })
 	return out
+}
+
+// health is the node's NodeHealth.
+func (h *nodeHealth) health() NodeHealth {
+	nh := NodeHealth{Node: h.node, Down: h.isDown(), Failures: h.failures.Load(), Downs: h.downs.Load(),
+		Dropped: h.dropped.Load(), Missed: h.missed.Load(), Guttered: h.guttered.Load()}
+	if ns := h.since.Load(); ns != 0 && nh.Down {
+		nh.Since = time.Unix(0, ns)
+	}
+	return nh
 }

@@ -118,10 +118,11 @@
 // a while instead of falling on the database. Counters are not (Incr still
 // fails with ErrNodeDown). Each key written through the gutter is kept as a
 // hint, and before the node is marked up again the probe deletes the hinted
-// keys there (flushes it past DefaultGutterHints), so a node that was paused
-// or cut off, not restarted, never serves a value a write replaced while it
-// was down. The hints are each process's own: between two processes'
-// probes, a reader of the first may see a value the second replaced.
+// keys there and on the gutter (flushes the node past DefaultGutterHints),
+// so a node that was paused or cut off, not restarted, never serves a value
+// a write replaced while it was down. The hints are each process's own:
+// between two processes' probes, a reader of the first may see a value the
+// second replaced.
 //
 // # Loading
 //

@@ -22,8 +22,10 @@ const callers = 256
 //
 //   - Redis/Get/256/direct: a go-redis Client with the façade's options
 //     (directRedis); .../facade: the façade; .../facade-autopipeline: the
-//     façade with Options.AutoPipeline; .../goredis-autopipeline: go-redis's
-//     own blocking auto-pipeliner on the direct client, the floor.
+//     façade with Options.AutoPipeline (.../facade-autopipeline-cancelctx:
+//     under a context that can end, as a request's); .../goredis-autopipeline:
+//     go-redis's own blocking auto-pipeliner on the direct client, the
+//     floor; .../rueidis: rueidis, auto-pipelining by default.
 //
 //   - Redis/Get/serial/...: one caller, the same clients; .../paired
 //     interleaves direct (off) and facade-autopipeline (on) in blocks and
@@ -71,6 +73,11 @@ func BenchmarkAutoPipeline(b *testing.B) {
 		for _, r := range rows {
 			b.Run("Get/256/"+r.name, concurrent(callers, r.get))
 		}
+		// A caller's context that can end (a request's): the auto-pipelined
+		// wait is then a select on it and the batch (redisnode).
+		cctx, cancel := context.WithCancel(ctx)
+		b.Cleanup(cancel)
+		b.Run("Get/256/facade-autopipeline-cancelctx", concurrent(callers, func(i int) error { return checkValue(auto.Get(cctx, keys[i&mask])) }))
 		b.Run("Get/256/paired-facade-autopipeline-vs-rueidis", pairedConcurrent(callers, rows[4].get, rows[2].get))
 		for _, r := range rows {
 			b.Run("Get/serial/"+r.name, serial(r.get))

@@ -104,13 +104,18 @@ func (h *hints) takeLocked() (keys []string, overflow bool) {
 
 // putBack records again hints that could not be replayed.
 func (h *hints) putBack(keys []string, overflow bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.putBackLocked(keys, overflow)
+}
+
+// putBackLocked is putBack with mu held.
+func (h *hints) putBackLocked(keys []string, overflow bool) {
 	if overflow {
-		h.mu.Lock()
 		h.keys, h.overflow = nil, true
-		h.mu.Unlock()
 		return
 	}
-	h.add(keys...)
+	h.addLocked(keys...)
 }
 
 // initGutter acquires the gutter pool's nodes, once, for the client's
@@ -159,36 +164,52 @@ func (c *Client) gutterOf(n ring.Node, m *member) *gutterNode {
 	return &gutterNode{home: m, g: g, ttl: ttl}
 }
 
-// comePasses bounds comeUp's replays in one probe: writes may keep
-// landing on the gutter while it replays; the next probe goes on.
+// comePasses bounds comeUp's replays without the lock: writes may keep
+// landing on the gutter while it replays.
 const comePasses = 8
 
 // comeUp is the probe's last step once m answers again (nodeHealth.comeUp):
-// it replays the hints, then, if none came meanwhile, marks m up under the
-// hints' lock; else m stays down for the next probe.
+// it replays the hints without their lock while there are many, then the
+// last of them under it and marks m up with it: a write through the gutter
+// that lands meanwhile waits for that one round trip, then finds m up and
+// deletes its key at home itself (wrote). A replay that fails leaves m
+// down for the next probe.
 func (m *member) comeUp(ctx context.Context) {
 	g := m.gutter
 	for range comePasses {
 		keys, overflow := g.hints.take()
+		if len(keys) == 0 && !overflow {
+			break
+		}
 		if err := g.replay(ctx, keys, overflow); err != nil {
 			g.hints.putBack(keys, overflow)
-			m.h.log.Warn("shardcache: node answers, held down: its gutter hints not replayed",
-				m.h.attrs(slog.Int("keys", len(keys)), slog.Bool("flush", overflow), slog.Any("cause", err))...)
-			return
-		}
-		g.hints.mu.Lock()
-		up := false
-		if len(g.hints.keys) == 0 && !g.hints.overflow {
-			up = m.h.success()
-		}
-		g.hints.mu.Unlock()
-		if up {
-			m.h.markedUp()
-		}
-		if !m.h.isDown() {
+			m.notReplayed(len(keys), overflow, err)
 			return
 		}
 	}
+	g.hints.mu.Lock()
+	keys, overflow := g.hints.takeLocked()
+	err := g.replay(ctx, keys, overflow)
+	up := false
+	if err != nil {
+		g.hints.putBackLocked(keys, overflow)
+	} else {
+		up = m.h.success()
+	}
+	g.hints.mu.Unlock()
+	switch {
+	case err != nil:
+		m.notReplayed(len(keys), overflow, err)
+	case up:
+		m.h.markedUp()
+	}
+}
+
+// notReplayed logs a probe's replay that failed: m answers, and is held
+// down.
+func (m *member) notReplayed(keys int, flush bool, err error) {
+	m.h.log.Warn("shardcache: node answers, held down: its gutter hints not replayed",
+		m.h.attrs(slog.Int("keys", keys), slog.Bool("flush", flush), slog.Any("cause", err))...)
 }
 
 // replay deletes hinted keys at home (flushes it on overflow), then on

@@ -715,9 +715,10 @@ func peakVsPlain(res *sim.Result, m sim.ModeResult) float64 {
 	return 0
 }
 
-// writeWave prints an expiry wave's step table and summary: the database's
-// load step by step, and its peak in each loading against plain's.
-func writeWave(w io.Writer, res *sim.Result, f *simFlags) {
+// writeModeSteps prints the run's description and a table of the hit rate
+// and the database's load, step by step, per mode (an expiry wave's
+// loadings, a kill's modes), each row followed by mark(step).
+func writeModeSteps(w io.Writer, res *sim.Result, f *simFlags, mark func(step int) string) {
 	cfg := &res.Config
 	fmt.Fprintf(w, "%s\n\n", describe(res, f))
 	tw := newTable(w, tabwriter.AlignRight)
@@ -732,17 +733,23 @@ func writeWave(w io.Writer, res *sim.Result, f *simFlags) {
 			s := m.Steps[i]
 			row += fmt.Sprintf("%s\t%d\t", pct(s.HitRate(), 1), s.DBLoad())
 		}
-		if i == cfg.ReshardAt {
-			row += " ← the wave expires"
-		} else {
-			row += " "
-		}
-		fmt.Fprintln(tw, row)
+		fmt.Fprintln(tw, row+" "+mark(i))
 	}
 	tw.Flush()
+}
 
+// writeWave prints an expiry wave's step table and summary: the database's
+// load step by step, and its peak in each loading against plain's.
+func writeWave(w io.Writer, res *sim.Result, f *simFlags) {
+	cfg := &res.Config
+	writeModeSteps(w, res, f, func(i int) string {
+		if i == cfg.ReshardAt {
+			return "← the wave expires"
+		}
+		return ""
+	})
 	fmt.Fprintln(w)
-	tw = newTable(w, tabwriter.AlignRight)
+	tw := newTable(w, tabwriter.AlignRight)
 	fmt.Fprintln(tw, "loading\tsteady hit\tmin hit\t(step)\tsteady DB\t(max)\tpeak DB\t(step)\tof steady\tof plain\tstale reads\t ")
 	for _, m := range res.Modes {
 		ofPlain := "-"

@@ -170,33 +170,17 @@ func describeKill(res *sim.Result, f *simFlags) string {
 // the database's load through the outage and after the return, per mode.
 func writeKill(w io.Writer, res *sim.Result, f *simFlags) {
 	cfg := &res.Config
-	fmt.Fprintf(w, "%s\n\n", describe(res, f))
-	tw := newTable(w, tabwriter.AlignRight)
-	head := "step\ttime\t"
-	for _, m := range res.Modes {
-		head += m.Name + " hit\tDB\t"
-	}
-	fmt.Fprintln(tw, head+" ")
-	for _, i := range tableSteps(res, f.every) {
-		row := fmt.Sprintf("%d\t%s\t", i, fmtOffset(time.Duration(i-cfg.ReshardAt)*cfg.Step, cfg.Step))
-		for _, m := range res.Modes {
-			s := m.Steps[i]
-			row += fmt.Sprintf("%s\t%d\t", pct(s.HitRate(), 1), s.DBLoad())
-		}
+	writeModeSteps(w, res, f, func(i int) string {
 		switch {
 		case i == cfg.ReshardAt:
-			row += " ← " + cfg.Kill + " dies"
+			return "← " + cfg.Kill + " dies"
 		case i == cfg.ReturnAt && cfg.ReturnAt > 0:
-			row += " ← " + cfg.Kill + " returns, empty"
-		default:
-			row += " "
+			return "← " + cfg.Kill + " returns, empty"
 		}
-		fmt.Fprintln(tw, row)
-	}
-	tw.Flush()
-
+		return ""
+	})
 	fmt.Fprintln(w)
-	tw = newTable(w, tabwriter.AlignRight)
+	tw := newTable(w, tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tsteady hit\tsteady DB\t(max)\toutage hit\tof steady\toutage peak\t(step)\tof steady\treturn low\t(step)\treturn peak\t(step)\tof steady\t99% of steady\t ")
 	for _, m := range res.Modes {
 		k := m.Kill

@@ -67,6 +67,13 @@ type Options struct {
 	// Placement, when set, replaces the ring built from Nodes (leave Nodes
 	// empty): any ring.Locator, such as a ring built with other options.
 	Placement ring.Locator
+	// Replicas, above 1, keeps every key on that many distinct nodes
+	// (ring.LocateN: distinct zones first), at most MaxReplicas: writes
+	// reach all of them, reads the first that has the key, Zone's first
+	// (see Replicas in the package doc). Default 1.
+	Replicas int
+	// Zone is this process's zone (ring.Node.Zone), read first. Default "".
+	Zone string
 
 	// MigrateFrom declares a migration already under way, so that a
 	// process started during its window resumes it instead of starting
@@ -321,6 +328,9 @@ func (o *Options) check() error {
 	if m := o.MigrateFrom; m != nil && m.Window < 0 {
 		return fmt.Errorf("MigrateFrom: %w: %v", migration.ErrBadWindow, m.Window)
 	}
+	if err := o.checkReplicas(); err != nil {
+		return err
+	}
 	return o.NearCache.check(o)
 }
 
@@ -516,7 +526,10 @@ func (c *Client) placement(p ring.Locator, nodes []ring.Node) (ring.Locator, err
 		if len(p.Nodes()) == 0 {
 			return nil, fmt.Errorf("%w: placement has no nodes", ErrBadOptions)
 		}
-		return p, c.checkNotGutter(p)
+		if err := c.checkNotGutter(p); err != nil {
+			return nil, err
+		}
+		return c.replicated(p)
 	}
 	var opts []ring.Option
 	if c.opts.Vnodes > 0 {
@@ -532,7 +545,19 @@ func (c *Client) placement(p ring.Locator, nodes []ring.Node) (ring.Locator, err
 	if err := c.checkNotGutter(r); err != nil {
 		return nil, err
 	}
-	return r, nil
+	return c.replicated(r)
+}
+
+// replicated returns p placing replica sets with Options.Replicas above 1,
+// else p.
+func (c *Client) replicated(p ring.Locator) (ring.Locator, error) {
+	if c.opts.Replicas <= 1 {
+		return p, nil
+	}
+	if rp, ok := p.(*replicaPlacement); ok {
+		return rp, nil
+	}
+	return newReplicaPlacement(p, &c.opts)
 }
 
 // Close closes every node's pool and stops the backfill worker. Operations
@@ -580,11 +605,15 @@ func (c *Client) CloseIdleConnections() {
 	}
 }
 
-// Locate returns the node that owns key in the current placement.
+// Locate returns the node that owns key in the current placement: with
+// Options.Replicas, the first of its replicas in ring order.
 func (c *Client) Locate(key string) ring.Node {
 	st := c.state.Load()
 	if st == nil {
 		return ring.Node{}
+	}
+	if rp, ok := st.placement.(*replicaPlacement); ok {
+		return rp.primary(key)
 	}
 	return st.placement.Locate(key)
 }
@@ -608,7 +637,7 @@ func (c *Client) Redis(key string) *redis.Client {
 	if st == nil {
 		return nil
 	}
-	m := st.conns[st.placement.Locate(key).Addr]
+	m := st.conns[c.Locate(key).Addr]
 	if m == nil {
 		return nil
 	}
@@ -793,6 +822,9 @@ func (st *state) conn(n ring.Node) node.Node {
 			return m.down
 		}
 		return m.Node
+	}
+	if s := setConn(st, n); s != nil {
+		return s
 	}
 	return unlisted
 }

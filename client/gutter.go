@@ -175,28 +175,32 @@ const comePasses = 8
 // deletes its key at home itself (wrote). A replay that fails leaves m
 // down for the next probe.
 func (m *member) comeUp(ctx context.Context) {
-	g := m.gutter
+	if m.gutter == nil { // a replica: let the server run what it had read before its pause
+		if sleep(ctx, replaySettle) != nil || m.Node.Ping(ctx) != nil {
+			return
+		}
+	}
 	for range comePasses {
-		keys, overflow := g.hints.take()
+		keys, overflow := m.hints.take()
 		if len(keys) == 0 && !overflow {
 			break
 		}
-		if err := g.replay(ctx, keys, overflow); err != nil {
-			g.hints.putBack(keys, overflow)
+		if err := m.replay(ctx, keys, overflow); err != nil {
+			m.hints.putBack(keys, overflow)
 			m.notReplayed(len(keys), overflow, err)
 			return
 		}
 	}
-	g.hints.mu.Lock()
-	keys, overflow := g.hints.takeLocked()
-	err := g.replay(ctx, keys, overflow)
+	m.hints.mu.Lock()
+	keys, overflow := m.hints.takeLocked()
+	err := m.replay(ctx, keys, overflow)
 	up := false
 	if err != nil {
-		g.hints.putBackLocked(keys, overflow)
+		m.hints.putBackLocked(keys, overflow)
 	} else {
 		up = m.h.success()
 	}
-	g.hints.mu.Unlock()
+	m.hints.mu.Unlock()
 	switch {
 	case err != nil:
 		m.notReplayed(len(keys), overflow, err)
@@ -208,37 +212,65 @@ func (m *member) comeUp(ctx context.Context) {
 // notReplayed logs a probe's replay that failed: m answers, and is held
 // down.
 func (m *member) notReplayed(keys int, flush bool, err error) {
-	m.h.log.Warn("shardcache: node answers, held down: its gutter hints not replayed",
+	m.h.log.Warn("shardcache: node answers, held down: the writes it missed not replayed",
 		m.h.attrs(slog.Int("keys", keys), slog.Bool("flush", flush), slog.Any("cause", err))...)
 }
 
 // replay deletes hinted keys at home (flushes it on overflow), then on
-// the gutter, so that a later outage does not read its copies again (a
-// gutter that cannot be reached keeps them until GutterTTL).
-func (g *gutterNode) replay(ctx context.Context, keys []string, overflow bool) error {
-	home := g.home.Node
+// its gutter if it has one, so that a later outage does not read its
+// copies again (a gutter that cannot be reached keeps them until
+// GutterTTL).
+func (m *member) replay(ctx context.Context, keys []string, overflow bool) error {
 	if overflow {
-		return items(home).Flush(ctx)
+		return items(m.Node).Flush(ctx)
 	}
 	for chunk := range slices.Chunk(keys, hintChunk) {
-		if err := home.DeleteMulti(ctx, chunk); err != nil {
+		if err := m.Node.DeleteMulti(ctx, chunk); err != nil {
 			return err
 		}
-		if !g.g.h.isDown() {
+		if g := m.gutter; g != nil && !g.g.h.isDown() {
 			_ = g.g.Node.DeleteMulti(ctx, chunk)
 		}
 	}
 	return nil
 }
 
+// wrote records keys written while m missed them: as hints while m is
+// down, under the lock the probe flips it up under, or, if it came back
+// meanwhile (its probe replayed the hints before this write's), deleted
+// at home now, past the caller's context; a delete that fails holds m
+// down again for the probe.
+func (m *member) wrote(ctx context.Context, keys ...string) {
+	if len(keys) == 0 {
+		return
+	}
+	m.hints.mu.Lock()
+	m.hints.addLocked(keys...)
+	down := m.h.isDown()
+	var late []string
+	var overflow bool
+	if !down {
+		late, overflow = m.hints.takeLocked()
+	}
+	m.hints.mu.Unlock()
+	if down {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.h.timeout)
+	defer cancel()
+	if err := m.replay(dctx, late, overflow); err != nil {
+		m.hints.putBack(late, overflow)
+		m.h.holdDown(err)
+	}
+}
+
 // gutterNode is the stand-in state.conn hands out for a node held down
 // when there is a gutter pool: g's node, TTLs capped at ttl, and each key
-// written kept as a hint for home's return.
+// written kept as a hint for home's return (member.wrote).
 type gutterNode struct {
-	home  *member
-	g     *member
-	ttl   time.Duration
-	hints hints
+	home *member
+	g    *member
+	ttl  time.Duration
 }
 
 var (
@@ -274,34 +306,8 @@ func (g *gutterNode) capItems(items []node.Item) []node.Item {
 	return out
 }
 
-// wrote records keys written through the gutter: as hints while home is
-// down, under the lock the probe flips it up under, or, if it came back
-// meanwhile (its probe replayed the hints before this write's), deleted
-// at home now, past the caller's context; a delete that fails holds home
-// down again for the probe.
-func (g *gutterNode) wrote(ctx context.Context, keys ...string) {
-	if len(keys) == 0 {
-		return
-	}
-	g.hints.mu.Lock()
-	g.hints.addLocked(keys...)
-	down := g.home.h.isDown()
-	var late []string
-	var overflow bool
-	if !down {
-		late, overflow = g.hints.takeLocked()
-	}
-	g.hints.mu.Unlock()
-	if down {
-		return
-	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.home.h.timeout)
-	defer cancel()
-	if err := g.replay(dctx, late, overflow); err != nil {
-		g.hints.putBack(late, overflow)
-		g.home.h.holdDown(err)
-	}
-}
+// wrote records keys written through the gutter as home's hints.
+func (g *gutterNode) wrote(ctx context.Context, keys ...string) { g.home.wrote(ctx, keys...) }
 
 // down is the error of what the gutter does not take: home's ErrNodeDown.
 func (g *gutterNode) down(op node.Op) error { return g.home.down.fail(op) }

@@ -69,7 +69,7 @@ func TestGutterWritesDuringReplay(t *testing.T) {
 	for i := range filler {
 		filler[i] = fmt.Sprintf("filler%d", i)
 	}
-	m.gutter.hints.add(filler...)
+	m.hints.add(filler...)
 	var written []string
 	var mu sync.Mutex
 	done := make(chan struct{})
@@ -155,7 +155,7 @@ func TestGutterStraggler(t *testing.T) {
 	g.wrote(cctx, k)
 	v, err := c.Get(ctx, k)
 	if string(v) == "old" {
-		t.Errorf("after the straggler's Set returned nil, Get = %q, %v; hint parked: %v", v, err, g.hints.keys)
+		t.Errorf("after the straggler's Set returned nil, Get = %q, %v; hint parked: %v", v, err, g.home.hints.keys)
 	}
 }
 
@@ -176,13 +176,13 @@ func TestGutterFlushRefused(t *testing.T) {
 	for i := range DefaultGutterHints + 1 {
 		many = append(many, fmt.Sprintf("x%d", i))
 	}
-	m.gutter.hints.add(many...) // 65,537 distinct keys written through the gutter
+	m.hints.add(many...) // 65,537 distinct keys written through the gutter
 	if err := c.Set(ctx, k, []byte("v"), time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	m.h.startProbe()
 	// The probe's ping answers, its flush is refused, twice.
-	waitFor(t, "two refused flushes", func() bool { return len(rec.find("hints not replayed")) >= 2 })
+	waitFor(t, "two refused flushes", func() bool { return len(rec.find("not replayed")) >= 2 })
 	mustGet(t, c, k, "v") // from the gutter
 	if !c.Health()[0].Down {
 		t.Fatal("the node that refused the flush is up")
@@ -209,11 +209,11 @@ func TestGutterAdd(t *testing.T) {
 	if err := c.Set(ctx, other, []byte("g"), time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	m.gutter.hints.take() // as if replayed: only the refused Add below may hint
+	m.hints.take() // as if replayed: only the refused Add below may hint
 	if err := c.Add(ctx, other, []byte("x"), time.Hour); !errors.Is(err, ErrNotStored) {
 		t.Fatalf("Add of a key on the gutter: %v; want ErrNotStored", err)
 	}
-	if keys, _ := m.gutter.hints.take(); len(keys) != 0 {
+	if keys, _ := m.hints.take(); len(keys) != 0 {
 		t.Fatalf("a refused Add hinted %v", keys)
 	}
 	probeUp(t, m)

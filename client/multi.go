@@ -32,6 +32,9 @@ type batch struct {
 	got  []item
 	ans  []node.Answer
 	pend node.Pending
+	// set is the multi-get of a replica set (replicas.go), whose misses
+	// are read from its other members once every answer is in.
+	set *setPending
 }
 
 // answer returns the read round's answer for b.keys[i]: b.got[i], or the
@@ -232,6 +235,7 @@ func (bs *batches) gets(ctx context.Context, withTTL bool) {
 		b.pend = b.conn.Send(ctx, b.keys)
 		b.recv()
 	}
+	bs.readRest(ctx)
 }
 
 // recv reads the answer of the multi-get b sent into b.ans.
@@ -239,7 +243,21 @@ func (b *batch) recv() {
 	if b.err = b.pend.Recv(b.ans); b.err != nil {
 		b.ans = nil
 	}
+	b.set, _ = b.pend.(*setPending)
 	b.pend = nil
+}
+
+// readRest reads the keys the replica sets' first members missed from
+// their other members (replicaSet.readRest), all sets at once.
+func (bs *batches) readRest(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, b := range bs.list {
+		if b.set != nil {
+			s := b.conn.(*replicaSet)
+			wg.Go(func() { s.readRest(ctx, b, b.set) })
+		}
+	}
+	wg.Wait()
 }
 
 // run calls fn on every batch, in parallel, and stores its error in the

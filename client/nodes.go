@@ -33,6 +33,10 @@ type member struct {
 	// gutter stands for the node while it is held down when there is a
 	// gutter pool (gutter.go), outside a migration; nil without one.
 	gutter *gutterNode
+	// hints are the keys written while the node missed them: through its
+	// gutter, or as a replica (replicas.go). They are replayed as deletes
+	// before the node serves again (comeUp).
+	hints hints
 }
 
 // Close closes the node, which ends the calls in flight on it, then stops
@@ -57,8 +61,11 @@ func (c *Client) dial(n ring.Node) (*member, error) {
 		h.flush = ic.CloseIdle
 	}
 	m := &member{Node: nd, h: h, down: newFailing(ErrNodeDown, h), near: store}
-	if m.gutter = c.gutterOf(n, m); m.gutter != nil {
+	if m.gutter = c.gutterOf(n, m); m.gutter != nil || c.opts.Replicas > 1 {
 		h.comeUp = m.comeUp
+	}
+	if tw, ok := nd.(node.TombstoneWatcher); ok && c.opts.Replicas > 1 {
+		tw.ExpectTombstones(time.Now().AddDate(100, 0, 0)) // a replica set's deletes bury (replicas.go)
 	}
 	return m, nil
 }
@@ -219,6 +226,8 @@ func redisOf(n node.Node) (*redis.Client, error) {
 		return nil, n.err
 	case *gutterNode:
 		return nil, ErrNodeDown
+	case *replicaSet:
+		return nil, fmt.Errorf("%w: a Redis command on a replica set (Options.Replicas)", ErrUnsupported)
 	case interface{ Client() *redis.Client }:
 		return n.Client(), nil
 	}

@@ -42,8 +42,8 @@ type nodeHealth struct {
 	// the probe marks the node up, never another call's answer.
 	comeUp func(ctx context.Context)
 
-	failures, downs, dropped, missed, guttered atomic.Int64
-	since                                      atomic.Int64 // Unix ns when marked down; 0 while up
+	failures, downs, dropped, missed, guttered, replicaMissed atomic.Int64
+	since                                                     atomic.Int64 // Unix ns when marked down; 0 while up
 
 	stats *nodeStats   // nil: Options.DisableStats
 	log   *slog.Logger // Options.Logger: down and up
@@ -220,6 +220,9 @@ type NodeHealth struct {
 	// Guttered counts the calls sent to the gutter pool while it was down
 	// (Options.Gutter).
 	Guttered int64
+	// ReplicaMissed counts the writes it missed as a replica
+	// (Options.Replicas), replayed as deletes before it served again.
+	ReplicaMissed int64
 	// Gutter marks a node of the gutter pool, listed after the others.
 	Gutter bool
 }
@@ -250,7 +253,7 @@ func (c *Client) Health() []NodeHealth {
 // health is the node's NodeHealth.
 func (h *nodeHealth) health() NodeHealth {
 	nh := NodeHealth{Node: h.node, Down: h.isDown(), Failures: h.failures.Load(), Downs: h.downs.Load(),
-		Dropped: h.dropped.Load(), Missed: h.missed.Load(), Guttered: h.guttered.Load()}
+		Dropped: h.dropped.Load(), Missed: h.missed.Load(), Guttered: h.guttered.Load(), ReplicaMissed: h.replicaMissed.Load()}
 	if ns := h.since.Load(); ns != 0 && nh.Down {
 		nh.Since = time.Unix(0, ns)
 	}

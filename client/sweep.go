@@ -260,7 +260,7 @@ func (sw *sweep) page(ctx context.Context, n ring.Node, sn node.Sweeper, page []
 	cs := mig.Counters
 	var moving []item
 	for _, it := range page {
-		if mig.Old().Locate(it.Key).Addr == n.Addr && mig.New().Locate(it.Key).Addr != n.Addr {
+		if keeps(mig.Old(), it.Key, n.Addr) && mig.Old().Locate(it.Key).Addr != mig.New().Locate(it.Key).Addr {
 			moving = append(moving, it)
 		}
 	}

@@ -35,6 +35,11 @@ type batch struct {
 	// set is the multi-get of a replica set (replicas.go), whose misses
 	// are read from its other members once every answer is in.
 	set *setPending
+	// sets, for a read batch of a replica set's first member (from),
+	// holds each key's set: its misses are read from the set's other
+	// members once every answer is in (readReplicas).
+	sets []*replicaSet
+	from *member
 }
 
 // answer returns the read round's answer for b.keys[i]: b.got[i], or the
@@ -156,8 +161,18 @@ func readBatches(st *state, keys []string, owner func(i int) ring.Node) *batches
 	bs := newBatches(st)
 	which := make([]int32, len(keys)) // key i's batch, by index in bs.list
 	count := make([]int, 0, len(st.own))
+	var sets []*replicaSet // with replicas: key i's set, its batch its first member's
 	for i := range keys {
-		j := bs.index(owner(i))
+		n := owner(i)
+		if s, ok := st.conn(n).(*replicaSet); ok {
+			if m := s.first(); m != nil {
+				if sets == nil {
+					sets = make([]*replicaSet, len(keys))
+				}
+				n, sets[i] = m.h.node, s
+			}
+		}
+		j := bs.index(n)
 		if j == len(count) {
 			count = append(count, 0)
 		}
@@ -173,6 +188,12 @@ func readBatches(st *state, keys []string, owner func(i int) ring.Node) *batches
 	for i, k := range keys {
 		b := bs.list[which[i]]
 		b.keys, b.idx = append(b.keys, k), append(b.idx, i)
+		if sets != nil && sets[i] != nil {
+			if b.sets == nil {
+				b.from = st.conns[b.node.Addr]
+			}
+			b.sets = append(b.sets, sets[i])
+		}
 	}
 	return bs
 }
@@ -190,6 +211,7 @@ func (bs *batches) gets(ctx context.Context, withTTL bool) {
 			b.got, err = b.conn.GetMulti(ctx, b.keys, true)
 			return err
 		})
+		bs.readRest(ctx)
 		return
 	}
 	var cold, busy []*batch
@@ -248,16 +270,81 @@ func (b *batch) recv() {
 }
 
 // readRest reads the keys the replica sets' first members missed from
-// their other members (replicaSet.readRest), all sets at once.
+// their other members (replicaSet.readRest, batch.readReplicas), every
+// batch at once.
 func (bs *batches) readRest(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, b := range bs.list {
-		if b.set != nil {
+		switch {
+		case b.set != nil:
 			s := b.conn.(*replicaSet)
 			wg.Go(func() { s.readRest(ctx, b, b.set) })
+		case b.sets != nil && b.from != nil && b.missedAny():
+			wg.Go(func() { b.readReplicas(ctx) })
 		}
 	}
 	wg.Wait()
+}
+
+// missedAny reports whether b failed or missed a key.
+func (b *batch) missedAny() bool {
+	if b.err != nil {
+		return true
+	}
+	var scratch item
+	for i := range b.answered() {
+		if !b.answer(i, &scratch).Found {
+			return true
+		}
+	}
+	return false
+}
+
+// readReplicas reads the keys of b, a batch of replica sets' first member,
+// that it missed (all of them if it failed) from their sets' other
+// members. b's failure stands if a set could not answer for its keys.
+func (b *batch) readReplicas(ctx context.Context) {
+	failed := b.err != nil
+	if failed {
+		if b.ans == nil && b.got == nil {
+			b.got = make([]item, len(b.keys))
+			for i := range b.got {
+				b.got[i].Key = b.keys[i]
+			}
+		}
+	}
+	var scratch item
+	groups := make(map[*replicaSet][]int, 2)
+	for i, s := range b.sets {
+		if failed || !b.answer(i, &scratch).Found {
+			groups[s] = append(groups[s], i)
+		}
+	}
+	answered := true
+	for s, at := range groups {
+		ks := make([]string, len(at))
+		for j, i := range at {
+			ks[j] = b.keys[i]
+		}
+		got, err := s.rest(ctx, ks, b.from, !failed)
+		if err != nil {
+			answered = false
+			continue
+		}
+		for j, i := range at {
+			if !got[j].Found {
+				continue
+			}
+			if b.ans != nil {
+				b.ans[i] = node.Answer{Value: got[j].Value, Found: true, Flags: got[j].Flags, CAS: got[j].CAS}
+			} else {
+				b.got[i] = got[j]
+			}
+		}
+	}
+	if failed && answered {
+		b.err = nil
+	}
 }
 
 // run calls fn on every batch, in parallel, and stores its error in the

@@ -280,12 +280,19 @@ func (m *member) missed(ctx context.Context, err error, keys ...string) {
 func (s *replicaSet) each(o node.Op, op func(i int, m *member) error) []error {
 	errs := make([]error, len(s.ring))
 	var wg sync.WaitGroup
+	last := -1 // run on this goroutine
 	for i, m := range s.ring {
 		if m.h.isDown() {
 			errs[i] = m.down.fail(o)
 			continue
 		}
-		wg.Go(func() { errs[i] = op(i, m) })
+		if j := last; j >= 0 {
+			wg.Go(func() { errs[j] = op(j, s.ring[j]) })
+		}
+		last = i
+	}
+	if last >= 0 {
+		errs[last] = op(last, s.ring[last])
 	}
 	wg.Wait()
 	return errs

@@ -755,12 +755,13 @@ func (s *replicaSet) Ping(ctx context.Context) error {
 // Close closes nothing: the members are the pool's.
 func (s *replicaSet) Close() error { return nil }
 
-// GetItem reads from the members in read order, without repair (its TTL
-// is unknown).
+// GetItem reads from the members in ring order, without repair (its TTL
+// is unknown): the first member's CAS id is the one a StoreCAS, run there,
+// compares.
 func (s *replicaSet) GetItem(ctx context.Context, key string) (node.Item, error) {
 	var failure error
 	answered := false
-	for _, m := range s.read {
+	for _, m := range s.ring {
 		if m.h.isDown() {
 			continue
 		}

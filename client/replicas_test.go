@@ -369,3 +369,46 @@ func TestReplicasGetMultiPaused(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicasItems: the item updates that read the present value run on
+// the first replica, and a process that reads the other first sees each
+// result: a CAS with the id GetItem gave, an append, an increment.
+func TestReplicasItems(t *testing.T) {
+	ss, _ := replicaServers(t, "memcached", 2)
+	nodes := []ring.Node{{Name: "a", Addr: ss[0].Addr, Zone: "z1"}, {Name: "b", Addr: ss[1].Addr, Zone: "z2"}}
+	r, err := ring.New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Options{Backend: Memcached, Nodes: nodes, Replicas: 2, Zone: "z2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	keys := replicaKeys(r, 2, "i", 2, ss[0].Addr, ss[1].Addr) // first replica a; b read first
+	k, ctr := keys[0], keys[1]
+	if err := c.Set(ctx, k, []byte("a"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	it, err := c.GetItem(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it.Value = []byte("b")
+	if err := c.Store(ctx, StoreCAS, it); err != nil {
+		t.Fatalf("CAS with GetItem's id: %v", err)
+	}
+	mustGet(t, c, k, "b")
+	if err := c.Store(ctx, StoreAppend, Item{Key: k, Value: []byte("c")}); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, c, k, "bc")
+	if err := c.Set(ctx, ctr, []byte("10"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.Increment(ctx, ctr, 5); err != nil || v != 15 {
+		t.Fatalf("Increment = %d, %v; want 15", v, err)
+	}
+	mustGet(t, c, ctr, "15")
+}

@@ -628,7 +628,9 @@ func (c *Client) Nodes() []ring.Node {
 }
 
 // Redis returns the go-redis client of the node that owns key, for commands
-// the façade does not wrap; nil for Memcached or after Close. From then on
+// the façade does not wrap; nil for Memcached or after Close. With
+// Options.Replicas it is the key's first replica's: a command sent through
+// it reaches that node alone. From then on
 // every command the client sends that node goes through this go-redis
 // client, GetMulti's MGETs included, so that a hook added to it (AddHook)
 // sees them all.
@@ -707,6 +709,11 @@ func (c *Client) ReshardTo(p ring.Locator, window time.Duration) error {
 // of both placements' nodes, for clocks within skew of each other
 // (migration.WithSkew), and arms the timer that ends it.
 func (c *Client) migrate(old ring.Locator, oldConns map[string]*member, p ring.Locator, own map[string]*member, start time.Time, window, skew time.Duration) (*state, error) {
+	if ro, ok := old.(*replicaPlacement); ok {
+		if rp, ok := p.(*replicaPlacement); ok {
+			old = ro.without(rp) // replicas.go
+		}
+	}
 	m, err := migration.New(old, p, start, window, migration.WithSkew(skew))
 	if err != nil {
 		return nil, err

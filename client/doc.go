@@ -129,14 +129,17 @@
 // With Options.Replicas = R, every key is kept on the R distinct nodes that
 // follow it on the ring (ring.LocateN; with ring.Node.Zone set, distinct
 // zones first), and a dead node costs no hit rate: writes go to all R at
-// once and fail only when they reached none; a read goes to the first
+// once and are acknowledged only when all took them (with a replica down
+// they land on the others and return ErrNodeDown; FailOpen acknowledges
+// them, at its usual price); a read goes to the first
 // replica in the process's Options.Zone, then the others on a miss or a
 // failure, and copies a value found past a miss back to the replicas that
-// missed it, never over a value or a tombstone. Deletes bury the key on
-// every replica (a short tombstone that refuses a read's late copy) and
-// fail if one missed it. Incr, and the Items updates that read the present
-// value, run on the key's first replica in ring order, which must be up,
-// and bury the key on the others. A replica that misses a write is held
+// missed it, never over a value or a tombstone. Add reads the key first
+// (present on any replica is ErrNotStored). Deletes bury the key on every
+// replica (a short tombstone that refuses a read's late copy) and fail if
+// one missed it. Incr, and the Items updates that read the present value,
+// run on the key's first replica in ring order, which must be up, and bury
+// the key on the others. A replica that misses a write is held
 // down and the key kept as its hint; before it serves again the probe
 // deletes its hinted keys there, so a replica that was paused, not killed,
 // never serves a value older than one this process wrote. A migration moves

@@ -258,7 +258,13 @@ func (m *member) wrote(ctx context.Context, keys ...string) {
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.h.timeout)
 	defer cancel()
-	if err := m.replay(dctx, late, overflow); err != nil {
+	var err error
+	if m.tomb > 0 && !overflow {
+		_, err = m.Node.Bury(dctx, late, m.tomb, node.TombDeleted)
+	} else {
+		err = m.replay(dctx, late, overflow)
+	}
+	if err != nil {
 		m.hints.putBack(late, overflow)
 		m.h.holdDown(err)
 	}

@@ -37,6 +37,10 @@ type member struct {
 	// gutter, or as a replica (replicas.go). They are replayed as deletes
 	// before the node serves again (comeUp).
 	hints hints
+	// tomb, with replicas, buries a key missed while the node was up
+	// rather than deleting it, so that a read's repair that read another
+	// replica before the write cannot land after (member.wrote).
+	tomb time.Duration
 }
 
 // Close closes the node, which ends the calls in flight on it, then stops
@@ -61,6 +65,9 @@ func (c *Client) dial(n ring.Node) (*member, error) {
 		h.flush = ic.CloseIdle
 	}
 	m := &member{Node: nd, h: h, down: newFailing(ErrNodeDown, h), near: store}
+	if c.opts.Replicas > 1 {
+		m.tomb = replicaTomb(&c.opts)
+	}
 	if m.gutter = c.gutterOf(n, m); m.gutter != nil || c.opts.Replicas > 1 {
 		h.comeUp = m.comeUp
 	}

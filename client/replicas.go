@@ -19,9 +19,16 @@ import (
 // (old set → new set: a key moves when its set changes) and sweeps work on
 // sets as they do on nodes.
 //
-//   - A write (Set, SetMulti, Touch, a copy) goes to every member at once;
-//     it fails only when it reached none. Add is decided by the first
-//     member in ring order that answers, then written to the others.
+//   - A write (Set, SetMulti, Touch) goes to every member at once, one
+//     held down skipped, and succeeds only when every member took it: a
+//     write another process may not see on the member it reads first is
+//     not acknowledged. It still lands on the members that answer, so
+//     reads find it there; with FailOpen a write the live members took is
+//     acknowledged (FailOpen's trade, as for one copy). Add reads the key
+//     first (a value on any member is ErrNotStored), then is decided by
+//     the first member in ring order that answers, and written to the
+//     others. A copy (a backfill, a repair, a sweep's) goes to every
+//     member that lacks the key, each on its own.
 //   - A delete buries the key on every member (a tombstone of
 //     replicaTombTTL, node.Bury), and fails if a member missed it: a
 //     surviving copy would come back. The tombstone refuses a read's
@@ -45,11 +52,11 @@ import (
 // serves again the probe deletes the hinted keys there (past
 // DefaultGutterHints keys, flushes it), after replaySettle: a member that
 // was paused, not killed, comes back with the values it held, and runs the
-// commands it had read before its pause. So a member never serves a value
-// older than a write this process acknowledged, whether it is back or
-// first in a key's read order. The hints are this process's: another
-// process that did not miss the write reads that member's old value until
-// its own breaker or its own replay catches up, as for the gutter.
+// commands it had read before its pause. So a member does not keep the old
+// values of the keys written meanwhile, whether it is back or first in a
+// key's read order; and since a write a member missed is not acknowledged
+// (without FailOpen), no process reads a value older than an acknowledged
+// write, the one that missed the hint included.
 
 // MaxReplicas is the most copies of a key Options.Replicas may ask for.
 const MaxReplicas = 4
@@ -58,6 +65,17 @@ const MaxReplicas = 4
 // hints are replayed: a paused server runs the commands it had read before
 // its pause first, which a replay made before them would not undo.
 const replaySettle = 100 * time.Millisecond
+
+// repairWithin is how long after a read began its repair may still be
+// sent.
+func repairWithin(o *Options) time.Duration { return o.ReadTimeout + o.WriteTimeout }
+
+// replicaTomb is the life of a replica set's tombstones: a repair sent
+// within repairWithin of its read lands within its own round trip, well
+// before the tombstone that refuses it ends.
+func replicaTomb(o *Options) time.Duration {
+	return max(5*time.Second, 2*(o.DialTimeout+o.ReadTimeout+o.WriteTimeout)+repairWithin(o))
+}
 
 // setPrefix starts the address of a replica set's node, which no real
 // address may (ring.CheckAddr refuses it).
@@ -98,8 +116,11 @@ type replicaPlacement struct {
 	// copy's own round trip.
 	tomb, repairWithin time.Duration
 	index              map[string]int // base's nodes by address
-	sets               sync.Map       // set id (setID) → *replicaEntry
-	addrs              sync.Map       // set node's address → *replicaEntry
+	// minus, for the old placement of a migration, is the new one: a key's
+	// set here leaves out the nodes of its new set (without).
+	minus *replicaPlacement
+	sets  sync.Map // set id (Locate) → *replicaEntry
+	addrs sync.Map // set node's address → *replicaEntry
 }
 
 // replicaEntry is one replica set of a placement: its node, its members
@@ -120,18 +141,51 @@ func newReplicaPlacement(p ring.Locator, o *Options) (*replicaPlacement, error) 
 		return nil, fmt.Errorf("%w: Replicas over %d nodes", ErrBadOptions, len(nodes))
 	}
 	rp := &replicaPlacement{base: base, n: o.Replicas, zone: o.Zone, index: make(map[string]int, len(nodes)),
-		repairWithin: o.ReadTimeout + o.WriteTimeout}
-	rp.tomb = max(5*time.Second, 2*(o.DialTimeout+o.ReadTimeout+o.WriteTimeout)+rp.repairWithin)
+		repairWithin: repairWithin(o), tomb: replicaTomb(o)}
 	for i, nd := range nodes {
 		rp.index[nd.Addr] = i
 	}
 	return rp, nil
 }
 
+// without returns p as the old placement of a migration to q: a key's set
+// leaves out the nodes of its set in q, and is its set in q when nothing is
+// left, so that the migration sees no move. A node in both sets then gets
+// the new set's operations alone: an Incr there, and the delete the old
+// owner gets after it, would otherwise undo each other.
+func (p *replicaPlacement) without(q *replicaPlacement) *replicaPlacement {
+	return &replicaPlacement{base: p.base, n: p.n, zone: p.zone, tomb: p.tomb, repairWithin: p.repairWithin, index: p.index, minus: q}
+}
+
+// appendSet appends key's replicas in p's base to dst.
+func (p *replicaPlacement) appendSet(dst []ring.Node, key string) []ring.Node {
+	if r, ok := p.base.(*ring.Ring); ok { // the concrete call keeps dst on the caller's stack
+		return r.AppendLocateN(dst, key, p.n)
+	}
+	return p.base.AppendLocateN(dst, key, p.n)
+}
+
 // Locate returns key's replica set, as a node.
 func (p *replicaPlacement) Locate(key string) ring.Node {
 	var buf [MaxReplicas]ring.Node
-	ms := p.base.AppendLocateN(buf[:0], key, p.n)
+	ms := p.appendSet(buf[:0], key)
+	if p.minus != nil {
+		var nb [MaxReplicas]ring.Node
+		drop := p.minus.appendSet(nb[:0], key)
+		kept := ms[:0]
+		for _, m := range ms {
+			in := false
+			for _, d := range drop {
+				in = in || d.Addr == m.Addr
+			}
+			if !in {
+				kept = append(kept, m)
+			}
+		}
+		if ms = kept; len(ms) == 0 {
+			return p.minus.Locate(key)
+		}
+	}
 	if len(ms) == 1 {
 		return ms[0]
 	}
@@ -167,8 +221,7 @@ func (p *replicaPlacement) Nodes() []ring.Node { return p.base.Nodes() }
 // primary returns the first member of key's set: the node Client.Locate
 // reports.
 func (p *replicaPlacement) primary(key string) ring.Node {
-	var buf [1]ring.Node
-	return p.base.AppendLocateN(buf[:0], key, 1)[0]
+	return p.base.Locate(key)
 }
 
 // keeps reports whether the node at addr keeps key in p, as its owner or,
@@ -179,7 +232,7 @@ func keeps(p ring.Locator, key, addr string) bool {
 		return p.Locate(key).Addr == addr
 	}
 	var buf [MaxReplicas]ring.Node
-	for _, m := range rp.base.AppendLocateN(buf[:0], key, rp.n) {
+	for _, m := range rp.appendSet(buf[:0], key) {
 		if m.Addr == addr {
 			return true
 		}
@@ -303,7 +356,7 @@ func (s *replicaSet) each(o node.Op, op func(i int, m *member) error) []error {
 // is hinted (missed). ok says which errors are answers (a Touch's miss).
 func (s *replicaSet) write(ctx context.Context, o node.Op, keys []string, ok func(error) bool, op func(n node.Node) error) error {
 	errs := s.each(o, func(_ int, m *member) error { return op(m.Node) })
-	var first error
+	var first, miss error
 	reached := false
 	for _, err := range errs {
 		if err == nil || ok != nil && ok(err) {
@@ -314,16 +367,23 @@ func (s *replicaSet) write(ctx context.Context, o node.Op, keys []string, ok fun
 		}
 	}
 	for i, err := range errs {
-		// A write that reached none changed nothing, unless a member
-		// failed to answer: it may have landed there alone.
-		if err != nil && !(ok != nil && ok(err)) && (reached || err != ErrNodeDown && classify(ctx, err) == unreachable) {
+		// A write that reached none changed nothing where it was answered;
+		// a member held down or that failed to answer is hinted anyway
+		// (FailOpen may drop the write, and it may have landed there).
+		if err != nil && !(ok != nil && ok(err)) && (reached || err == ErrNodeDown || classify(ctx, err) == unreachable) {
 			s.ring[i].missed(ctx, err, keys...)
+			if miss == nil {
+				miss = err
+			}
 		}
 	}
-	if reached {
-		return first
+	switch {
+	case !reached:
+		return errs[0]
+	case miss != nil:
+		return miss // reached some replicas, not all: not acknowledged
 	}
-	return errs[0]
+	return first
 }
 
 // buryAll buries keys on every member, and fails if one missed it.
@@ -373,12 +433,15 @@ func (s *replicaSet) update(ctx context.Context, o node.Op, key string, op func(
 		return err // it changed nothing
 	}
 	for _, m := range s.ring[1:] {
-		if m.h.isDown() {
-			m.missed(ctx, ErrNodeDown, key)
-			continue
+		berr := ErrNodeDown
+		if !m.h.isDown() {
+			_, berr = m.Node.Bury(ctx, []string{key}, s.tomb, node.TombDeleted)
 		}
-		if _, berr := m.Node.Bury(ctx, []string{key}, s.tomb, node.TombDeleted); berr != nil {
+		if berr != nil {
 			m.missed(ctx, berr, key)
+			if err == nil {
+				err = berr // a copy there may be read: not acknowledged
+			}
 		}
 	}
 	return err // the first's failure to answer: the update may have landed there
@@ -444,6 +507,9 @@ func (s *replicaSet) rest(ctx context.Context, keys []string, from *member, from
 		missedOn = append(missedOn, m)
 	}
 	if !answered {
+		if failure == nil {
+			failure = s.allDown(node.OpGetMulti)
+		}
 		return nil, failure
 	}
 	return out, nil
@@ -623,16 +689,25 @@ func (s *replicaSet) SetMulti(ctx context.Context, items []node.Item) error {
 	return s.write(ctx, node.OpSetMulti, itemKeys(items), nil, func(n node.Node) error { return n.SetMulti(ctx, items) })
 }
 
-// Add is decided by the first member in ring order that answers, then
+// Add finds the key absent on every member that answers (a read, as Get),
+// then is decided by the first member in ring order that answers, and
 // written to the others.
 func (s *replicaSet) Add(ctx context.Context, key string, value []byte, ttl time.Duration) error {
 	return s.add(ctx, node.OpAdd, key, func(n node.Node) error { return n.Add(ctx, key, value, ttl) },
 		func(n node.Node) error { return n.Set(ctx, key, value, ttl) })
 }
 
-// add runs add on the members in ring order until one answers; once one
-// stores, set runs on the members after it (those before failed: hinted).
+// add reads key from the members (a value on any is ErrNotStored: a member
+// may have lost its copy); then runs add on the members in ring order
+// until one answers; once one stores, set runs on the members after it
+// (those before failed: hinted).
 func (s *replicaSet) add(ctx context.Context, o node.Op, key string, add, set func(n node.Node) error) error {
+	switch _, err := s.Get(ctx, key); {
+	case err == nil:
+		return ErrNotStored
+	case err != ErrCacheMiss:
+		return err
+	}
 	var failure error
 	for i, m := range s.ring {
 		if m.h.isDown() {
@@ -650,16 +725,21 @@ func (s *replicaSet) add(ctx context.Context, o node.Op, key string, add, set fu
 		if err != nil {
 			return err
 		}
+		var miss error
 		for _, other := range s.ring[:i] { // failed or down: their copy is gone at their return
 			if other.h.isDown() {
 				other.missed(ctx, ErrNodeDown, key)
+				if miss == nil {
+					miss = ErrNodeDown
+				}
 			}
 		}
-		rest := &replicaSet{ring: s.ring[i+1:], tomb: s.tomb}
-		if len(rest.ring) > 0 {
-			_ = rest.write(ctx, o, []string{key}, nil, set)
+		if rest := (&replicaSet{ring: s.ring[i+1:], tomb: s.tomb}); len(rest.ring) > 0 {
+			if err := rest.write(ctx, o, []string{key}, nil, set); err != nil {
+				miss = err
+			}
 		}
-		return nil
+		return miss // stored, on every replica unless miss says otherwise
 	}
 	if failure == nil {
 		return s.allDown(o)
@@ -725,6 +805,7 @@ func (s *replicaSet) Incr(ctx context.Context, key string, delta int64) (v int64
 func (s *replicaSet) Touch(ctx context.Context, key string, ttl time.Duration) error {
 	errs := s.each(node.OpTouch, func(_ int, m *member) error { return m.Node.Touch(ctx, key, ttl) })
 	touched, missed := false, false
+	var miss error
 	for i, err := range errs {
 		switch err {
 		case nil:
@@ -733,9 +814,14 @@ func (s *replicaSet) Touch(ctx context.Context, key string, ttl time.Duration) e
 			missed = true
 		default:
 			s.ring[i].missed(ctx, err, key)
+			if miss == nil {
+				miss = err
+			}
 		}
 	}
 	switch {
+	case touched && miss != nil:
+		return miss // touched on some replicas, not all
 	case touched:
 		return nil
 	case missed:
@@ -797,12 +883,20 @@ func (s *replicaSet) Store(ctx context.Context, op node.StoreOp, it node.Item) e
 	return s.update(ctx, node.OpSet, it.Key, store(op))
 }
 
-func (s *replicaSet) GetAndTouch(ctx context.Context, key string, ttl time.Duration) (it node.Item, err error) {
-	err = s.update(ctx, node.OpTouch, key, func(n node.Node) (err error) {
-		it, err = items(n).GetAndTouch(ctx, key, ttl)
-		return err
-	})
-	return it, err
+// GetAndTouch reads and touches the first member, whose CAS id it
+// returns, and touches the others.
+func (s *replicaSet) GetAndTouch(ctx context.Context, key string, ttl time.Duration) (node.Item, error) {
+	p := s.ring[0]
+	if p.h.isDown() {
+		return node.Item{}, p.down.fail(node.OpTouch)
+	}
+	it, err := items(p.Node).GetAndTouch(ctx, key, ttl)
+	if err != nil {
+		return it, err
+	}
+	rest := &replicaSet{ring: s.ring[1:], read: s.ring[1:], tomb: s.tomb}
+	_ = rest.Touch(ctx, key, ttl) // each member that missed it is hinted
+	return it, nil
 }
 
 func (s *replicaSet) IncrDecr(ctx context.Context, key string, delta uint64, decr bool) (v uint64, err error) {

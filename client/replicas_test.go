@@ -101,14 +101,16 @@ func TestReplicasPausedReplica(t *testing.T) {
 			}
 
 			resume := paused(t, ss[0])
-			if err := c.Set(ctx, written, []byte("new"), time.Hour); err != nil {
-				t.Fatalf("Set with a replica paused: %v; want it written to the other", err)
+			// A write the paused replica misses is not acknowledged (another
+			// process may read that replica), but lands on the other.
+			if err := c.Set(ctx, written, []byte("new"), time.Hour); err == nil {
+				t.Fatal("Set with a replica paused succeeded; want its failure there")
 			}
 			if h := c.Health()[0]; !h.Down || h.ReplicaMissed == 0 {
 				t.Fatalf("Health of the paused replica = %+v; want held down at once, the missed write counted", h)
 			}
-			if err := c.Set(ctx, second[0], []byte("new"), time.Hour); err != nil {
-				t.Fatal(err)
+			if err := c.Set(ctx, second[0], []byte("new"), time.Hour); !errors.Is(err, ErrNodeDown) {
+				t.Fatalf("Set with a replica held down = %v; want ErrNodeDown", err)
 			}
 			mustGet(t, c, written, "new")
 			mustGet(t, c, second[1], "old")
@@ -146,9 +148,10 @@ func TestReplicasPausedReplica(t *testing.T) {
 }
 
 // TestReplicasKilledNode kills one node of four with R=2: every key written
-// before is still read, none is an error, and writes succeed; once the
-// node is back empty, its keys are read from the other replica and copied
-// back to it.
+// before is still read, none is an error, and writes succeed with FailOpen
+// (without it they fail, not acknowledged, the dead replica having missed
+// them); once the node is back empty, its keys are read from the other
+// replica and copied back to it.
 func TestReplicasKilledNode(t *testing.T) {
 	for _, kind := range []string{"redis-server", "memcached"} {
 		t.Run(kind, func(t *testing.T) {
@@ -157,7 +160,7 @@ func TestReplicasKilledNode(t *testing.T) {
 			for i, s := range ss {
 				nodes = append(nodes, ring.Node{Name: fmt.Sprint("n", i), Addr: s.Addr})
 			}
-			c, err := New(Options{Backend: backend, Nodes: nodes, Replicas: 2, ProbeInterval: 20 * time.Millisecond})
+			c, err := New(Options{Backend: backend, Nodes: nodes, Replicas: 2, FailOpen: true, ProbeInterval: 20 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -242,14 +245,20 @@ func TestReplicasZoneDown(t *testing.T) {
 // key to its new replica set, so that none is lost once the old sets are
 // dropped.
 func TestReplicasMigration(t *testing.T) {
-	ss := testserver.Redis(t, 4)
+	for _, kind := range []string{"redis-server", "memcached"} {
+		t.Run(kind, func(t *testing.T) { testReplicasMigration(t, kind) })
+	}
+}
+
+func testReplicasMigration(t *testing.T, kind string) {
+	ss, backend := replicaServers(t, kind, 4)
 	var nodes []ring.Node
 	for i, s := range ss {
 		nodes = append(nodes, ring.Node{Name: fmt.Sprint("n", i), Addr: s.Addr})
 	}
 	now := time.Now()
 	clock := func() time.Time { return now }
-	c, err := New(Options{Nodes: nodes[:3], Replicas: 2, Now: clock})
+	c, err := New(Options{Backend: backend, Nodes: nodes[:3], Replicas: 2, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,6 +291,13 @@ func TestReplicasMigration(t *testing.T) {
 	mustMiss(t, c, keys[1])
 }
 
+// onlyLocate is a placement that places no replicas (not a
+// ring.LocatorN): every key on its first node.
+type onlyLocate struct{ nodes []ring.Node }
+
+func (p onlyLocate) Locate(string) ring.Node { return p.nodes[0] }
+func (p onlyLocate) Nodes() []ring.Node      { return p.nodes }
+
 // TestReplicasOptions: what Replicas does not work with is refused.
 func TestReplicasOptions(t *testing.T) {
 	nodes := []ring.Node{{Name: "a", Addr: "127.0.0.1:1"}, {Name: "b", Addr: "127.0.0.1:2"}}
@@ -292,6 +308,11 @@ func TestReplicasOptions(t *testing.T) {
 		{Nodes: nodes, Replicas: 2, Lease: time.Second},
 		{Nodes: nodes, Replicas: 2, NearCache: &NearCache{}},
 		{Nodes: nodes, Replicas: 2, FailureThreshold: -1},
+		{Nodes: nodes, Replicas: 2, MetaLeases: true},
+		{Nodes: nodes, Replicas: 2, StaleWhileRevalidate: time.Second},
+		{Nodes: nodes, Replicas: 2, EarlyRefresh: time.Second},
+		{Replicas: 2, Topology: &TopologyOptions{}},
+		{Placement: onlyLocate{nodes}, Replicas: 2},
 	} {
 		if c, err := New(opts); !errors.Is(err, ErrBadOptions) {
 			if c != nil {
@@ -411,4 +432,254 @@ func TestReplicasItems(t *testing.T) {
 		t.Fatalf("Increment = %d, %v; want 15", v, err)
 	}
 	mustGet(t, c, ctr, "15")
+}
+
+// sharedKey returns a key whose replica set changes between old and new but
+// keeps its first member.
+func sharedKey(t *testing.T, old, new *ring.Ring, r int) string {
+	for i := 0; i < 100000; i++ {
+		k := fmt.Sprint("ctr", i)
+		o, n := ring.LocateN(old, k, r), ring.LocateN(new, k, r)
+		if o[0].Addr == n[0].Addr && o[1].Addr != n[1].Addr {
+			return k
+		}
+	}
+	t.Fatal("no key")
+	return ""
+}
+
+// TestReplicasIncrMigrationSharedMember: Incr during a migration whose old
+// and new replica sets share a member counts on: the old set's delete
+// after the increment skips the member the new set incremented.
+func TestReplicasIncrMigrationSharedMember(t *testing.T) {
+	ss := testserver.Redis(t, 4)
+	var nodes []ring.Node
+	for i, s := range ss {
+		nodes = append(nodes, ring.Node{Name: fmt.Sprint("n", i), Addr: s.Addr})
+	}
+	now := time.Now()
+	c, err := New(Options{Nodes: nodes[:3], Replicas: 2, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ro, _ := ring.New(nodes[:3])
+	rn, _ := ring.New(nodes)
+	k := sharedKey(t, ro, rn, 2)
+	if err := c.Reshard(nodes, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for want := int64(1); want <= 3; want++ {
+		v, err := c.Incr(ctx, k, 1)
+		if err != nil || v != want {
+			t.Fatalf("Incr #%d during the migration = %d, %v; want %d", want, v, err, want)
+		}
+	}
+}
+
+// TestReplicasAddSecondReplica: Add over a key that only the second
+// replica holds (the first lost it: evicted, or its hint replayed) is
+// ErrNotStored, as Get finds the value.
+func TestReplicasAddSecondReplica(t *testing.T) {
+	ss := testserver.Redis(t, 2)
+	nodes := []ring.Node{{Name: "a", Addr: ss[0].Addr, Zone: "z1"}, {Name: "b", Addr: ss[1].Addr, Zone: "z2"}}
+	r, _ := ring.New(nodes)
+	c, err := New(Options{Nodes: nodes, Replicas: 2, Zone: "z2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	k := replicaKeys(r, 2, "lock", 1, ss[0].Addr, ss[1].Addr)[0]
+	if err := c.Add(ctx, k, []byte("owner1"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: ss[0].Addr})
+	defer rdb.Close()
+	rdb.Del(ctx, k) // a evicts it
+	mustGet(t, c, k, "owner1")
+	if err := c.Add(ctx, k, []byte("owner2"), time.Hour); err != ErrNotStored {
+		v, _ := c.Get(ctx, k)
+		t.Fatalf("Add over a key Get returns = %v (now %q); want ErrNotStored", err, v)
+	}
+}
+
+// TestReplicasCASAcrossReplicas: GetItem reads the CAS id of the replica a
+// StoreCAS runs on, the first in ring order, even when the process's
+// Zone reads another first and the servers' CAS counters differ.
+func TestReplicasCASAcrossReplicas(t *testing.T) {
+	ss := testserver.Memcached(t, 3)
+	nodes := []ring.Node{{Name: "a", Addr: ss[0].Addr, Zone: "z1"}, {Name: "b", Addr: ss[1].Addr, Zone: "z2"}, {Name: "c", Addr: ss[2].Addr, Zone: "z3"}}
+	r, _ := ring.New(nodes)
+	c, err := New(Options{Backend: Memcached, Nodes: nodes, Replicas: 2, Zone: "z2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	// Writes to keys of set {b, c} advance b's CAS counter only.
+	for _, k := range replicaKeys(r, 2, "other", 5, ss[1].Addr, ss[2].Addr) {
+		if err := c.Set(ctx, k, []byte("x"), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := replicaKeys(r, 2, "cas", 1, ss[0].Addr, ss[1].Addr)[0] // ring[0] a, read first b
+	if err := c.Set(ctx, k, []byte("v1"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	it, err := c.GetItem(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it.Value = []byte("v2")
+	if err := c.Store(ctx, StoreCAS, it); err != nil {
+		t.Fatalf("CAS right after GetItem, nothing written between = %v; want nil", err)
+	}
+}
+
+// TestReplicasGetAndTouch: GetAndTouch touches every replica, burying
+// none: a read must not drop a copy.
+func TestReplicasGetAndTouch(t *testing.T) {
+	ss := testserver.Memcached(t, 2)
+	nodes := []ring.Node{{Name: "a", Addr: ss[0].Addr}, {Name: "b", Addr: ss[1].Addr}}
+	r, _ := ring.New(nodes)
+	c, err := New(Options{Backend: Memcached, Nodes: nodes, Replicas: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	k := replicaKeys(r, 2, "gat", 1, ss[0].Addr, ss[1].Addr)[0]
+	if err := c.Set(ctx, k, []byte("v"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetAndTouch(ctx, k, 2*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if got := rawGet(t, "memcached", ss[1].Addr, k); got != "v" {
+		t.Fatalf("b after a GetAndTouch = %q; want the value, touched (a read must not drop a replica)", got)
+	}
+}
+
+// TestReplicasFailOpenAllDown: with FailOpen and every replica held
+// down, a Set is dropped but hinted on each, so the paused replicas do not
+// serve the older value once back.
+func TestReplicasFailOpenAllDown(t *testing.T) {
+	ss := testserver.Redis(t, 2)
+	nodes := []ring.Node{{Name: "a", Addr: ss[0].Addr}, {Name: "b", Addr: ss[1].Addr}}
+	c, err := New(Options{Nodes: nodes, Replicas: 2, FailOpen: true, FailureThreshold: 1,
+		ProbeInterval: 20 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	if err := c.Set(ctx, "k", []byte("v1"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	ra, rb := paused(t, ss[0]), paused(t, ss[1])
+	_ = c.Set(ctx, "k", []byte("probe"), time.Hour) // both time out: both held down, hinted
+	waitFor(t, "both down", func() bool { h := c.Health(); return h[0].Down && h[1].Down })
+	ra()
+	rb()
+	waitFor(t, "both up", func() bool { h := c.Health(); return !h[0].Down && !h[1].Down })
+	if err := c.Set(ctx, "k", []byte("v1"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if rawGet(t, "redis-server", ss[0].Addr, "k") != "v1" || rawGet(t, "redis-server", ss[1].Addr, "k") != "v1" {
+		t.Fatal("v1 not on both")
+	}
+	ra, rb = paused(t, ss[0]), paused(t, ss[1])
+	_, _ = c.Get(ctx, "k") // fails on both: down again
+	_, _ = c.Get(ctx, "k")
+	waitFor(t, "both down", func() bool { h := c.Health(); return h[0].Down && h[1].Down })
+	if err := c.Set(ctx, "k", []byte("v2"), time.Hour); err != nil {
+		t.Fatalf("Set, FailOpen, all down = %v", err)
+	}
+	ra()
+	rb()
+	waitFor(t, "both up", func() bool { h := c.Health(); return !h[0].Down && !h[1].Down })
+	if v, err := c.Get(ctx, "k"); err == nil {
+		t.Fatalf("Get after an acknowledged Set v2 = %q; want v2 or a miss, never older", v)
+	}
+}
+
+// TestReplicasMultiWritesReplicaDown: SetMulti, Touch and DeleteMulti with
+// a replica held down fail with ErrNodeDown but reach the other replicas
+// (the keys hinted on the one down), and once it is back none of its old
+// values is read.
+func TestReplicasMultiWritesReplicaDown(t *testing.T) {
+	ss, _ := replicaServers(t, "redis-server", 3)
+	nodes := []ring.Node{{Name: "a", Addr: ss[0].Addr}, {Name: "b", Addr: ss[1].Addr}, {Name: "c", Addr: ss[2].Addr}}
+	c, err := New(Options{Nodes: nodes, Replicas: 2, FailureThreshold: 1, ProbeInterval: 20 * time.Millisecond,
+		ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	old, next := map[string][]byte{}, map[string][]byte{}
+	var keys []string
+	for i := range 60 {
+		k := fmt.Sprint("m", i)
+		keys = append(keys, k)
+		old[k], next[k] = []byte("old"), []byte("new")
+	}
+	if err := c.SetMulti(ctx, old, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	resume := paused(t, ss[0])
+	_ = c.Set(ctx, keys[0], []byte("old"), time.Hour) // times out on a: held down
+	waitFor(t, "a held down", func() bool { return c.Health()[0].Down })
+	if err := c.SetMulti(ctx, next, time.Hour); !errors.Is(err, ErrNodeDown) {
+		t.Fatalf("SetMulti with a replica down = %v; want ErrNodeDown", err)
+	}
+	mustGet(t, c, keys[2], "new") // from the other replica
+	r, err := ring.New(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	touched := keys[2]
+	for _, k := range keys[2:] {
+		if set := ring.LocateN(r, k, 2); set[0].Addr == ss[0].Addr || set[1].Addr == ss[0].Addr {
+			touched = k
+			break
+		}
+	}
+	if err := c.Touch(ctx, touched, 2*time.Hour); !errors.Is(err, ErrNodeDown) {
+		t.Fatalf("Touch with a replica down = %v; want ErrNodeDown", err)
+	}
+	if err := c.DeleteMulti(ctx, keys[:2]); !errors.Is(err, ErrNodeDown) && !onlyOthers(r, keys[:2], ss[0].Addr) {
+		t.Fatalf("DeleteMulti with a replica down = %v; want ErrNodeDown", err)
+	}
+	resume()
+	waitFor(t, "a up", func() bool { return !c.Health()[0].Down })
+	got, err := c.GetMulti(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys[2:] {
+		if string(got[k]) != "new" {
+			t.Fatalf("%s after a's return = %q; want new", k, got[k])
+		}
+	}
+	for _, k := range keys[:2] {
+		if v, ok := got[k]; ok {
+			t.Fatalf("%s, deleted while a was down, reads %q", k, v)
+		}
+	}
+}
+
+// onlyOthers reports whether no key of keys has the node at addr among its
+// two replicas in r.
+func onlyOthers(r *ring.Ring, keys []string, addr string) bool {
+	for _, k := range keys {
+		for _, n := range ring.LocateN(r, k, 2) {
+			if n.Addr == addr {
+				return false
+			}
+		}
+	}
+	return true
 }

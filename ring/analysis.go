@@ -80,6 +80,14 @@ func Flows(from, to *Ring) map[string]map[string]float64 {
 // overlay walks the union of the two rings' points in order and calls fn for
 // every arc with the index of its owner in a and in b and its length.
 func overlay(a, b *Ring, fn func(ownerA, ownerB int32, length float64)) {
+	overlayPoints(a, b, func(i, j int, length float64) {
+		fn(a.points[i].owner, b.points[j].owner, length)
+	})
+}
+
+// overlayPoints is overlay by point: fn has the index in each ring's points
+// of the point that ends the arc, where a walk for the arc's keys starts.
+func overlayPoints(a, b *Ring, fn func(pointA, pointB int, length float64)) {
 	i, j := 0, 0
 	prev := uint64(0) // arcs before the first boundary are handled at the end
 	first := true
@@ -92,12 +100,12 @@ func overlay(a, b *Ring, fn func(ownerA, ownerB int32, length float64)) {
 		default:
 			u = b.points[j].hash
 		}
-		// Owners of (prev, u]: the first point at or after u in each ring.
-		oa, ob := a.points[i%len(a.points)].owner, b.points[j%len(b.points)].owner
+		// (prev, u] ends at the first point at or after u in each ring.
+		pa, pb := i%len(a.points), j%len(b.points)
 		if first {
 			firstBoundary, first = u, false
 		} else {
-			fn(oa, ob, float64(u-prev))
+			fn(pa, pb, float64(u-prev))
 		}
 		prev = u
 		for i < len(a.points) && a.points[i].hash == u {
@@ -108,10 +116,10 @@ func overlay(a, b *Ring, fn func(ownerA, ownerB int32, length float64)) {
 		}
 	}
 	// The wrapping arc (last boundary, 2^64) ∪ [0, first boundary] belongs to
-	// the owners of each ring's first point. Its length is 2^64 minus the span
-	// already counted, computed in float64 so a single boundary gives 2^64.
+	// each ring's first point. Its length is 2^64 minus the span already
+	// counted, computed in float64 so a single boundary gives 2^64.
 	wrap := space - float64(prev-firstBoundary)
-	fn(a.points[0].owner, b.points[0].owner, wrap)
+	fn(0, 0, wrap)
 }
 
 // Deviation returns how far the node furthest from its fair share is from

@@ -212,15 +212,94 @@ func (t *table[E]) index(h uint64, points []point) int {
 // fraction times the keys, and the fleet's the sum: n times one copy.
 func (r *Ring) ReplicaShares(n int) map[string]float64 {
 	copies := make([]float64, len(r.nodes)) // by node index
-	owners := make([]int32, len(r.points))
-	for i, p := range r.points {
-		owners[i] = p.owner
+	r.replicaArcs(n, func(chosen []int32, share float64) {
+		for _, o := range chosen {
+			copies[o] += share
+		}
+	})
+	s := make(map[string]float64, len(r.nodes))
+	for i, nd := range r.nodes {
+		s[nd.Name] = copies[i]
 	}
+	return s
+}
+
+// ZoneSpread returns the fraction of the keys whose n replicas (see
+// AppendLocateN) are in min(n, zones) distinct zones, where zones counts
+// the ring's distinct Node.Zone values (nodes without one are one zone):
+// the keys that keep a copy when any one zone is lost, if there are two
+// zones or more. Exact, from the arcs between points; 0 when n < 1.
+func (r *Ring) ZoneSpread(n int) float64 {
+	want := min(n, r.nzones, len(r.nodes))
+	spread, total := 0.0, 0.0
+	r.replicaArcs(n, func(chosen []int32, share float64) {
+		total += share
+		distinct := 0
+		for i, o := range chosen {
+			if !slices.ContainsFunc(chosen[:i], func(c int32) bool { return r.zones[c] == r.zones[o] }) {
+				distinct++
+			}
+		}
+		if distinct >= want {
+			spread += share
+		}
+	})
+	if total == 0 {
+		return 0
+	}
+	// Over the sum of the arcs, which may round off 1: every key spread
+	// is exactly 1.
+	return spread / total
+}
+
+// MovedN returns the fraction of the hash space whose n replicas (see
+// AppendLocateN), as a set of Names, differ between from and to: the keys
+// that a migration of replicated keys copies to a node that lacks them.
+// A key whose replicas are the same nodes in another order does not move.
+// Exact, from the arcs of both rings; with n = 1 it is Moved.
+func MovedN(from, to *Ring, n int) float64 {
+	if n < 1 {
+		return 0
+	}
+	ownersA, ownersB := from.owners(), to.owners()
+	moved := 0.0
+	overlayPoints(from, to, func(i, j int, length float64) {
+		var a, b picker
+		a.init(from.zones, from.nzones, n)
+		walk(&a, i, ownersA, -1)
+		b.init(to.zones, to.nzones, n)
+		walk(&b, j, ownersB, -1)
+		if !sameNames(from.nodes, a.chosen(), to.nodes, b.chosen()) {
+			moved += length
+		}
+	})
+	return min(moved/space, 1)
+}
+
+// sameNames reports whether the nodes chosen in two rings are the same set
+// of names.
+func sameNames(nodesA []Node, a []int32, nodesB []Node, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, i := range a {
+		if !slices.ContainsFunc(b, func(j int32) bool { return nodesB[j].Name == nodesA[i].Name }) {
+			return false
+		}
+	}
+	return true
+}
+
+// replicaArcs calls fn for each arc between points with the n nodes that
+// keep its keys (by index, as AppendLocateN chooses them) and its share of
+// the hash space. Nothing when n < 1.
+func (r *Ring) replicaArcs(n int, fn func(chosen []int32, share float64)) {
+	if n < 1 {
+		return
+	}
+	owners := r.owners()
 	last := len(r.points) - 1
 	for i := range r.points {
-		if n < 1 {
-			break
-		}
 		// The arc (points[i-1], points[i]]: every hash in it starts the walk
 		// at point i. The first wraps round from the last point.
 		var arc float64
@@ -232,15 +311,17 @@ func (r *Ring) ReplicaShares(n int) map[string]float64 {
 		var p picker
 		p.init(r.zones, r.nzones, n)
 		walk(&p, i, owners, -1)
-		for _, o := range p.chosen() {
-			copies[o] += arc / space
-		}
+		fn(p.chosen(), arc/space)
 	}
-	s := make(map[string]float64, len(r.nodes))
-	for i, nd := range r.nodes {
-		s[nd.Name] = copies[i]
+}
+
+// owners returns the owner of each point, in order, for walk.
+func (r *Ring) owners() []int32 {
+	owners := make([]int32, len(r.points))
+	for i, p := range r.points {
+		owners[i] = p.owner
 	}
-	return s
+	return owners
 }
 
 // AppendLocateN appends the n distinct servers that keep key to dst: its

@@ -307,3 +307,86 @@ func TestReplicaShares(t *testing.T) {
 		t.Errorf("ReplicaShares(0) = %v, want every node at 0", s)
 	}
 }
+
+// TestMovedN checks the exact share of keys whose replica set changes
+// against keys counted in both rings, and that n = 1 is Moved.
+func TestMovedN(t *testing.T) {
+	from := mustNew(t, zonedNodes(), WithVnodes(64))
+	to := mustNew(t, zonedNodes()[1:], WithVnodes(64)) // cache-00 leaves
+	if got, want := MovedN(from, to, 1), Moved(from, to); math.Abs(got-want) > 1e-12 {
+		t.Errorf("MovedN(1) = %v, want Moved's %v", got, want)
+	}
+	if got := MovedN(from, from, 3); got != 0 {
+		t.Errorf("MovedN of a ring to itself = %v, want 0", got)
+	}
+	if got := MovedN(from, to, 0); got != 0 {
+		t.Errorf("MovedN(0) = %v, want 0", got)
+	}
+	const keys = 40000
+	for _, n := range []int{2, 3, 9} {
+		moved := MovedN(from, to, n)
+		counted := 0
+		for _, key := range randomKeys(keys, 11) {
+			a, b := LocateN(from, key, n), LocateN(to, key, n)
+			same := len(a) == len(b)
+			for _, x := range a {
+				same = same && slices.ContainsFunc(b, func(y Node) bool { return y.Name == x.Name })
+			}
+			if !same {
+				counted++
+			}
+		}
+		got := float64(counted) / keys
+		if se := math.Sqrt(moved * (1 - moved) / keys); math.Abs(got-moved) > 5*se+1e-9 {
+			t.Errorf("n=%d: MovedN %.4f, %.4f counted", n, moved, got)
+		}
+		// A leaving node's keys change set wherever it held a copy.
+		if least := from.ReplicaShares(n)["cache-00"]; moved < least-1e-9 {
+			t.Errorf("n=%d: MovedN %.4f, below cache-00's copies %.4f", n, moved, least)
+		}
+	}
+	// Nine nodes to eight: with n = 9, every key loses a copy.
+	if got := MovedN(from, to, 9); math.Abs(got-1) > 1e-9 {
+		t.Errorf("MovedN(9) from 9 nodes to 8 = %v, want 1", got)
+	}
+}
+
+// TestZoneSpread checks that every key's replicas span min(n, zones)
+// zones, nodes without a zone being one zone of their own.
+func TestZoneSpread(t *testing.T) {
+	noZone := equalNodes(4)
+	mixed := equalNodes(4)
+	mixed[0].Zone, mixed[1].Zone = "x", "x" // and two without: 2 zones
+	for _, tc := range []struct {
+		name  string
+		nodes []Node
+		n     int
+	}{
+		{"3 zones, n=2", zonedNodes(), 2},
+		{"3 zones, n=3", zonedNodes(), 3},
+		{"3 zones, n=5", zonedNodes(), 5},
+		{"no zones, n=2", noZone, 2},
+		{"x and none, n=2", mixed, 2},
+	} {
+		r := mustNew(t, tc.nodes, WithVnodes(64))
+		if got := r.ZoneSpread(tc.n); got != 1 {
+			t.Errorf("%s: ZoneSpread = %v, want 1", tc.name, got)
+		}
+		distinct := map[string]bool{}
+		for _, n := range tc.nodes {
+			distinct[n.Zone] = true
+		}
+		for _, key := range randomKeys(2000, 13) {
+			zones := map[string]bool{}
+			for _, nd := range LocateN(r, key, tc.n) {
+				zones[nd.Zone] = true
+			}
+			if len(zones) != min(tc.n, len(distinct)) {
+				t.Fatalf("%s: key %q spans %d zones, want %d", tc.name, key, len(zones), min(tc.n, len(distinct)))
+			}
+		}
+	}
+	if got := mustNew(t, zonedNodes()).ZoneSpread(0); got != 0 {
+		t.Errorf("ZoneSpread(0) = %v, want 0", got)
+	}
+}

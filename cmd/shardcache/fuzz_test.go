@@ -9,7 +9,8 @@ import (
 
 // FuzzParseNodes reads arbitrary node lists: never a panic, and a list
 // that parses has valid addresses and positive weights, and reads back the
-// same from formatNodes (what plan prints for the next command).
+// same, zones included, from formatNodes (what plan prints for the next
+// command).
 func FuzzParseNodes(f *testing.F) {
 	for _, seed := range []string{
 		"a=cache-a:6379*2,b=cache-b:6379",
@@ -23,6 +24,8 @@ func FuzzParseNodes(f *testing.F) {
 		"h:99999",
 		" h:1 ",
 		"a=b=c:1",
+		"a=h:1*2@eu-1a,h:2@eu-1b",
+		"h:1@",
 	} {
 		f.Add(seed)
 	}
@@ -51,7 +54,7 @@ func FuzzParseNodes(f *testing.F) {
 			t.Fatalf("round trip: %d nodes, then %d", len(nodes), len(back))
 		}
 		for i := range nodes {
-			if back[i].Addr != nodes[i].Addr || nameOf(back[i]) != nameOf(nodes[i]) || !sameWeight(back[i].Weight, nodes[i].Weight) {
+			if back[i].Addr != nodes[i].Addr || nameOf(back[i]) != nameOf(nodes[i]) || !sameWeight(back[i].Weight, nodes[i].Weight) || back[i].Zone != nodes[i].Zone {
 				t.Fatalf("round trip: %+v, then %+v", nodes[i], back[i])
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/shardcache/shardcache/ring"
 	"github.com/shardcache/shardcache/topology"
@@ -13,14 +14,17 @@ import (
 )
 
 // nodesHelp documents the node-list grammar, for --help.
-const nodesHelp = `A node list is comma-separated nodes, each [NAME=]HOST:PORT[*WEIGHT]:
+const nodesHelp = `A node list is comma-separated nodes, each [NAME=]HOST:PORT[*WEIGHT][@ZONE]:
   a=cache-a:6379*2,b=cache-b:6379   names a and b, a with twice b's weight
   a=cache-a:6379*1.05,b=...         weights may be fractional: a 5% correction
   10.0.0.1:11211,10.0.0.2:11211     the name is the address, the weight 1
+  a=cache-a:6379@eu-1a,b=...@eu-1b  zones (failure domains), for plan --replicas
 The name places the node on the ring: keep it when a server changes address.
+A zone moves no key; it spreads a key's replicas over distinct zones first.
 Or a file: @FILE, or a path ending in .json, .yaml or .yml, holding a list of
 {name, addr, weight} objects (or {"nodes": [...]}), name and weight optional:
-  [{"name": "a", "addr": "cache-a:6379", "weight": 2}, {"addr": "cache-b:6379"}]`
+  [{"name": "a", "addr": "cache-a:6379", "weight": 2}, {"addr": "cache-b:6379"}]
+Node files have no zone field yet: give zones in a list.`
 
 // parseNodes reads a node list: the grammar of nodesHelp, or a file.
 func parseNodes(s string) ([]ring.Node, error) {
@@ -46,11 +50,18 @@ func parseNodes(s string) ([]ring.Node, error) {
 	return nodes, nil
 }
 
-// parseNode reads [NAME=]HOST:PORT[*WEIGHT].
+// parseNode reads [NAME=]HOST:PORT[*WEIGHT][@ZONE].
 func parseNode(s string) (ring.Node, error) {
 	var n ring.Node
 	if s == "" {
 		return n, errors.New("empty node (two commas in a row, or one at an end?)")
+	}
+	if i := strings.LastIndexByte(s, '@'); i >= 0 {
+		zone := strings.TrimSpace(s[i+1:])
+		if err := checkZone(zone); err != nil {
+			return n, err
+		}
+		n.Zone, s = zone, strings.TrimSpace(s[:i])
 	}
 	if name, rest, ok := strings.Cut(s, "="); ok {
 		if name = strings.TrimSpace(name); name == "" {
@@ -77,6 +88,28 @@ func parseNode(s string) (ring.Node, error) {
 func checkAddr(addr string) error {
 	if err := topology.CheckAddr(addr); err != nil {
 		return fmt.Errorf("address %q: want HOST:PORT with a port in 1..65535, without spaces, '=', '*' or ','", addr)
+	}
+	return nil
+}
+
+// checkZone checks a zone of the node-list grammar: not empty, and without
+// a space or a character of the grammar.
+func checkZone(zone string) error {
+	if zone == "" || strings.ContainsFunc(zone, func(r rune) bool {
+		return unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune("=*,@", r)
+	}) {
+		return fmt.Errorf("zone %q: want a name after '@', such as eu-west-1a, without spaces, '=', '*', ',' or '@'", zone)
+	}
+	return nil
+}
+
+// noZones refuses nodes with a zone where it would be lost: a topology
+// (topofile, etcd) has no zone field yet.
+func noZones(nodes []ring.Node) error {
+	for _, n := range nodes {
+		if n.Zone != "" {
+			return fmt.Errorf("node %s: zone %q: a topology has no zones yet; give the list without '@ZONE'", nodeNames([]ring.Node{n}), n.Zone)
+		}
 	}
 	return nil
 }

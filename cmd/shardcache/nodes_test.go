@@ -20,19 +20,21 @@ func TestParseNodes(t *testing.T) {
 		{"[::1]:6379*3", []ring.Node{{Addr: "[::1]:6379", Weight: 3}}},
 		{" x = h:1 * 4 ", []ring.Node{{Name: "x", Addr: "h:1", Weight: 4}}},
 		{"a=h:1*1.05,b=h:2*0.5", []ring.Node{{Name: "a", Addr: "h:1", Weight: 1.05}, {Name: "b", Addr: "h:2", Weight: 0.5}}},
+		{"a=h:1*2@eu-1a,h:2@eu-1b", []ring.Node{{Name: "a", Addr: "h:1", Weight: 2, Zone: "eu-1a"}, {Addr: "h:2", Zone: "eu-1b"}}},
+		{" a = h:1 @ z ", []ring.Node{{Name: "a", Addr: "h:1", Zone: "z"}}},
 	} {
 		got, err := parseNodes(tc.in)
 		if err != nil || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("parseNodes(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
 		}
 	}
-	for _, in := range []string{"", "a", "a=", "=h:1", "h:1,", "h:1*", "h:1*-1", "h:1*0", "h:1*NaN", "h:1*Inf", "h:0", "h:port", ":1", "a=b=h:1"} {
+	for _, in := range []string{"", "a", "a=", "=h:1", "h:1,", "h:1*", "h:1*-1", "h:1*0", "h:1*NaN", "h:1*Inf", "h:0", "h:port", ":1", "a=b=h:1", "h:1@", "h:1@a b", "h:1@z@y", "h:1*2@", "@z"} {
 		if got, err := parseNodes(in); err == nil {
 			t.Errorf("parseNodes(%q) = %v, want an error", in, got)
 		}
 	}
 	// Round trip through formatNodes.
-	nodes := []ring.Node{{Name: "a", Addr: "h:1", Weight: 2}, {Addr: "h:2"}, {Name: "c", Addr: "h:3", Weight: 1.05}}
+	nodes := []ring.Node{{Name: "a", Addr: "h:1", Weight: 2}, {Addr: "h:2"}, {Name: "c", Addr: "h:3", Weight: 1.05, Zone: "eu-1a"}}
 	if got, err := parseNodes(formatNodes(nodes)); err != nil || !reflect.DeepEqual(got, nodes) {
 		t.Errorf("parseNodes(formatNodes(%v)) = %v, %v", nodes, got, err)
 	}

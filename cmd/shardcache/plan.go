@@ -67,7 +67,9 @@ JSON (--json) fields, all fractions of all keys:
 With --keys, plan also estimates how long "shardcache sweep" takes to copy
 the moved keys at --sweep-rate: each old node is listed at that rate, all in
 parallel, so the node with the most keys sets the duration (an estimate that
-assumes each node can serve the rate).`
+assumes each node can serve the rate).
+
+` + replicasHelp
 
 // formatNodes writes nodes in the node-list grammar.
 func formatNodes(nodes []ring.Node) string {
@@ -79,6 +81,9 @@ func formatNodes(nodes []ring.Node) string {
 		}
 		if n.Weight != 0 && n.Weight != 1 {
 			items[i] += fmt.Sprintf("*%g", n.Weight)
+		}
+		if n.Zone != "" {
+			items[i] += "@" + n.Zone
 		}
 	}
 	return strings.Join(items, ",")
@@ -131,6 +136,9 @@ type planReport struct {
 	SteadyHitRate float64 `json:"steady_hit_rate"`
 	// AfterSwitch is what each mode expects right after the switch.
 	AfterSwitch []planOutcome `json:"after_switch"`
+	// Replicas is, with --replicas above 1, where each key's copies are
+	// and what they cost.
+	Replicas *planReplicas `json:"replicas,omitempty"`
 	// Sweep is the estimate of a sweep's duration, with --keys.
 	Sweep *planSweep `json:"sweep,omitempty"`
 	Notes []string   `json:"notes,omitempty"`
@@ -167,6 +175,11 @@ type planSide struct {
 	// Deviation is Share over Ideal, less 1: how far the node is from its
 	// fair share, relative.
 	Deviation float64 `json:"deviation"`
+	Zone      string  `json:"zone,omitempty"` // the node's zone, from the list's NODE@ZONE
+	// ReplicaShare is, with --replicas above 1, the fraction of the keys
+	// the node keeps a copy of (ring.ReplicaShares); Share is its part as
+	// first replica.
+	ReplicaShare float64 `json:"replica_share,omitempty"`
 }
 
 type planFlow struct {
@@ -192,6 +205,7 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	equalize := addEqualizeFlag(fs.FlagSet)
 	kind := addFromKindFlags(fs.FlagSet)
 	hitRate := fs.Float64("hit-rate", 0.95, "the steady hit rate, in [0, 1), from which to expect the rate after the switch")
+	replicas := fs.Int("replicas", 1, "the copies of each key, as the client's Options.Replicas: above 1, plan shows where they are and what they cost")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
 	keys := fs.Int64("keys", 0, "the keys in the whole cache: with it, plan estimates how long a sweep takes")
 	sweepRate := fs.Int("sweep-rate", client.DefaultSweepRate, "with --keys, the sweep's rate: keys read per second from each old node (shardcache sweep --rate)")
@@ -203,6 +217,9 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if !(*hitRate >= 0 && *hitRate < 1) {
 		return badInput(stderr, "plan", "--hit-rate %v: want a fraction in [0, 1), such as 0.95", *hitRate)
+	}
+	if *replicas < 1 {
+		return badInput(stderr, "plan", "--replicas %d: want 1 or more, the copies of each key", *replicas)
 	}
 	if *vnodes < 1 || *vnodes > ring.MaxVnodes {
 		return badInput(stderr, "plan", "--vnodes %d: want 1..%d", *vnodes, ring.MaxVnodes)
@@ -229,7 +246,7 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := bothLists(set); err != nil {
 		return badInput(stderr, "plan", "%v", err)
 	}
-	rep, err := makePlan(planInput{from: fromNodes, to: toNodes, kind: kind, vnodes: *vnodes, equalize: *equalize, hitRate: *hitRate})
+	rep, err := makePlan(planInput{from: fromNodes, to: toNodes, kind: kind, vnodes: *vnodes, equalize: *equalize, hitRate: *hitRate, replicas: *replicas})
 	if err != nil {
 		return badInput(stderr, "plan", "%v", err)
 	}
@@ -317,6 +334,7 @@ type planInput struct {
 	vnodes   int
 	equalize float64 // the rings' tolerance, 0 for the classic ring
 	hitRate  float64
+	replicas int // copies of each key; 1 (or 0): no replicas section
 }
 
 // makePlan computes the plan of a change from one node list to another.
@@ -355,7 +373,34 @@ func makePlan(in planInput) (*planReport, error) {
 	if in.kind.kind != "ring" {
 		key = func(n ring.Node) string { return n.Addr }
 	}
-	side := func(nodes []ring.Node, share func(ring.Node) float64, set func(*planNode, *planSide)) {
+	var reps *replicaFigures
+	if in.replicas > 1 {
+		if reps, err = replicaPlan(before, after, in.replicas); err != nil {
+			return nil, err
+		}
+		rep.Replicas = reps.report
+		if in.kind.kind == "modulo" && slices.ContainsFunc(in.from, func(n ring.Node) bool { return n.Zone != "" }) {
+			rep.Notes = append(rep.Notes, "mod-N has no zones: its replicas are the servers of the next slots, whatever their zones")
+		}
+	}
+	// Each node's replica share, 0 without replicas: before by name from a
+	// ring, else by address (as the rows), after by name.
+	beforeReplicas := func(n ring.Node) float64 {
+		if reps == nil {
+			return 0
+		}
+		if _, ok := before.(*ring.Ring); ok {
+			return reps.before[n.Name]
+		}
+		return reps.before[n.Addr]
+	}
+	afterReplicas := func(n ring.Node) float64 {
+		if reps == nil {
+			return 0
+		}
+		return reps.after[n.Name]
+	}
+	side := func(nodes []ring.Node, share, replicas func(ring.Node) float64, set func(*planNode, *planSide)) {
 		total := 0.0
 		for _, n := range nodes {
 			total += n.Weight
@@ -367,7 +412,7 @@ func makePlan(in planInput) (*planReport, error) {
 				rows[key(n)] = p
 			}
 			p.Addr = n.Addr // the address after the change, when the node stays
-			s := &planSide{Addr: n.Addr, Weight: n.Weight, Share: share(n), Ideal: n.Weight / total}
+			s := &planSide{Addr: n.Addr, Weight: n.Weight, Share: share(n), Ideal: n.Weight / total, Zone: n.Zone, ReplicaShare: replicas(n)}
 			s.Deviation = s.Share/s.Ideal - 1
 			if n.Name != p.Name {
 				s.Name = n.Name
@@ -377,11 +422,11 @@ func makePlan(in planInput) (*planReport, error) {
 	}
 	if r, ok := before.(*ring.Ring); ok {
 		shares := r.Shares()
-		side(r.Nodes(), func(n ring.Node) float64 { return shares[n.Name] }, func(p *planNode, s *planSide) { p.Before = s })
+		side(r.Nodes(), func(n ring.Node) float64 { return shares[n.Name] }, beforeReplicas, func(p *planNode, s *planSide) { p.Before = s })
 		rep.Moved = min(max(ring.Moved(r, after), 0), 1) // the sum of arcs may round past 1
 		rep.Balance.Before = r.Deviation()
 	} else {
-		side(before.Nodes(), func(n ring.Node) float64 { return change.Before[n.Addr] }, func(p *planNode, s *planSide) {
+		side(before.Nodes(), func(n ring.Node) float64 { return change.Before[n.Addr] }, beforeReplicas, func(p *planNode, s *planSide) {
 			p.Before = s
 			rep.Balance.Before = max(rep.Balance.Before, math.Abs(s.Deviation))
 		})
@@ -397,7 +442,7 @@ func makePlan(in planInput) (*planReport, error) {
 		rep.Notes = append(rep.Notes, "what equalizing costs in keys moved is computed from ring to ring; here the keys move off "+in.kind.kind+" in any case")
 	}
 	afterShares := after.Shares()
-	side(after.Nodes(), func(n ring.Node) float64 { return afterShares[n.Name] }, func(p *planNode, s *planSide) {
+	side(after.Nodes(), func(n ring.Node) float64 { return afterShares[n.Name] }, afterReplicas, func(p *planNode, s *planSide) {
 		p.After = s
 		if s.Name != "" { // a server that keeps its keys under our name
 			p.Before.Name, p.Name, s.Name = p.Name, s.Name, ""
@@ -574,6 +619,9 @@ func writePlan(w io.Writer, rep *planReport) {
 			rep.Method, count(rep.Samples, "key", ""), pct(rep.StdErr, 3))
 	}
 	writeFlows(w, rep)
+	if rep.Replicas != nil {
+		writeReplicas(w, rep)
+	}
 
 	fmt.Fprintf(w, "\nRight after the switch, from a steady hit rate of %s:\n", pct(rep.SteadyHitRate, 1))
 	tw = newTable(w, 0)

@@ -264,12 +264,18 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 		return badInput(stderr, cmd, "%v", err)
 	}
 	toNodes, err := parseNodes(*to)
+	if err == nil {
+		err = noZones(toNodes)
+	}
 	if err != nil {
 		return badInput(stderr, cmd, "--to: %v", err)
 	}
 	var fromNodes []ring.Node
 	if *from != "" {
-		if fromNodes, err = parseNodes(*from); err != nil {
+		if fromNodes, err = parseNodes(*from); err == nil {
+			err = noZones(fromNodes)
+		}
+		if err != nil {
 			return badInput(stderr, cmd, "--from: %v", err)
 		}
 	}

@@ -262,6 +262,8 @@ func TestTopologyBadInput(t *testing.T) {
 		{[]string{"topology", "publish", "--etcd", "127.0.0.1:1", "--key", "/k", "--to", "a=h:1", "--start-in", "-1s"}, "--start-in"},
 		{[]string{"topology", "publish", "--etcd", "127.0.0.1:1", "--key", "/k", "--to", "a=h:1", "--max-removed-share", "1.5"}, "--max-removed-share"},
 		{[]string{"topology", "publish", "--etcd", "127.0.0.1:1", "--key", "/k", "--to", "a=h:1", "--from-kind", "jump"}, "--from-kind"},
+		{[]string{"topology", "publish", "--etcd", "127.0.0.1:1", "--key", "/k", "--to", "a=h:1@eu-1a"}, "a topology has no zones yet"},
+		{[]string{"topology", "publish", "--etcd", "127.0.0.1:1", "--key", "/k", "--to", "a=h:1", "--from", "a=h:1@eu-1a"}, "--from: node a: zone"},
 		{[]string{"topology", "watch", "--file", "a.json", "--count", "-1"}, "--count"},
 	} {
 		code, out, errOut := runCmd(t, tc.args...)

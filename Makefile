@@ -62,7 +62,8 @@ simulate:
 # (SHARDCACHE_CHAOS_STRICT=1). Reports go to CHAOS_OUT. CHAOS_FLAGS adds
 # flags: -chaos.seed=N -chaos.runs=1 -chaos.backend=redis replays a run,
 # -chaos.tags=TAG builds the client with a seeded bug, -chaos.async=1 puts
-# one process on AsyncBackfill in every run.
+# one process on AsyncBackfill in every run, -chaos.replicas=2 keeps every
+# key on two nodes in every run (default: every fourth run, 5 of the 20).
 CHAOS_OUT   ?= chaos-reports
 CHAOS_FLAGS ?=
 chaos: deps

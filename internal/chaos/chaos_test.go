@@ -22,7 +22,8 @@ var (
 	backend  = flag.String("chaos.backend", "", "redis or memcached (default both)")
 	async    = flag.Int("chaos.async", -1, "client processes on AsyncBackfill (default: none in even runs, one in odd ones)")
 	failOpen = flag.Bool("chaos.failopen", false, "clients with FailOpen")
-	meta     = flag.Int("chaos.metaleases", -1, "1: clients take GetOrLoad's leases in their reads (MetaLeases), 0: not (default: in odd runs)")
+	meta     = flag.Int("chaos.metaleases", -1, "1: clients take GetOrLoad's leases in their reads (MetaLeases), 0: not (default: in odd runs, unless with replicas)")
+	replicas = flag.Int("chaos.replicas", 0, "copies of each key (client.Options.Replicas; default 2 in every fourth run from the first, 1 in the others); above 1, no leases and no MetaLeases, which Replicas refuses")
 	nfaults  = flag.Int("chaos.faults", -1, "server faults a run (default one per 1.8 s; 0: none, and no client killed)")
 	procs    = flag.Int("chaos.procs", 3, "client processes")
 	gor      = flag.Int("chaos.goroutines", 8, "goroutines per client process")
@@ -70,7 +71,11 @@ func firstSeed() uint64 {
 // fault schedule, and checks each run's history: any violation fails it
 // (with SHARDCACHE_CHAOS_STRICT=0, only those outside the migration's
 // window). Odd runs put one process on AsyncBackfill and every process's
-// GetOrLoad on MetaLeases.
+// GetOrLoad on MetaLeases; every fourth run from the first keeps each key
+// on two nodes (Replicas 2), which refuses leases: the short form's first
+// run, and 5 of the long form's 20, so that R=2 is checked on both
+// backends in CI at no extra time, and R=1 without MetaLeases stays in the
+// long form.
 func TestChaos(t *testing.T) {
 	n, d := 2, 20*time.Second
 	if *long {
@@ -97,11 +102,28 @@ func TestChaos(t *testing.T) {
 				if *async >= 0 {
 					rc.Async = *async
 				}
-				rc.MetaLeases = i%2 == 1
+				rc.Replicas = 1
+				if i%4 == 0 {
+					rc.Replicas = 2
+				}
+				if *replicas > 0 {
+					rc.Replicas = *replicas
+				}
+				rc.MetaLeases = i%2 == 1 && !rc.replicated()
 				if *meta >= 0 {
 					rc.MetaLeases = *meta == 1
 				}
+				if rc.MetaLeases && rc.replicated() {
+					t.Fatalf("-chaos.metaleases=1 with -chaos.replicas=%d: client.Options refuses MetaLeases with Replicas", rc.Replicas)
+				}
 				t.Run(fmt.Sprintf("seed%d", rc.Seed), func(t *testing.T) {
+					// From the start: a worker that dies fails the run
+					// before its check.
+					t.Cleanup(func() {
+						if t.Failed() {
+							t.Logf("replay: %s", rc.replay())
+						}
+					})
 					verify(t, rc, rc.do(t))
 				})
 			}
@@ -113,11 +135,6 @@ func TestChaos(t *testing.T) {
 func verify(t *testing.T, rc run, o outcome) {
 	t.Helper()
 	res, h := o.res, o.h
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("schedule: %s\nreplay: %s", o.schedule, rc.replay())
-		}
-	})
 	var ops, downs, moved, refused int64
 	for _, s := range h.Stats {
 		ops += s.Ops
@@ -125,14 +142,17 @@ func verify(t *testing.T, rc run, o outcome) {
 		moved += s.Backfills + s.SweepCopied
 		refused += s.BackfillsSkipped
 	}
-	applied := 0
+	applied, pauses := 0, 0
 	for _, f := range h.Faults {
 		if !f.Event() {
 			applied++
 		}
+		if f.Kind == chaos.PauseServer {
+			pauses++
+		}
 	}
-	t.Logf("%s async=%d metaleases=%v: %d faults applied, breaker opened %d times, %d keys moved (%d copies refused); read in %v, checked in %v; %s",
-		rc.Backend, rc.Async, rc.MetaLeases, applied, downs, moved, refused, o.read.Round(time.Millisecond), o.check.Round(time.Millisecond),
+	t.Logf("%s replicas=%d async=%d metaleases=%v: %d faults applied (%d pauses), breaker opened %d times, %d keys moved (%d copies refused); read in %v, checked in %v; %s",
+		rc.Backend, max(1, rc.Replicas), rc.Async, rc.MetaLeases, applied, pauses, downs, moved, refused, o.read.Round(time.Millisecond), o.check.Round(time.Millisecond),
 		strings.TrimSpace(res.Summary()))
 
 	minOps, minFaults := 1000, len(o.schedule.Faults)
@@ -172,6 +192,9 @@ func verify(t *testing.T, rc run, o outcome) {
 			dir = o.dir
 		}
 		name := fmt.Sprintf("%s-seed%d-async%d", rc.Backend, rc.Seed, rc.Async)
+		if rc.replicated() {
+			name += fmt.Sprintf("-r%d", rc.Replicas)
+		}
 		paths, err := chaos.SaveReport(dir, name, h, res)
 		if err != nil {
 			t.Errorf("save the report: %v", err)

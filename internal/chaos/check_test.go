@@ -397,6 +397,31 @@ func TestScheduleReplays(t *testing.T) {
 	}
 }
 
+// Pauses turns drawn faults into pauses, and changes nothing without it.
+func TestSchedulePauses(t *testing.T) {
+	c := ScheduleConfig{Duration: 20 * time.Second, Nodes: 5, Faults: 11, ClientTimeout: 200 * time.Millisecond,
+		Kinds: []FaultKind{Latency, Reset}}
+	plain := NewSchedule(7, c)
+	c.Pauses = 3
+	paused := NewSchedule(7, c)
+	pauses := 0
+	for i, f := range paused.Faults {
+		if f.Kind == PauseServer {
+			pauses++
+			if f.Delay != 0 {
+				t.Errorf("a pause with a delay: %s", f)
+			}
+			continue
+		}
+		if f != plain.Faults[i] {
+			t.Errorf("fault %d: %s, want %s as drawn", i, f, plain.Faults[i])
+		}
+	}
+	if pauses != 3 || len(paused.Faults) != len(plain.Faults) {
+		t.Errorf("%d pauses among %d faults, want 3 among %d:\n%s", pauses, len(paused.Faults), len(plain.Faults), paused)
+	}
+}
+
 // Fields that hold the format's separators come back as they were written.
 func TestRecorderQuotes(t *testing.T) {
 	var buf bytes.Buffer

@@ -28,6 +28,13 @@ const (
 	lease         = time.Second // Memcached's leases last whole seconds
 )
 
+// With replicas, at least one server fault in replicaPauses is a pause: a
+// paused replica misses the writes the others take and comes back with its
+// old values, which no other kind shows (a killed one comes back empty).
+// Drawn evenly, a sixth are pauses, and a short run's 11 faults have none
+// one time in seven.
+const replicaPauses = 4
+
 // run is one run of the harness: servers, proxies, worker processes and a
 // fault schedule, then the check of the merged history.
 type run struct {
@@ -46,11 +53,19 @@ type run struct {
 	Async        int // processes on AsyncBackfill
 	FailOpen     bool
 	MetaLeases   bool // GetOrLoad's leases taken by its reads
-	Bug          chaos.Bug
-	Tags         string // the worker's build tags
-	Keys         int
-	Mix          chaos.Mix
+	// Replicas keeps every key on that many nodes (client.Options.Replicas,
+	// 0 or 1: one); above 1, GetOrLoad takes no lease (Replicas refuses
+	// Lease and MetaLeases) and the schedule pauses a node in a quarter of
+	// its faults (replicaPauses).
+	Replicas int
+	Bug      chaos.Bug
+	Tags     string // the worker's build tags
+	Keys     int
+	Mix      chaos.Mix
 }
+
+// replicated reports whether the run keeps keys on several nodes.
+func (rc run) replicated() bool { return rc.Replicas > 1 }
 
 // outcome is what a run produced.
 type outcome struct {
@@ -65,8 +80,8 @@ type outcome struct {
 // replay is the command line that replays the run's schedule.
 func (rc run) replay() string {
 	s := fmt.Sprintf("go test ./internal/chaos -run 'TestChaos$' -v -args -chaos.seed=%d -chaos.runs=1 -chaos.backend=%s"+
-		" -chaos.async=%d -chaos.duration=%v -chaos.faults=%d -chaos.procs=%d -chaos.goroutines=%d",
-		rc.Seed, rc.Backend, rc.Async, rc.Duration, rc.Faults, rc.Procs, rc.Goroutines)
+		" -chaos.async=%d -chaos.duration=%v -chaos.faults=%d -chaos.procs=%d -chaos.goroutines=%d -chaos.replicas=%d",
+		rc.Seed, rc.Backend, rc.Async, rc.Duration, rc.Faults, rc.Procs, rc.Goroutines, max(1, rc.Replicas))
 	if rc.FailOpen {
 		s += " -chaos.failopen"
 	}
@@ -103,6 +118,9 @@ func (rc run) do(t *testing.T) outcome {
 	}
 	sc := chaos.ScheduleConfig{Duration: rc.Duration, Nodes: len(nodes), Procs: rc.Procs,
 		Faults: rc.Faults, ReshardAt: rc.ReshardAt, Window: rc.Window, ClientTimeout: clientTimeout}
+	if rc.replicated() && rc.Faults > 0 {
+		sc.Pauses = max(1, rc.Faults/replicaPauses)
+	}
 	if rc.NoClientKill {
 		sc.Procs = 0
 	}
@@ -110,6 +128,11 @@ func (rc run) do(t *testing.T) outcome {
 	if rc.Faults == 0 {
 		sched.Faults = slices.DeleteFunc(sched.Faults, func(p chaos.Planned) bool { return p.Kind != chaos.KillClient })
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("schedule: %s", sched)
+		}
+	})
 
 	dir := t.TempDir()
 	start := time.Now().Add(500 * time.Millisecond)
@@ -120,8 +143,12 @@ func (rc run) do(t *testing.T) outcome {
 		Start: start.UnixNano(), End: end.UnixNano(),
 		Goroutines: rc.Goroutines, Keys: rc.Keys, Counters: 8, Mix: rc.Mix, Seed: rc.Seed,
 		Client: chaos.ClientConfig{FailOpen: rc.FailOpen, FailureThreshold: 2,
-			ProbeInterval: 100 * time.Millisecond, Timeout: clientTimeout, Lease: lease, MetaLeases: rc.MetaLeases},
+			ProbeInterval: 100 * time.Millisecond, Timeout: clientTimeout, Lease: lease, MetaLeases: rc.MetaLeases,
+			Replicas: rc.Replicas},
 		OpTimeout: opTimeout, Bug: rc.Bug,
+	}
+	if rc.replicated() {
+		base.Client.Lease = 0
 	}
 	if rc.Window > 0 {
 		base.Old = nodes[:4]

@@ -73,6 +73,11 @@ type ScheduleConfig struct {
 	Faults int
 	// Kinds are the server faults to draw from. Default ServerFaults.
 	Kinds []FaultKind
+	// Pauses is how many of the server faults, at least, are PauseServer,
+	// whatever Kinds says: drawn faults of other kinds become pauses. With
+	// replicas, a paused replica misses writes that the others take, and
+	// comes back with the values it held: the case to test.
+	Pauses int
 	// ReshardAt and Window place the migration, if any (Window 0: none):
 	// one client process is killed in the middle of its window.
 	ReshardAt, Window time.Duration
@@ -128,6 +133,19 @@ func NewSchedule(seed uint64, c ScheduleConfig) Schedule {
 			free[node] = at + d + 100*time.Millisecond
 			s.Faults = append(s.Faults, p)
 		}
+	}
+	for {
+		var others []int
+		for i, p := range s.Faults {
+			if p.Kind != PauseServer {
+				others = append(others, i)
+			}
+		}
+		if len(s.Faults)-len(others) >= c.Pauses || len(others) == 0 {
+			break
+		}
+		p := &s.Faults[others[rng.IntN(len(others))]]
+		p.Kind, p.Delay = PauseServer, 0
 	}
 	if c.Window > 0 && c.Procs > 0 {
 		mid := c.ReshardAt + c.Window/2

@@ -60,6 +60,9 @@ type ClientConfig struct {
 	Lease   time.Duration
 	// MetaLeases takes GetOrLoad's leases in its reads (client.Options).
 	MetaLeases bool
+	// Replicas keeps every key on that many nodes (client.Options.Replicas,
+	// which refuses Lease and MetaLeases). 0 or 1: one.
+	Replicas int
 }
 
 // WorkerConfig is one client process's part of a run.
@@ -242,7 +245,7 @@ func (w *worker) options(nodes []ring.Node) client.Options {
 		DialTimeout: c.Timeout, ReadTimeout: c.Timeout, WriteTimeout: c.Timeout,
 		AsyncBackfill: c.AsyncBackfill, FailOpen: c.FailOpen,
 		FailureThreshold: c.FailureThreshold, ProbeInterval: c.ProbeInterval,
-		Lease: c.Lease, MetaLeases: c.MetaLeases, PoolSize: 4 * max(1, w.cfg.Goroutines),
+		Lease: c.Lease, MetaLeases: c.MetaLeases, Replicas: c.Replicas, PoolSize: 4 * max(1, w.cfg.Goroutines),
 	}
 }
 

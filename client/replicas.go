@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -119,8 +120,17 @@ type replicaPlacement struct {
 	// minus, for the old placement of a migration, is the new one: a key's
 	// set here leaves out the nodes of its new set (without).
 	minus *replicaPlacement
-	sets  sync.Map // set id (Locate) → *replicaEntry
-	addrs sync.Map // set node's address → *replicaEntry
+	// sets holds the replica sets met so far, by id (Locate) and by their
+	// node's address: replaced whole under mu when one is added, read
+	// without a lock or an allocation.
+	sets atomic.Pointer[replicaSets]
+	mu   sync.Mutex
+}
+
+// replicaSets are a placement's replica sets, by id and by address.
+type replicaSets struct {
+	byID   map[uint64]*replicaEntry
+	byAddr map[string]*replicaEntry
 }
 
 // replicaEntry is one replica set of a placement: its node, its members
@@ -157,12 +167,14 @@ func (p *replicaPlacement) without(q *replicaPlacement) *replicaPlacement {
 	return &replicaPlacement{base: p.base, n: p.n, zone: p.zone, tomb: p.tomb, repairWithin: p.repairWithin, index: p.index, minus: q}
 }
 
-// appendSet appends key's replicas in p's base to dst.
+// appendSet appends key's replicas in p's base to dst: on the caller's
+// stack for a *ring.Ring, whose concrete call lets dst stay there; another
+// placement's, through the interface, in a slice of their own.
 func (p *replicaPlacement) appendSet(dst []ring.Node, key string) []ring.Node {
-	if r, ok := p.base.(*ring.Ring); ok { // the concrete call keeps dst on the caller's stack
+	if r, ok := p.base.(*ring.Ring); ok {
 		return r.AppendLocateN(dst, key, p.n)
 	}
-	return p.base.AppendLocateN(dst, key, p.n)
+	return p.base.AppendLocateN(make([]ring.Node, 0, p.n), key, p.n)
 }
 
 // Locate returns key's replica set, as a node.
@@ -193,8 +205,10 @@ func (p *replicaPlacement) Locate(key string) ring.Node {
 	for i, m := range ms {
 		id |= uint64(p.index[m.Addr]+1) << (16 * i)
 	}
-	if e, ok := p.sets.Load(id); ok {
-		return e.(*replicaEntry).node
+	if sets := p.sets.Load(); sets != nil {
+		if e, ok := sets.byID[id]; ok {
+			return e.node
+		}
 	}
 	return p.add(id, ms).node
 }
@@ -209,10 +223,31 @@ func (p *replicaPlacement) add(id uint64, ms []ring.Node) *replicaEntry {
 		node:    ring.Node{Name: strings.Join(names, "+"), Addr: setPrefix + strings.Join(addrs, ","), Weight: 1},
 		members: append([]ring.Node(nil), ms...),
 	}
-	got, _ := p.sets.LoadOrStore(id, e)
-	e = got.(*replicaEntry)
-	p.addrs.LoadOrStore(e.node.Addr, e)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := p.sets.Load()
+	if old == nil {
+		old = &replicaSets{}
+	}
+	if got, ok := old.byID[id]; ok {
+		return got
+	}
+	next := &replicaSets{byID: maps.Clone(old.byID), byAddr: maps.Clone(old.byAddr)}
+	if next.byID == nil {
+		next.byID, next.byAddr = map[uint64]*replicaEntry{}, map[string]*replicaEntry{}
+	}
+	next.byID[id], next.byAddr[e.node.Addr] = e, e
+	p.sets.Store(next)
 	return e
+}
+
+// entry returns the replica set whose node's address is addr, nil if p
+// has met none.
+func (p *replicaPlacement) entry(addr string) *replicaEntry {
+	if sets := p.sets.Load(); sets != nil {
+		return sets.byAddr[addr]
+	}
+	return nil
 }
 
 // Nodes returns the physical nodes.
@@ -251,11 +286,10 @@ func setConn(st *state, n ring.Node) node.Node {
 		if !ok {
 			continue
 		}
-		v, ok := rp.addrs.Load(n.Addr)
-		if !ok {
+		e := rp.entry(n.Addr)
+		if e == nil {
 			continue
 		}
-		e := v.(*replicaEntry)
 		if s := e.conn.Load(); s != nil {
 			return s
 		}

@@ -406,6 +406,9 @@ func (s *replicaSet) write(ctx context.Context, o node.Op, keys []string, ok fun
 		// (FailOpen may drop the write, and it may have landed there).
 		if err != nil && !(ok != nil && ok(err)) && (reached || err == ErrNodeDown || classify(ctx, err) == unreachable) {
 			s.ring[i].missed(ctx, err, keys...)
+			if s.ring[i].h.isDown() {
+				err = ErrNodeDown // held down now: what FailOpen forgives
+			}
 			if miss == nil {
 				miss = err
 			}

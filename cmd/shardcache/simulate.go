@@ -81,10 +81,12 @@ With --kill NODE@STEP[-STEP2], simulate runs a node's death instead: the
 connection with it) and, with -STEP2, comes back empty at the start of STEP2;
 no reshard, the ring of --from, embedded servers only. The modes (--modes)
 are what the client does while the breaker holds the node down: failopen
-(Options.FailOpen: its keys read as misses and load from the database) and
+(Options.FailOpen: its keys read as misses and load from the database),
 gutter (FailOpen and Options.Gutter of --gutter embedded nodes: its reads and
-writes go to a gutter node, every TTL capped at --gutter-ttl), both by
-default. The summary gives the hit rate during the outage (after its first
+writes go to a gutter node, every TTL capped at --gutter-ttl) and replicas
+(FailOpen and Options.Replicas of --replicas: every key on that many
+nodes, read from the next while one is down, copied back to it from the
+others once it returns), all three by default. The summary gives the hit rate during the outage (after its first
 step) against the steady one, the database's peak against the steady load,
 and after the return the low, the peak and the first step back at 99% of
 the steady hit rate. The breaker runs on the wall clock: its first calls to
@@ -132,6 +134,7 @@ type simFlags struct {
 	kill              string        // --kill NODE@STEP[-STEP]: a node's death and return (simulate_kill.go)
 	gutter            int           // --gutter: the gutter mode's nodes
 	gutterTTL         time.Duration // --gutter-ttl
+	replicas          int           // --replicas: the replicas mode's R
 }
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -175,6 +178,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.StringVar(&f.kill, "kill", "", "run a node's death instead (see below), `NODE@STEP[-STEP2]` such as d@20-50: the --from node NODE dies at the start of step STEP and, with -STEP2, comes back empty at the start of STEP2")
 	fs.IntVar(&f.gutter, "gutter", 1, "with --kill, the gutter mode's pool: this many embedded gutter nodes (client.Options.Gutter)")
 	fs.DurationVar(&f.gutterTTL, "gutter-ttl", client.DefaultGutterTTL, "with --kill, the gutter mode's client.Options.GutterTTL: the cap on the TTLs written to the gutter")
+	fs.IntVar(&f.replicas, "replicas", 2, "with --kill, the replicas mode's client.Options.Replicas: every key on this many of the --from nodes")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}

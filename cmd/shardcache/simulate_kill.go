@@ -10,12 +10,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/shardcache/shardcache/client"
 	"github.com/shardcache/shardcache/cmd/shardcache/internal/sim"
 	"github.com/shardcache/shardcache/ring"
 )
 
 // simulate --kill: a node's death and return (sim.Config.Kill), under
-// FailOpen alone and with a gutter pool.
+// FailOpen alone, with a gutter pool, and with replicas.
 
 // killSpec is --kill NODE@STEP[-STEP].
 type killSpec struct {
@@ -75,7 +76,7 @@ func (f *simFlags) killConfig(set map[string]bool, cfg *sim.Config) error {
 		if set["kill"] {
 			return errors.New("--kill: empty; want NODE@STEP or NODE@STEP-STEP")
 		}
-		for _, name := range []string{"gutter", "gutter-ttl"} {
+		for _, name := range []string{"gutter", "gutter-ttl", "replicas"} {
 			if set[name] {
 				return fmt.Errorf("--%s is a kill run's: give --kill", name)
 			}
@@ -104,7 +105,7 @@ func (f *simFlags) killConfig(set map[string]bool, cfg *sim.Config) error {
 		for _, name := range strings.Split(f.modes, ",") {
 			m, err := sim.ParseKillMode(name)
 			if err != nil {
-				return fmt.Errorf("--modes: %q: with --kill, want failopen or gutter", strings.TrimSpace(name))
+				return fmt.Errorf("--modes: %q: with --kill, want failopen, gutter or replicas", strings.TrimSpace(name))
 			}
 			if slices.Contains(cfg.KillModes, m) {
 				return fmt.Errorf("--modes: %v twice", m)
@@ -114,21 +115,32 @@ func (f *simFlags) killConfig(set map[string]bool, cfg *sim.Config) error {
 	} else {
 		cfg.KillModes = slices.Clone(sim.KillModes)
 	}
-	if !slices.Contains(cfg.KillModes, sim.KillGutter) {
+	if slices.Contains(cfg.KillModes, sim.KillGutter) {
+		switch {
+		case f.gutter < 1 || f.gutter > 64:
+			return fmt.Errorf("--gutter %d: want 1..64 gutter nodes", f.gutter)
+		case f.gutterTTL <= 0:
+			return fmt.Errorf("--gutter-ttl %v: want > 0", f.gutterTTL)
+		}
+		cfg.Gutter, cfg.GutterTTL = f.gutter, f.gutterTTL
+	} else {
 		for _, name := range []string{"gutter", "gutter-ttl"} {
 			if set[name] {
 				return fmt.Errorf("--%s: the gutter mode is not in --modes", name)
 			}
 		}
+	}
+	if !slices.Contains(cfg.KillModes, sim.KillReplicas) {
+		if set["replicas"] {
+			return errors.New("--replicas: the replicas mode is not in --modes")
+		}
 		return nil
 	}
-	switch {
-	case f.gutter < 1 || f.gutter > 64:
-		return fmt.Errorf("--gutter %d: want 1..64 gutter nodes", f.gutter)
-	case f.gutterTTL <= 0:
-		return fmt.Errorf("--gutter-ttl %v: want > 0", f.gutterTTL)
+	if most := min(client.MaxReplicas, len(cfg.From)); f.replicas < 2 || f.replicas > most {
+		return fmt.Errorf("--replicas %d: want 2..%d (at most %d, client.MaxReplicas, and the %s of --from)",
+			f.replicas, most, client.MaxReplicas, count(len(cfg.From), "node", "nodes"))
 	}
-	cfg.Gutter, cfg.GutterTTL = f.gutter, f.gutterTTL
+	cfg.Replicas = f.replicas
 	return nil
 }
 
@@ -216,10 +228,13 @@ func writeKill(w io.Writer, res *sim.Result, f *simFlags) {
 		case sim.KillGutter:
 			fmt.Fprintf(w, "gutter: %s took %s for %s (Health.Guttered), every TTL capped at %v.\n",
 				count(cfg.Gutter, "gutter node", ""), count(k.Guttered, "call", ""), cfg.Kill, cfg.GutterTTL)
+		case sim.KillReplicas:
+			fmt.Fprintf(w, "replicas: every key on %d nodes (Options.Replicas, with FailOpen), read from the next while %s was down; %s missed %s (Health.ReplicaMissed), replayed as deletes before it served again.\n",
+				cfg.Replicas, cfg.Kill, cfg.Kill, count(k.ReplicaMissed, "write", ""))
 		}
 		if cfg.ReturnAt > 0 {
 			fmt.Fprintf(w, "%s: the client held %s up %v (wall time) after its restart", m.Name, cfg.Kill, k.UpAfter.Round(100*time.Microsecond))
-			if m.KillMode == sim.KillGutter {
+			if m.KillMode == sim.KillGutter || m.KillMode == sim.KillReplicas {
 				fmt.Fprint(w, ", its hints replayed")
 			}
 			fmt.Fprintln(w, "; the run waited for it.")
@@ -257,6 +272,7 @@ type killJSON struct {
 	RequestsShare float64 `json:"requests_share"`
 	Gutter        int     `json:"gutter,omitempty"`
 	GutterTTL     float64 `json:"gutter_ttl_seconds,omitempty"`
+	Replicas      int     `json:"replicas,omitempty"`
 }
 
 // killModeJSON is a kill run mode's part of the --json output.
@@ -275,6 +291,7 @@ type killModeJSON struct {
 	Guttered          int64   `json:"guttered"`
 	Dropped           int64   `json:"dropped"`
 	Missed            int64   `json:"missed"`
+	ReplicaMissed     int64   `json:"replica_missed"`
 	CallerErrors      int64   `json:"caller_errors"`
 	CacheErrors       int64   `json:"cache_errors"`
 }
@@ -285,7 +302,7 @@ func killJSONOf(res *sim.Result) *killJSON {
 	if cfg.Kill == "" {
 		return nil
 	}
-	k := &killJSON{Node: cfg.Kill, At: cfg.ReshardAt, ReturnAt: cfg.ReturnAt, Gutter: cfg.Gutter, GutterTTL: cfg.GutterTTL.Seconds()}
+	k := &killJSON{Node: cfg.Kill, At: cfg.ReshardAt, ReturnAt: cfg.ReturnAt, Gutter: cfg.Gutter, GutterTTL: cfg.GutterTTL.Seconds(), Replicas: cfg.Replicas}
 	if len(res.Modes) > 0 {
 		k.KeysShare, k.RequestsShare = res.Modes[0].Kill.Keys, res.Modes[0].Kill.Requests
 	}
@@ -302,7 +319,7 @@ func killModeJSONOf(res *sim.Result, m sim.ModeResult) *killModeJSON {
 		OutagePeakDBLoad: k.OutagePeakDBLoad, OutagePeakDBStep: k.OutagePeakDBStep, OutagePeakOfStdy: float64(k.OutagePeakDBLoad) / m.SteadyDBLoad,
 		ReturnMinHitRate: k.ReturnMinHitRate, ReturnMinHitStep: k.ReturnMinHitStep,
 		ReturnPeakDBLoad: k.ReturnPeakDBLoad, ReturnPeakDBStep: k.ReturnPeakDBStep, RecoveredStep: k.RecoveredStep,
-		UpAfter: k.UpAfter.Seconds(), Guttered: k.Guttered, Dropped: k.Dropped, Missed: k.Missed,
+		UpAfter: k.UpAfter.Seconds(), Guttered: k.Guttered, Dropped: k.Dropped, Missed: k.Missed, ReplicaMissed: k.ReplicaMissed,
 		CallerErrors: m.Total.Errors - m.Total.CacheErrors, CacheErrors: m.Total.CacheErrors,
 	}
 }

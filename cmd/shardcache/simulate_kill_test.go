@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +26,7 @@ type killOutput struct {
 		RequestsShare float64 `json:"requests_share"`
 		Gutter        int     `json:"gutter"`
 		GutterTTL     float64 `json:"gutter_ttl_seconds"`
+		Replicas      int     `json:"replicas"`
 	} `json:"kill"`
 	Modes []struct {
 		Mode          string  `json:"mode"`
@@ -38,7 +40,9 @@ type killOutput struct {
 			ReturnMinHitRate  float64 `json:"return_min_hit_rate"`
 			RecoveredStep     int     `json:"recovered_step"`
 			Guttered          int64   `json:"guttered"`
+			ReplicaMissed     int64   `json:"replica_missed"`
 			CallerErrors      int64   `json:"caller_errors"`
+			CacheErrors       int64   `json:"cache_errors"`
 		} `json:"kill"`
 		Steps []struct {
 			HitRate     float64 `json:"hit_rate"`
@@ -50,11 +54,13 @@ type killOutput struct {
 }
 
 // TestSimulateKill: by default a kill run compares FailOpen alone with a
-// gutter node. With the gutter, the outage's hit rate (after its first
-// step) is at least 95% of steady and the database's peak well below
-// FailOpen's; FailOpen's hit rate is steady less d's share of the
-// requests; after the return both recover. The text marks the kill and the
-// return, the chart draws both.
+// gutter node and with 2 replicas. With the gutter, the outage's hit rate
+// (after its first step) is at least 95% of steady and the database's peak
+// well below FailOpen's; FailOpen's hit rate is steady less d's share of
+// the requests; with replicas the hit rate of every step from the kill on
+// stays at 99% of steady (less a steady step's chance), with no error;
+// after the return all recover. The text marks the kill and the return,
+// the chart draws both.
 func TestSimulateKill(t *testing.T) {
 	svg := filepath.Join(t.TempDir(), "kill.svg")
 	code, out, errOut := runCmd(t, append(killArgs, "--json", "--svg", svg)...)
@@ -65,11 +71,11 @@ func TestSimulateKill(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &o); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if o.Kill.Node != "d" || o.Kill.At != 8 || o.Kill.ReturnAt != 20 || o.Kill.Gutter != 1 || o.Kill.GutterTTL != 60 ||
-		len(o.Modes) != 2 || o.Modes[0].Mode != "failopen" || o.Modes[1].Mode != "gutter" {
+	if o.Kill.Node != "d" || o.Kill.At != 8 || o.Kill.ReturnAt != 20 || o.Kill.Gutter != 1 || o.Kill.GutterTTL != 60 || o.Kill.Replicas != 2 ||
+		len(o.Modes) != 3 || o.Modes[0].Mode != "failopen" || o.Modes[1].Mode != "gutter" || o.Modes[2].Mode != "replicas" {
 		t.Fatalf("kill %+v, modes %d", o.Kill, len(o.Modes))
 	}
-	open, gutter := o.Modes[0], o.Modes[1]
+	open, gutter, repl := o.Modes[0], o.Modes[1], o.Modes[2]
 	for _, m := range o.Modes {
 		k := m.Kill
 		t.Logf("%-8s steady %.3f, outage %.3f (%.3f of steady), peak %d (steady %.0f); return low %.3f, recovered at %d; guttered %d",
@@ -91,7 +97,17 @@ func TestSimulateKill(t *testing.T) {
 	if e, f := float64(gutter.Kill.OutagePeakDBLoad)-gutter.SteadyDBLoad, float64(open.Kill.OutagePeakDBLoad)-open.SteadyDBLoad; e > 2*f/3 {
 		t.Errorf("the database's peak over its steady load: gutter %.0f, failopen %.0f; want the gutter's at most 2/3 of failopen's", e, f)
 	}
-	checkKillSVG(t, svg, []string{"failopen", "gutter"}, 40)
+	noise := 4 * math.Sqrt(repl.SteadyHitRate*(1-repl.SteadyHitRate)/500)
+	for i, s := range repl.Steps[8:] {
+		if s.HitRate < 0.99*repl.SteadyHitRate-noise || s.Errors != 0 {
+			t.Errorf("replicas: step %d: hit rate %.3f (steady %.3f), %d errors; want 99%% of steady less %.3f, none", 8+i, s.HitRate, repl.SteadyHitRate, s.Errors, noise)
+		}
+	}
+	if k := repl.Kill; k.OutageHitOfSteady < 0.99 || k.ReplicaMissed == 0 || k.CallerErrors != 0 || k.CacheErrors != 0 {
+		t.Errorf("replicas: outage hit %.3f of steady (want ≥ 0.99), %d writes missed by d, %d errors to callers, %d around loads",
+			k.OutageHitOfSteady, k.ReplicaMissed, k.CallerErrors, k.CacheErrors)
+	}
+	checkKillSVG(t, svg, []string{"failopen", "gutter", "replicas"}, 40)
 
 	code, out, errOut = runCmd(t, killArgs...)
 	if code != exitOK {
@@ -103,6 +119,7 @@ func TestSimulateKill(t *testing.T) {
 		"← d dies", "← d returns, empty",
 		"mode  steady hit  steady DB  (max)  outage hit  of steady  outage peak",
 		"gutter: 1 gutter node took ",
+		"replicas: every key on 2 nodes (Options.Replicas, with FailOpen)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q:\n%s", want, out)
@@ -180,13 +197,18 @@ func TestSimulateKillFlags(t *testing.T) {
 		{[]string{"--kill", "d@20", "--expiry-wave", "5"}, "--expiry-wave: not with --kill"},
 		{[]string{"--kill", "d@20", "--from-kind", "modulo"}, "--from-kind: not with --kill"},
 		{[]string{"--kill", "d@20", "--redis", "127.0.0.1:1"}, "--redis: not with --kill (the simulator cannot stop and restart real servers"},
-		{[]string{"--kill", "d@20", "--modes", "failopen,ring"}, `--modes: "ring": with --kill, want failopen or gutter`},
+		{[]string{"--kill", "d@20", "--modes", "failopen,ring"}, `--modes: "ring": with --kill, want failopen, gutter or replicas`},
 		{[]string{"--kill", "d@20", "--modes", "gutter,gutter"}, "--modes: gutter twice"},
 		{[]string{"--kill", "d@20", "--gutter", "0"}, "--gutter 0: want 1..64"},
 		{[]string{"--kill", "d@20", "--gutter-ttl", "0s"}, "--gutter-ttl 0s: want > 0"},
 		{[]string{"--kill", "d@20", "--modes", "failopen", "--gutter", "2"}, "--gutter: the gutter mode is not in --modes"},
 		{[]string{"--gutter", "2"}, "--gutter is a kill run's: give --kill"},
 		{[]string{"--gutter-ttl", "1m"}, "--gutter-ttl is a kill run's: give --kill"},
+		{[]string{"--replicas", "2"}, "--replicas is a kill run's: give --kill"},
+		{[]string{"--kill", "d@20", "--replicas", "1"}, "--replicas 1: want 2..4 (at most 4, client.MaxReplicas, and the 8 nodes of --from)"},
+		{[]string{"--kill", "d@20", "--replicas", "5"}, "--replicas 5: want 2..4"},
+		{[]string{"--kill", "a@5", "--from", "a=h:1,b=h:2", "--replicas", "3"}, "--replicas 3: want 2..2 (at most 4, client.MaxReplicas, and the 2 nodes of --from)"},
+		{[]string{"--kill", "d@20", "--modes", "failopen,gutter", "--replicas", "3"}, "--replicas: the replicas mode is not in --modes"},
 		{[]string{"--kill", ""}, "--kill: empty"},
 		{[]string{"--memory", "6MiB", "--kill", "d@20"}, "--kill: not with --memory"},
 	} {
@@ -196,7 +218,7 @@ func TestSimulateKillFlags(t *testing.T) {
 		}
 	}
 	code, out, _ := runCmd(t, "help", "simulate")
-	for _, want := range []string{"--kill NODE@STEP[-STEP2]", "--gutter", "--gutter-ttl", "failopen"} {
+	for _, want := range []string{"--kill NODE@STEP[-STEP2]", "--gutter", "--gutter-ttl", "--replicas", "failopen", "Options.Replicas of --replicas"} {
 		if code != exitOK || !strings.Contains(out, want) {
 			t.Errorf("help simulate: exit %d, lacks %q:\n%s", code, want, out)
 		}

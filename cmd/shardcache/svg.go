@@ -46,6 +46,7 @@ var loadingColors = map[sim.Loading]string{
 var killColors = map[sim.KillMode]string{
 	sim.KillFailOpen: "#d55e00",
 	sim.KillGutter:   "#0072b2",
+	sim.KillReplicas: "#cc79a7",
 }
 
 // seriesStyle returns the colour and dash of m's series.
@@ -227,6 +228,9 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 			p(`<text x="%d" y="%d" font-size="11">of steady, peak ×%.1f</text>`+"\n", lx+28, yy+34, float64(m.Kill.OutagePeakDBLoad)/m.SteadyDBLoad)
 			if m.KillMode == sim.KillGutter {
 				p(`<text x="%d" y="%d" font-size="11">%s, TTL %v</text>`+"\n", lx+28, yy+48, count(cfg.Gutter, "node", ""), cfg.GutterTTL)
+			}
+			if m.KillMode == sim.KillReplicas {
+				p(`<text x="%d" y="%d" font-size="11">R=%d, FailOpen</text>`+"\n", lx+28, yy+48, cfg.Replicas)
 			}
 			continue
 		}

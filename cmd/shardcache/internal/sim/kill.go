@@ -19,7 +19,7 @@ import (
 // dials to it are refused. With ReturnAt it comes back empty at the start of
 // that step (miniredis Restart, after a flush), at the same address. Each
 // mode of a kill run is a KillMode: what the client does with a node the
-// breaker holds down.
+// breaker holds down, or, with replicas, with a member of a replica set.
 //
 // The breaker and its probe run on the wall clock, which in a run on the
 // simulated one moves a few milliseconds a step: the clients get
@@ -40,18 +40,21 @@ type KillMode int
 const (
 	KillFailOpen KillMode = iota // Options.FailOpen: its keys read as misses, loaded from the database
 	KillGutter                   // FailOpen and Options.Gutter: its keys cached on a gutter node meanwhile
+	KillReplicas                 // FailOpen and Options.Replicas: every key on Config.Replicas nodes, read from another
 )
 
 // KillModes lists every kill mode.
-var KillModes = []KillMode{KillFailOpen, KillGutter}
+var KillModes = []KillMode{KillFailOpen, KillGutter, KillReplicas}
 
-// String returns the mode's name: "failopen" or "gutter".
+// String returns the mode's name: "failopen", "gutter" or "replicas".
 func (k KillMode) String() string {
 	switch k {
 	case KillFailOpen:
 		return "failopen"
 	case KillGutter:
 		return "gutter"
+	case KillReplicas:
+		return "replicas"
 	}
 	return "KillMode(" + strconv.Itoa(int(k)) + ")"
 }
@@ -67,8 +70,10 @@ func ParseKillMode(s string) (KillMode, error) {
 		return KillFailOpen, nil
 	case "gutter":
 		return KillGutter, nil
+	case "replicas":
+		return KillReplicas, nil
 	}
-	return 0, fmt.Errorf("%w: unknown kill mode %q (want failopen or gutter)", ErrBadConfig, s)
+	return 0, fmt.Errorf("%w: unknown kill mode %q (want failopen, gutter or replicas)", ErrBadConfig, s)
 }
 
 // The breaker's settings in a kill run: a probe every few milliseconds of
@@ -83,7 +88,8 @@ const (
 // before the kill.
 type KillResult struct {
 	// Keys and Requests are the dead node's share of the keys and of the
-	// requests (its keys' Zipf weight): what FailOpen loses.
+	// requests (its keys' Zipf weight) as their only or first node: what
+	// FailOpen loses.
 	Keys, Requests float64
 	// OutageHitRate is the mean hit rate over the outage's steps after its
 	// first (the kill step alone when there is no other), where the first
@@ -104,12 +110,15 @@ type KillResult struct {
 	ReturnPeakDBStep int
 	RecoveredStep    int
 	// UpAfter is the wall time from the restart until the client held the
-	// node up again (its probe, and the gutter's hints replayed).
+	// node up again (its probe, and the hints of the gutter or the
+	// replica replayed).
 	UpAfter time.Duration
-	// Guttered, Dropped and Missed are the client's Health of the dead
-	// node: the calls sent to the gutter, the writes FailOpen dropped and
-	// the reads it answered with a miss.
-	Guttered, Dropped, Missed int64
+	// Guttered, Dropped, Missed and ReplicaMissed are the client's Health
+	// of the dead node: the calls sent to the gutter, the writes FailOpen
+	// dropped, the reads it answered with a miss, and with replicas the
+	// writes the node missed (hinted, replayed as deletes before it served
+	// again).
+	Guttered, Dropped, Missed, ReplicaMissed int64
 }
 
 // recovered is the share of the steady hit rate that counts as recovered.
@@ -135,9 +144,12 @@ func runKill(ctx context.Context, cfg *Config, w *workload, k KillMode, cl *clus
 	server := cl.servers[victim.Addr]
 	opts := baseOptions(cfg, cl)
 	opts.Nodes = cl.from
-	opts.FailOpen = true
+	opts.FailOpen = true // with replicas: a write the live replicas took is acknowledged
 	opts.ProbeInterval = killProbeInterval
-	if k == KillGutter {
+	switch k {
+	case KillReplicas:
+		opts.Replicas = cfg.Replicas
+	case KillGutter:
 		for i := range cfg.Gutter {
 			addr, err := cl.start()
 			if err != nil {
@@ -189,7 +201,7 @@ func runKill(ctx context.Context, cfg *Config, w *workload, k KillMode, cl *clus
 		return res, err
 	}
 	if h, ok := health(c, victim); ok {
-		res.Kill.Guttered, res.Kill.Dropped, res.Kill.Missed = h.Guttered, h.Dropped, h.Missed
+		res.Kill.Guttered, res.Kill.Dropped, res.Kill.Missed, res.Kill.ReplicaMissed = h.Guttered, h.Dropped, h.Missed, h.ReplicaMissed
 	}
 	res.summarize(cfg.ReshardAt)
 	res.summarizeKill(cfg)
@@ -281,8 +293,8 @@ func (c *Config) checkKill() error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrBadConfig}, args...)...)
 	}
 	if c.Kill == "" {
-		if c.ReturnAt != 0 || len(c.KillModes) > 0 || c.Gutter != 0 || c.GutterTTL != 0 {
-			return bad("ReturnAt, KillModes, Gutter and GutterTTL are a kill run's: set Kill")
+		if c.ReturnAt != 0 || len(c.KillModes) > 0 || c.Gutter != 0 || c.GutterTTL != 0 || c.Replicas != 0 {
+			return bad("ReturnAt, KillModes, Gutter, GutterTTL and Replicas are a kill run's: set Kill")
 		}
 		return nil
 	}
@@ -313,9 +325,13 @@ func (c *Config) checkKill() error {
 		return bad("GutterTTL %v without the gutter mode", c.GutterTTL)
 	case c.GutterTTL < 0:
 		return bad("GutterTTL %v (want > 0)", c.GutterTTL)
+	case c.Replicas != 0 && !slices.Contains(c.KillModes, KillReplicas):
+		return bad("Replicas %d without the replicas mode", c.Replicas)
+	case slices.Contains(c.KillModes, KillReplicas) && (c.Replicas < 2 || c.Replicas > maxReplicas(len(c.From))):
+		return bad("Replicas %d (want 2..%d: at most client.MaxReplicas and the %s)", c.Replicas, maxReplicas(len(c.From)), count(len(c.From), "node", "nodes"))
 	}
 	for i, k := range c.KillModes {
-		if k < KillFailOpen || k > KillGutter {
+		if k < KillFailOpen || k > KillReplicas {
 			return bad("unknown kill mode %v", k)
 		}
 		if slices.Contains(c.KillModes[:i], k) {
@@ -324,3 +340,6 @@ func (c *Config) checkKill() error {
 	}
 	return nil
 }
+
+// maxReplicas is the most replicas a kill run over n nodes may keep.
+func maxReplicas(n int) int { return min(client.MaxReplicas, n) }

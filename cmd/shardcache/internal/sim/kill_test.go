@@ -34,9 +34,12 @@ func outageLoad(r ModeResult, cfg Config) float64 {
 // TestKill: while d is dead, FailOpen loses d's share of the requests from
 // the hit rate, and the database takes them; with a gutter node the hit
 // rate after the outage's first step stays within 5% of steady and the
-// database's peak, and its load after that step, well below FailOpen's.
-// Once d is back (empty) both recover. No caller sees an error after the
-// breaker trips, and no read is stale.
+// database's peak, and its load after that step, well below FailOpen's;
+// with every key on 2 nodes (Replicas) the hit rate does not dip, in the
+// kill step either, nor at the return, and the database's load stays
+// steady. Once d is back (empty) all recover. No caller sees an error
+// after the breaker trips (with replicas, none at all), and no read is
+// stale.
 func TestKill(t *testing.T) {
 	res, err := Run(context.Background(), kill())
 	if err != nil {
@@ -73,7 +76,7 @@ func TestKill(t *testing.T) {
 			t.Errorf("%s: recovered at step %d, the last steps' hit rate %.3f (steady %.3f): want it back", r.Name, k.RecoveredStep, last, r.SteadyHitRate)
 		}
 	}
-	open, gutter := m[KillFailOpen], m[KillGutter]
+	open, gutter, repl := m[KillFailOpen], m[KillGutter], m[KillReplicas]
 	// FailOpen: d's requests miss, the others hit as before.
 	want := open.SteadyHitRate * (1 - open.Kill.Requests)
 	if math.Abs(open.Kill.OutageHitRate-want) > 0.03 {
@@ -93,6 +96,54 @@ func TestKill(t *testing.T) {
 	}
 	if e, o := excess(outageLoad(gutter, cfg), gutter), excess(outageLoad(open, cfg), open); e > o/3 {
 		t.Errorf("database load over the steady load after the outage's first step: gutter %.0f, failopen %.0f; want the gutter's at most 1/3 of failopen's", e, o)
+	}
+	checkReplicasKill(t, repl, open, cfg)
+}
+
+// checkReplicasKill checks the replicas mode of a kill run against
+// FailOpen's, which dips: the hit rate of every step from the kill on,
+// the kill step and the return's included, within what a steady step
+// strays by chance (4σ of its binomial hit rate) of 99% of steady, their
+// means at 99%; no error at all, to a caller or around a load; the
+// database's excess over its steady load at most a tenth of FailOpen's.
+func checkReplicasKill(t *testing.T, repl, open ModeResult, cfg Config) {
+	t.Helper()
+	if repl.Name != "replicas" || open.Name != "failopen" {
+		t.Fatalf("modes %q and %q; want replicas and failopen", repl.Name, open.Name)
+	}
+	steady := repl.SteadyHitRate
+	noise := 4 * math.Sqrt(steady*(1-steady)/float64(cfg.Requests))
+	for i, s := range repl.Steps[cfg.ReshardAt:] {
+		if h := s.HitRate(); h < recovered*steady-noise {
+			t.Errorf("replicas: hit rate %.3f at step %d; want at least 99%% of steady %.3f, less %.3f", h, cfg.ReshardAt+i, steady, noise)
+		}
+	}
+	mean := func(from, to int) float64 {
+		sum := 0.0
+		for _, s := range repl.Steps[from:to] {
+			sum += s.HitRate()
+		}
+		return sum / float64(to-from)
+	}
+	if o, r := mean(cfg.ReshardAt, cfg.ReturnAt), mean(cfg.ReturnAt, cfg.Steps); o < recovered*steady || r < recovered*steady {
+		t.Errorf("replicas: mean hit rate %.3f through the outage, %.3f after the return; want 99%% of steady %.3f", o, r, steady)
+	}
+	if open.Kill.OutageHitRate >= recovered*open.SteadyHitRate {
+		t.Errorf("failopen: outage hit rate %.3f, steady %.3f: no dip to compare with", open.Kill.OutageHitRate, open.SteadyHitRate)
+	}
+	if repl.Total.Errors != 0 || repl.Total.CacheErrors != 0 || repl.Kill.Missed != 0 || repl.Kill.ReplicaMissed == 0 {
+		t.Errorf("replicas: %d errors (%d around loads), Health of d: missed %d, replica missed %d; want no error, d's missed writes counted",
+			repl.Total.Errors, repl.Total.CacheErrors, repl.Kill.Missed, repl.Kill.ReplicaMissed)
+	}
+	load := func(r ModeResult, from, to int) float64 {
+		sum := 0.0
+		for _, s := range r.Steps[from:to] {
+			sum += float64(s.DBLoad())
+		}
+		return sum/float64(to-from) - r.SteadyDBLoad
+	}
+	if e, o := load(repl, cfg.ReshardAt, cfg.ReturnAt), load(open, cfg.ReshardAt, cfg.ReturnAt); e > o/10 {
+		t.Errorf("database load over the steady load through the outage: replicas %.1f, failopen %.1f; want the replicas' at most a tenth of failopen's", e, o)
 	}
 }
 
@@ -114,6 +165,11 @@ func TestKillConfig(t *testing.T) {
 		"gutter TTL, none":   {Kill: "d", KillModes: []KillMode{KillFailOpen}, GutterTTL: time.Second},
 		"negative gutter":    {Kill: "d", Gutter: -1},
 		"negative TTL":       {Kill: "d", GutterTTL: -time.Second},
+		"replicas, no mode":  {Kill: "d", KillModes: []KillMode{KillFailOpen}, Replicas: 2},
+		"one replica":        {Kill: "d", Replicas: 1},
+		"replicas over max":  {Kill: "d", Replicas: 5},
+		"replicas over from": {Kill: "a", From: DefaultFrom()[:3], Replicas: 4},
+		"replicas, no kill":  {Replicas: 2},
 		"mode twice":         {Kill: "d", KillModes: []KillMode{KillGutter, KillGutter}},
 		"unknown mode":       {Kill: "d", KillModes: []KillMode{5}},
 		"return, no kill":    {ReturnAt: 30},
@@ -129,7 +185,7 @@ func TestKillConfig(t *testing.T) {
 			t.Errorf("ParseKillMode(%v) = %v, %v", k, got, err)
 		}
 	}
-	if _, err := ParseKillMode("replicas"); !errors.Is(err, ErrBadConfig) {
-		t.Errorf("ParseKillMode(replicas): %v", err)
+	if _, err := ParseKillMode("ring"); !errors.Is(err, ErrBadConfig) {
+		t.Errorf("ParseKillMode(ring): %v", err)
 	}
 }

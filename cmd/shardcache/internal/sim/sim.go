@@ -44,7 +44,7 @@
 // most popular keys expire together, under a fleet of processes that load
 // them plain, under leases, or serving stale (StaleWhileRevalidate). With
 // Config.Kill it is a node's death and return (kill.go), under FailOpen
-// alone or with a gutter pool.
+// alone, with a gutter pool, or with every key on Config.Replicas nodes.
 package sim
 
 import (
@@ -230,13 +230,16 @@ type Config struct {
 	// resharding.
 	Kill     string
 	ReturnAt int
-	// KillModes are the modes of a kill run. Default both.
+	// KillModes are the modes of a kill run. Default all three.
 	KillModes []KillMode
 	// Gutter is the number of embedded servers of the gutter mode's pool
 	// (client.Options.Gutter), and GutterTTL its client.Options.GutterTTL.
 	// Defaults 1 and client.DefaultGutterTTL.
 	Gutter    int
 	GutterTTL time.Duration
+	// Replicas is the replicas mode's client.Options.Replicas: every key
+	// on that many of From's nodes. Default 2.
+	Replicas int
 
 	// Seed seeds the workload; a run on embedded servers depends on nothing
 	// else (but a wave run's timing: see wave.go).
@@ -319,6 +322,9 @@ func (c *Config) setDefaults() {
 		if slices.Contains(c.KillModes, KillGutter) {
 			setDefault(&c.Gutter, 1)
 			setDefault(&c.GutterTTL, client.DefaultGutterTTL)
+		}
+		if slices.Contains(c.KillModes, KillReplicas) {
+			setDefault(&c.Replicas, 2)
 		}
 	}
 }

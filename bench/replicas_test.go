@@ -79,7 +79,22 @@ func BenchmarkReplicas(b *testing.B) {
 			b.Run("Get/paired", pairedSerial(get(one), get(two)))
 			b.Run("GetMulti100/paired", pairedSerial(multi(one), multi(two)))
 			b.Run("Set/paired", pairedSerial(set(one), set(two)))
-			b.Run("Delete/paired", pairedSerial(del(one), del(two)))
+			// Concurrent callers with AutoPipeline share round trips: a
+			// Set's second replica costs its encoding more than its
+			// syscalls.
+			apOne, err := client.New(client.Options{Backend: backend, Nodes: nodes, AutoPipeline: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer apOne.Close()
+			apTwo, err := client.New(client.Options{Backend: backend, Nodes: nodes, Replicas: 2, AutoPipeline: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer apTwo.Close()
+			b.Run("Get/autopipeline/parallel/paired", pairedParallel(get(apOne), get(apTwo)))
+			b.Run("Set/autopipeline/parallel/paired", pairedParallel(set(apOne), set(apTwo)))
+			b.Run("Delete/paired", pairedSerial(del(one), del(two))) // last: the keys are gone after it
 		})
 	}
 }

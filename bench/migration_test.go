@@ -21,16 +21,7 @@ import (
 func BenchmarkMigration(b *testing.B) {
 	for _, backend := range []client.Backend{client.Redis, client.Memcached} {
 		b.Run(backend.String(), func(b *testing.B) {
-			var servers []*testserver.Server
-			if backend == client.Redis {
-				servers = testserver.Redis(b, 4)
-			} else {
-				servers = testserver.Memcached(b, 4)
-			}
-			var nodes []ring.Node
-			for i, s := range servers {
-				nodes = append(nodes, ring.Node{Name: fmt.Sprintf("cache-%d", i), Addr: s.Addr})
-			}
+			nodes := backendNodes(b, backend, 4)
 			steady, err := client.New(client.Options{Backend: backend, Nodes: nodes})
 			if err != nil {
 				b.Fatal(err)
@@ -67,4 +58,20 @@ func BenchmarkMigration(b *testing.B) {
 			b.Run("Delete/paired", pairedSerial(del(steady), del(migrating)))
 		})
 	}
+}
+
+// backendNodes starts n servers of backend and returns them as nodes
+// cache-0, cache-1, ...
+func backendNodes(b *testing.B, backend client.Backend, n int) []ring.Node {
+	var servers []*testserver.Server
+	if backend == client.Redis {
+		servers = testserver.Redis(b, n)
+	} else {
+		servers = testserver.Memcached(b, n)
+	}
+	nodes := make([]ring.Node, len(servers))
+	for i, s := range servers {
+		nodes[i] = ring.Node{Name: fmt.Sprintf("cache-%d", i), Addr: s.Addr}
+	}
+	return nodes
 }

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/shardcache/shardcache/client"
-	"github.com/shardcache/shardcache/internal/testserver"
-	"github.com/shardcache/shardcache/ring"
 )
 
 // BenchmarkReplicas is what Options.Replicas = 2 costs beside R = 1 over
@@ -20,16 +18,7 @@ import (
 func BenchmarkReplicas(b *testing.B) {
 	for _, backend := range []client.Backend{client.Redis, client.Memcached} {
 		b.Run(backend.String(), func(b *testing.B) {
-			var servers []*testserver.Server
-			if backend == client.Redis {
-				servers = testserver.Redis(b, 4)
-			} else {
-				servers = testserver.Memcached(b, 4)
-			}
-			var nodes []ring.Node
-			for i, s := range servers {
-				nodes = append(nodes, ring.Node{Name: fmt.Sprintf("cache-%d", i), Addr: s.Addr})
-			}
+			nodes := backendNodes(b, backend, 4)
 			one, err := client.New(client.Options{Backend: backend, Nodes: nodes})
 			if err != nil {
 				b.Fatal(err)

@@ -17,7 +17,7 @@ import (
 // Options.FailureThreshold calls in a row failed at the connection level, and
 // no probe has succeeded since. Such calls fail at once, without touching the
 // network.
-var ErrNodeDown = errors.New("shardcache: node down")
+var ErrNodeDown = node.ErrNodeDown
 
 // Defaults of the health options.
 const (

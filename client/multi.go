@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/internal/node/replica"
 	"github.com/shardcache/shardcache/migration"
 	"github.com/shardcache/shardcache/ring"
 )
@@ -34,11 +35,11 @@ type batch struct {
 	pend node.Pending
 	// set is the multi-get of a replica set (replicas.go), whose misses
 	// are read from its other members once every answer is in.
-	set *setPending
+	set *replica.Pending
 	// sets, for a read batch of a replica set's first member (from),
 	// holds each key's set: its misses are read from the set's other
 	// members once every answer is in (readReplicas).
-	sets []*replicaSet
+	sets []*replica.Set
 	from *member
 }
 
@@ -161,13 +162,13 @@ func readBatches(st *state, keys []string, owner func(i int) ring.Node) *batches
 	bs := newBatches(st)
 	which := make([]int32, len(keys)) // key i's batch, by index in bs.list
 	count := make([]int, 0, len(st.own))
-	var sets []*replicaSet // with replicas: key i's set, its batch its first member's
+	var sets []*replica.Set // with replicas: key i's set, its batch its first member's
 	for i := range keys {
 		n := owner(i)
-		if s, ok := st.conn(n).(*replicaSet); ok {
-			if m := s.first(); m != nil {
+		if s, ok := st.conn(n).(*replica.Set); ok {
+			if m, _ := s.First().(*member); m != nil {
 				if sets == nil {
-					sets = make([]*replicaSet, len(keys))
+					sets = make([]*replica.Set, len(keys))
 				}
 				n, sets[i] = m.h.node, s
 			}
@@ -265,7 +266,7 @@ func (b *batch) recv() {
 	if b.err = b.pend.Recv(b.ans); b.err != nil {
 		b.ans = nil
 	}
-	b.set, _ = b.pend.(*setPending)
+	b.set, _ = b.pend.(*replica.Pending)
 	b.pend = nil
 }
 
@@ -277,8 +278,12 @@ func (bs *batches) readRest(ctx context.Context) {
 	for _, b := range bs.list {
 		switch {
 		case b.set != nil:
-			s := b.conn.(*replicaSet)
-			wg.Go(func() { s.readRest(ctx, b, b.set) })
+			s := b.conn.(*replica.Set)
+			wg.Go(func() {
+				if err := s.ReadRest(ctx, b.keys, b.ans, b.set); err != nil {
+					b.err, b.ans = err, nil
+				}
+			})
 		case b.sets != nil && b.from != nil && b.missedAny():
 			wg.Go(func() { b.readReplicas(ctx) })
 		}
@@ -314,7 +319,7 @@ func (b *batch) readReplicas(ctx context.Context) {
 		}
 	}
 	var scratch item
-	groups := make(map[*replicaSet][]int, 2)
+	groups := make(map[*replica.Set][]int, 2)
 	for i, s := range b.sets {
 		if failed || !b.answer(i, &scratch).Found {
 			groups[s] = append(groups[s], i)
@@ -326,7 +331,7 @@ func (b *batch) readReplicas(ctx context.Context) {
 		for j, i := range at {
 			ks[j] = b.keys[i]
 		}
-		got, err := s.rest(ctx, ks, b.from, !failed)
+		got, err := s.Rest(ctx, ks, b.from, !failed)
 		if err != nil {
 			answered = false
 			continue

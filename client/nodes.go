@@ -10,6 +10,7 @@ import (
 	"github.com/shardcache/shardcache/internal/near"
 	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/internal/node/redisnode"
+	"github.com/shardcache/shardcache/internal/node/replica"
 	"github.com/shardcache/shardcache/ring"
 )
 
@@ -233,7 +234,7 @@ func redisOf(n node.Node) (*redis.Client, error) {
 		return nil, n.err
 	case *gutterNode:
 		return nil, ErrNodeDown
-	case *replicaSet:
+	case *replica.Set:
 		return nil, fmt.Errorf("%w: a Redis command on a replica set (Options.Replicas)", ErrUnsupported)
 	case interface{ Client() *redis.Client }:
 		return n.Client(), nil

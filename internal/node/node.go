@@ -55,6 +55,9 @@ var (
 	// item limit, checked before any I/O where the limit is known, or
 	// refused by the server.
 	ErrValueTooLarge = errors.New("shardcache: value too large")
+	// ErrNodeDown means the client holds the node down (its breaker): the
+	// call failed at once, without touching the network.
+	ErrNodeDown = errors.New("shardcache: node down")
 	// ErrSweepUnsupported means the server cannot list its keys for a
 	// sweep (Memcached older than 1.4.31, or a proxy).
 	ErrSweepUnsupported = errors.New("shardcache: node cannot be swept")

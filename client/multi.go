@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -189,8 +190,8 @@ func readBatches(st *state, keys []string, owner func(i int) ring.Node) *batches
 	for i, k := range keys {
 		b := bs.list[which[i]]
 		b.keys, b.idx = append(b.keys, k), append(b.idx, i)
-		if sets != nil && sets[i] != nil {
-			if b.sets == nil {
+		if sets != nil { // b.sets[j] is b.keys[j]'s set, nil for a key of the node itself
+			if sets[i] != nil && b.from == nil {
 				b.from = st.conns[b.node.Addr]
 			}
 			b.sets = append(b.sets, sets[i])
@@ -321,7 +322,7 @@ func (b *batch) readReplicas(ctx context.Context) {
 	var scratch item
 	groups := make(map[*replica.Set][]int, 2)
 	for i, s := range b.sets {
-		if failed || !b.answer(i, &scratch).Found {
+		if s != nil && (failed || !b.answer(i, &scratch).Found) {
 			groups[s] = append(groups[s], i)
 		}
 	}
@@ -347,7 +348,7 @@ func (b *batch) readReplicas(ctx context.Context) {
 			}
 		}
 	}
-	if failed && answered {
+	if failed && answered && !slices.Contains(b.sets, nil) { // the node's own keys failed with it
 		b.err = nil
 	}
 }

@@ -162,9 +162,12 @@ func (s *Set) each(o node.Op, op func(i int, m Member) error) []error {
 	return errs
 }
 
-// write runs a write of keys on every member; it fails only when it
-// reached none (the first member's error), and every member that missed it
-// is hinted (missed). ok says which errors are answers (a Touch's miss).
+// write runs a write of keys on every member and succeeds only when every
+// member took it: otherwise it returns the first missed member's error
+// (node.ErrNodeDown for one held down), or the first member's when it
+// reached none. Every member that missed a write that reached another, or
+// that may have taken it unanswered, is told (Missed). ok says which
+// errors are answers (a Touch's miss).
 func (s *Set) write(ctx context.Context, o node.Op, keys []string, ok func(error) bool, op func(n node.Node) error) error {
 	errs := s.each(o, func(_ int, m Member) error { return op(m.Conn()) })
 	var first, miss error

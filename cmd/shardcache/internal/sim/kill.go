@@ -171,16 +171,12 @@ func runKill(ctx context.Context, cfg *Config, w *workload, k KillMode, cl *clus
 	}
 	res.Kill.Keys /= float64(len(keys))
 
-	c, err := client.New(opts)
+	m, err := startMode(ctx, cfg, w, opts, keys)
 	if err != nil {
 		return res, err
 	}
-	defer c.Close()
-	db := &database{version: make([]uint32, cfg.Keys)}
-	if err := prefillTTLs(ctx, c, w.prefill(), keys); err != nil {
-		return res, err
-	}
-	m := &modeRun{cfg: cfg, w: w, c: c, db: db, keys: keys}
+	defer m.c.Close()
+	c := m.c
 	err = m.run(ctx, cl, &res, progress, func(i int) error {
 		switch {
 		case i == cfg.ReshardAt:

@@ -89,17 +89,12 @@ func runMode(ctx context.Context, cfg *Config, w *workload, mode Mode, cl *clust
 			}
 		}
 	}
-	c, err := client.New(opts)
+	m, err := startMode(ctx, cfg, w, opts, keys)
 	if err != nil {
 		return res, err
 	}
-	defer c.Close()
-
-	db := &database{version: make([]uint32, cfg.Keys)}
-	if err := prefillTTLs(ctx, c, w.prefill(), keys); err != nil {
-		return res, err
-	}
-	m := &modeRun{cfg: cfg, w: w, c: c, db: db, keys: keys}
+	defer m.c.Close()
+	c := m.c
 	err = m.run(ctx, cl, &res, progress, func(i int) error {
 		if i != cfg.ReshardAt {
 			return nil
@@ -202,6 +197,20 @@ func (m *modeRun) run(ctx context.Context, cl *cluster, res *ModeResult, progres
 }
 
 // modeRun is what a mode's workers share.
+// startMode makes the client of one mode's run with opts and prefills its
+// keys with the workload's TTLs; the caller closes m.c.
+func startMode(ctx context.Context, cfg *Config, w *workload, opts client.Options, keys []string) (*modeRun, error) {
+	c, err := client.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := prefillTTLs(ctx, c, w.prefill(), keys); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &modeRun{cfg: cfg, w: w, c: c, db: &database{version: make([]uint32, cfg.Keys)}, keys: keys}, nil
+}
+
 type modeRun struct {
 	cfg  *Config
 	w    *workload

@@ -1,10 +1,13 @@
 package client
 
 import (
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -87,5 +90,37 @@ func main() {
 	}
 	if !strings.Contains(deps, "github.com/redis/go-redis/v9\n") {
 		t.Errorf("the user's build lacks go-redis, which client wraps:\n%s", deps)
+	}
+}
+
+// TestNoWireCode checks the seam's rule for this package: client holds
+// policy, and the wire lives below it, so none of its non-test files imports
+// net or bufio, or a wire package of ours; it reaches nodes through
+// internal/node alone.
+func TestNoWireCode(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	checked := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		for _, imp := range f.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			if path == "net" || path == "bufio" || strings.Contains(path, "/internal/wire") {
+				t.Errorf("%s imports %s: wire code belongs under internal/", name, path)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no source file of client found")
 	}
 }

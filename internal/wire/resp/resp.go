@@ -111,19 +111,23 @@ func WriteCommand(w *bufio.Writer, args ...string) {
 }
 
 func writeArray(w *bufio.Writer, n int) {
-	var num [20]byte
 	w.WriteByte('*')
-	w.Write(strconv.AppendInt(num[:0], int64(n), 10))
+	writeInt(w, n)
 	w.WriteString("\r\n")
 }
 
 func writeBulk(w *bufio.Writer, s string) {
-	var num [20]byte
 	w.WriteByte('$')
-	w.Write(strconv.AppendInt(num[:0], int64(len(s)), 10))
+	writeInt(w, len(s))
 	w.WriteString("\r\n")
 	w.WriteString(s)
 	w.WriteString("\r\n")
+}
+
+// writeInt writes n in decimal, formatted in w's own buffer: an array of
+// ours would escape through Write (one allocation a key of every MGET).
+func writeInt(w *bufio.Writer, n int) {
+	w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(n), 10))
 }
 
 // Credentials are what Login sends.

@@ -15,11 +15,11 @@ import (
 	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
 
+	"github.com/shardcache/shardcache/internal/follow"
 	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/internal/pool"
 	"github.com/shardcache/shardcache/migration"
 	"github.com/shardcache/shardcache/ring"
-	"github.com/shardcache/shardcache/topology"
 )
 
 // Backend is the protocol the nodes speak.
@@ -385,7 +385,7 @@ type Client struct {
 	maxValueSet bool
 
 	// follower follows Options.Topology's source; nil without one.
-	follower *follower
+	follower *follow.Follower
 }
 
 // state is an immutable routing table.
@@ -398,7 +398,7 @@ type state struct {
 	conns map[string]*member
 	// hold keeps a migration before its start, whatever the clock says:
 	// the client received its topology late and reads the old placement
-	// alone until it has repaired the new owners (topology.go).
+	// alone until it has repaired the new owners (internal/follow).
 	hold bool
 	// released is closed when the hold ends; nil when st is not held.
 	released chan struct{}
@@ -457,7 +457,7 @@ func New(opts Options) (*Client, error) {
 		c.pools.Close()
 		return nil, err
 	}
-	st, first, err := c.initialState()
+	st, err := c.initialState()
 	if err != nil {
 		c.pools.Close()
 		return nil, err
@@ -472,35 +472,27 @@ func New(opts Options) (*Client, error) {
 		go c.backfillWorker(ctx)
 	}
 	if c.follower != nil {
-		go c.follower.run(first)
+		c.follower.Start()
 	}
 	return c, nil
 }
 
 // initialState returns the state New starts in: the first topology's, when
-// the client follows one (returned too), or the placement of the options
-// and the migration MigrateFrom resumes.
-func (c *Client) initialState() (*state, *topology.Topology, error) {
+// the client follows one, or the placement of the options and the
+// migration MigrateFrom resumes.
+func (c *Client) initialState() (*state, error) {
 	if o := c.opts.Topology; o != nil {
-		f, first, err := c.newFollower(o)
-		if err != nil {
-			return nil, nil, err
-		}
-		st, err := f.initial(first)
-		if err != nil {
-			f.stop()
-			return nil, nil, err
-		}
+		f, st, err := c.newFollower(o)
 		c.follower = f
-		return st, first, nil
+		return st, err
 	}
 	placement, err := c.placement(c.opts.Placement, c.opts.Nodes)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	own, err := c.pools.Acquire(placement.Nodes())
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	st := &state{placement: placement, own: own, conns: own}
 	if m := c.opts.MigrateFrom; m != nil && c.opts.Now().Before(m.Start.Add(m.Window)) {
@@ -512,11 +504,11 @@ func (c *Client) initialState() (*state, *topology.Topology, error) {
 			}
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("MigrateFrom: %w", err)
+			return nil, fmt.Errorf("MigrateFrom: %w", err)
 		}
 		st.announced = st.announced || m.Announced
 	}
-	return st, nil, nil
+	return st, nil
 }
 
 // placement returns p, or a ring of nodes built with Options.Vnodes and
@@ -564,7 +556,7 @@ func (c *Client) replicated(p ring.Locator) (ring.Locator, error) {
 // after Close return ErrClosed.
 func (c *Client) Close() error {
 	if c.follower != nil {
-		c.follower.close() // before the state goes: it may be applying a topology
+		c.follower.Close() // before the state goes: it may be applying a topology
 	}
 	c.mu.Lock()
 	st := c.state.Swap(nil)

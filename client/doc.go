@@ -83,7 +83,7 @@
 // migration, with a start published ahead of time: until the start every
 // process reads the old placement and leaves tombstones on the new
 // owners; a process that receives the topology late repairs from the log
-// of its recent writes before it reads a new owner (topology.go; the
+// of its recent writes before it reads a new owner (internal/follow; the
 // protocol's argument is in package topology). TopologyInfo says where the
 // client stands.
 //

@@ -301,7 +301,7 @@ func (c *Client) acquireLeases(ctx context.Context, st *state, now time.Time, ke
 // old owner, then the new owner leaves neither (see above).
 func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, items []item, l *lease) {
 	for _, it := range items {
-		c.wrote(it.Key) // before the state is looked at again: see beginWrite
+		c.follower.Wrote(it.Key) // before the state is looked at again: see beginWrite
 	}
 	if cur := c.state.Load(); cur != st && cur != nil {
 		st, now = c.load() // a topology applied since the lease: route as it says

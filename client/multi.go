@@ -523,7 +523,7 @@ func (c *Client) DeleteMulti(ctx context.Context, keys []string) error {
 // owner is an error (write, in ops.go). A migration's deletes bury the
 // moved keys on their new owners (copy.go).
 func (c *Client) multiWrite(ctx context.Context, op string, keys []string, mk func(i int) item, send func(*batch) error) error {
-	c.wroteAll(keys) // before the state is loaded: see beginWrite
+	c.follower.WroteAll(keys) // before the state is loaded: see beginWrite
 	st, now := c.load()
 	for st != nil && st.hold {
 		if err := waitRelease(ctx, st); err != nil {

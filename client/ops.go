@@ -37,7 +37,7 @@ func (c *Client) begin(ctx context.Context, key string) (route, error) {
 }
 
 // beginWrite is begin for a write: it records key in the write log
-// (topology.go) before it routes it, so that a repair that reads the log
+// (internal/follow) before it routes it, so that a repair that reads the log
 // once a late topology's state is in place sees every write routed
 // before; and while that state is held (a repair under way) it waits for
 // the hold's end, within ctx, since a write routed as before the start
@@ -50,7 +50,7 @@ func (c *Client) beginWrite(ctx context.Context, key string) (route, error) {
 	if err := c.checkKey(key); err != nil {
 		return route{}, err
 	}
-	c.wrote(key)
+	c.follower.Wrote(key)
 	for {
 		r, err := c.begin(ctx, key)
 		if err != nil || !r.st.hold {

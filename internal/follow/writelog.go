@@ -1,4 +1,4 @@
-package client
+package follow
 
 import (
 	"hash/maphash"
@@ -11,7 +11,7 @@ import (
 // recently, kept while the client follows a topology: a process that
 // receives a migration after its start (topology.Late) buries on their new
 // owners the keys it wrote since then, before it reads a new owner
-// (topology.go). It is sharded so that concurrent writers seldom meet on
+// (Follower.repair). It is sharded so that concurrent writers seldom meet on
 // one lock; each shard is a ring of the last entries, and remembers when
 // the newest entry it overwrote was written, so that the log can tell
 // whether it still reaches back to an instant.

@@ -37,9 +37,14 @@ var ErrRepairing = errors.New("shardcache: repairing after a topology received l
 // TopologyOptions makes a client follow a fleet's topology (package
 // topology): Options.Nodes, Placement and MigrateFrom are left empty.
 // Source streams the topologies (topology.DNS, topofile.Source,
-// etcdsource.Source); Wait, Skew, Lead, Window and WriteLog tune the
-// rollout, with the defaults above and topology.DefaultClockSkew; OnApply
-// reports each topology applied. Each field's doc is on follow.Options.
+// etcdsource.Source). Wait bounds New's wait for the first; Skew is how far
+// apart the fleet's clocks may be; a change without a migration of its own
+// starts Lead after this process received it (more than the fleet needs to
+// receive one change) and lasts Window; WriteLog is how many recent writes
+// a late topology's repair can reach. Defaults DefaultTopologyWait,
+// topology.DefaultClockSkew, DefaultTopologyLead, DefaultTopologyWindow and
+// DefaultWriteLog. OnApply reports each topology applied, and must not call
+// Close. Each field's doc is on follow.Options (internal/follow).
 type TopologyOptions = follow.Options
 
 // TopologyStatus is what TopologyInfo reports: the version the client

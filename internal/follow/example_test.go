@@ -13,26 +13,22 @@ import (
 	"github.com/shardcache/shardcache/topology"
 )
 
-// source is a topology.Source whose updates the example sends; its stream
-// ends with the watch, as a real source's does.
-type source chan topology.Update
+// script is a topology.Source that streams its updates in order, then
+// nothing until the watch ends.
+type script []topology.Update
 
-func (s source) Watch(ctx context.Context) <-chan topology.Update {
+func (s script) Watch(ctx context.Context) <-chan topology.Update {
 	out := make(chan topology.Update)
 	go func() {
 		defer close(out)
-		for {
+		for _, u := range s {
 			select {
-			case u := <-s:
-				select {
-				case out <- u:
-				case <-ctx.Done():
-					return
-				}
+			case out <- u:
 			case <-ctx.Done():
 				return
 			}
 		}
+		<-ctx.Done()
 	}()
 	return out
 }
@@ -101,13 +97,19 @@ func Example() {
 		}
 		return out
 	}
-	src := make(source, 4)
+	up := func(t *topology.Topology) topology.Update { return topology.Update{Topology: t} }
+	src := script{
+		up(&topology.Topology{Version: 1, Nodes: nodes("a", "b", "c")}),
+		up(&topology.Topology{Version: 2, Nodes: nodes("a", "b", "c", "d")}),
+		up(&topology.Topology{Version: 3, Nodes: nodes("d")}),
+		up(&topology.Topology{Version: 4, Nodes: nodes("a", "b", "c", "d", "e"),
+			Migration: &topology.Migration{From: nodes("a", "b", "c", "d"), Start: now.Add(-time.Minute), Window: time.Hour}}),
+	}
 	applied := make(chan int64)
 	opts := &follow.Options{Source: src, Skew: time.Second, Lead: time.Minute, Window: time.Hour,
 		OnApply: func(t *topology.Topology) { applied <- t.Version }}
 	cfg := follow.Config{Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }}
 
-	src <- topology.Update{Topology: &topology.Topology{Version: 1, Nodes: nodes("a", "b", "c")}}
 	c := &fake{}
 	f, first, err := follow.New(c, opts, cfg)
 	if err != nil {
@@ -116,25 +118,19 @@ func Example() {
 	}
 	defer f.Close()
 	c.r.Placement = first.New // what the client starts on
-	f.Start()
-	fmt.Println("applied", <-applied, "with", len(first.New.Nodes()), "nodes")
-
-	src <- topology.Update{Topology: &topology.Topology{Version: 2, Nodes: nodes("a", "b", "c", "d")}}
-	fmt.Println("applied", <-applied)
-
 	for i := range 100 {
 		f.Wrote(fmt.Sprint("user:", i)) // the client's writes, as they happen
 	}
-	src <- topology.Update{Topology: &topology.Topology{Version: 3, Nodes: nodes("d")}}
-	src <- topology.Update{Topology: &topology.Topology{Version: 4, Nodes: nodes("a", "b", "c", "d", "e"),
-		Migration: &topology.Migration{From: nodes("a", "b", "c", "d"), Start: now.Add(-time.Minute), Window: time.Hour}}}
-	fmt.Println("applied", <-applied)
+	f.Start()
+	for range 3 { // version 3 is refused
+		fmt.Println("applied", <-applied)
+	}
 
 	s := f.Status()
 	fmt.Printf("version %d: applied %d, refused %d, late %d, repaired %d, repairing %v\n",
 		s.Version, s.Applied, s.Refused, s.Late, s.Repaired, s.Repairing)
 	// Output:
-	// applied 1 with 3 nodes
+	// applied 1
 	// move 3 → 4 nodes, start 10:01AM, window 1h0m0s, held false
 	// applied 2
 	// move 4 → 5 nodes, start 9:59AM, window 1h0m0s, held true

@@ -75,7 +75,7 @@ type Options struct {
 	// etcdsource.Source.
 	Source topology.Source
 	// Wait bounds how long New waits for the source's first topology.
-	// Default DefaultWait.
+	// Default DefaultWait (client.DefaultTopologyWait).
 	Wait time.Duration
 	// Skew is how far apart the clocks of the fleet's processes may be
 	// (package topology, "Clocks"). Default topology.DefaultClockSkew; a
@@ -88,12 +88,13 @@ type Options struct {
 	// it is added to the skew, so that an update of a moved key that
 	// depends on its value (Incr, Touch, an append) waits from the start
 	// for about twice Skew+Lead and the network timeouts (the handover,
-	// client/copy.go). Defaults DefaultLead and DefaultWindow.
+	// client/copy.go). Defaults DefaultLead and DefaultWindow
+	// (client.DefaultTopologyLead and DefaultTopologyWindow).
 	Lead, Window time.Duration
 	// WriteLog is how many recent writes the client remembers for the
-	// repair after a topology received late. Default DefaultWriteLog; a
-	// negative WriteLog keeps none, and a late topology then repairs
-	// nothing (a repair failure).
+	// repair after a topology received late. Default DefaultWriteLog
+	// (client.DefaultWriteLog); a negative WriteLog keeps none, and a late
+	// topology then repairs nothing (a repair failure).
 	WriteLog int
 	// OnApply, when set, is called with each topology the client applies,
 	// once it runs it, on the goroutine that follows the source: to report

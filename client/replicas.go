@@ -327,7 +327,7 @@ func (m *member) Fail(op node.Op) error { return m.down.fail(op) }
 // Missed records that m missed a write of keys that reached another
 // member: m is held down at once if it did not answer (err is a
 // connection-level failure), and the keys are m's hints, replayed as
-// deletes before it serves again (member.wrote: at once if m is up, the
+// deletes before it serves again (member.Wrote: at once if m is up, the
 // caller's context having ended, say, or the server answering with an
 // error).
 func (m *member) Missed(ctx context.Context, err error, keys ...string) {
@@ -335,5 +335,5 @@ func (m *member) Missed(ctx context.Context, err error, keys ...string) {
 	if err != ErrNodeDown && classify(ctx, err) == unreachable {
 		m.h.holdDown(err)
 	}
-	m.wrote(ctx, keys...)
+	m.Wrote(ctx, keys...)
 }

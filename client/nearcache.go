@@ -22,8 +22,8 @@ import (
 //     which package redisnode hands the store: the server invalidates a
 //     copy when any client writes its key, and redisnode's hook drops it at
 //     once after a write of this client's.
-//   - On Memcached, by nearMemcached (nearcache_memcached.go), around the
-//     node's Gets and writes: this client's writes drop copies at once, and
+//   - On Memcached, by mcnode.Near (internal/node/mcnode/nearcache.go),
+//     around the node's Gets and writes: this client's writes drop copies at once, and
 //     nothing tells it of other clients' writes: MaxAge bounds a copy's
 //     life.
 //

@@ -3,11 +3,13 @@ package replica_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/internal/node/replica"
+	"github.com/shardcache/shardcache/ring"
 )
 
 // mem is a node.Node over a map, enough for the example: Get, Set, Add,
@@ -82,4 +84,34 @@ func Example() {
 	// Output:
 	// Ada Ada
 	// Ada <nil> Ada
+}
+
+// Keys placed on two replicas of three nodes: a key's set is a node of
+// its own, whose client writes to both of its members.
+func ExamplePlacement() {
+	r, err := ring.New([]ring.Node{{Name: "a", Addr: "10.0.0.1:6379"}, {Name: "b", Addr: "10.0.0.2:6379"}, {Name: "c", Addr: "10.0.0.3:6379"}})
+	if err != nil {
+		panic(err)
+	}
+	nodes := map[string]*mem{}
+	for _, n := range r.Nodes() {
+		nodes[n.Addr] = &mem{kv: map[string][]byte{}}
+	}
+	p := replica.NewPlacement(r, 2, "", replica.Config{
+		Tomb: 5 * time.Second, RepairWithin: time.Second,
+		Unreachable: func(context.Context, error) bool { return false },
+	})
+	set := p.Locate("user:42")
+	fmt.Println(set.Name, strings.HasPrefix(set.Addr, replica.AddrPrefix), p.Primary("user:42").Name)
+
+	conn := p.Set(set.Addr, func(addr string) replica.Member { return member{nodes[addr]} })
+	_ = conn.Set(context.Background(), "user:42", []byte("Ada"), time.Hour)
+	for _, n := range r.Nodes() {
+		fmt.Printf("%s %v %q\n", n.Name, replica.Keeps(p, "user:42", n.Addr), nodes[n.Addr].kv["user:42"])
+	}
+	// Output:
+	// a+c true a
+	// a true "Ada"
+	// b false ""
+	// c true "Ada"
 }

@@ -33,6 +33,10 @@
 //
 // A member that misses a write is told (Member.Missed): the client holds
 // it down and deletes the key there before it serves again.
+//
+// A Placement places each key on its set over a ring.LocatorN, hands the
+// set out as a node (ring.Locator), and makes each set's client on first
+// use.
 package replica
 
 import (

@@ -3,37 +3,12 @@ package gutter_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/internal/node/gutter"
+	"github.com/shardcache/shardcache/internal/node/nodetest"
 )
-
-// mem is a node.Node over a map, enough for the example: Get and Set,
-// which keeps the TTL it was given.
-type mem struct {
-	node.Node // the rest is not used here
-	mu        sync.Mutex
-	kv        map[string][]byte
-	ttl       map[string]time.Duration
-}
-
-func (m *mem) Get(_ context.Context, key string) ([]byte, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if v, ok := m.kv[key]; ok {
-		return v, nil
-	}
-	return nil, node.ErrCacheMiss
-}
-
-func (m *mem) Set(_ context.Context, key string, value []byte, ttl time.Duration) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.kv[key], m.ttl[key] = value, ttl
-	return nil
-}
 
 // home is the node held down: it counts the calls sent to its gutter,
 // and keeps what was written there as hints.
@@ -47,7 +22,7 @@ func (h *home) Wrote(_ context.Context, keys ...string) { h.hints.Add(keys...) }
 func (h *home) Fail(node.Op) error                      { return node.ErrNodeDown }
 
 // target is the gutter pool's node, never held down here.
-type target struct{ n *mem }
+type target struct{ n *nodetest.Map }
 
 func (t target) Conn() node.Node    { return t.n }
 func (t target) Down() bool         { return false }
@@ -57,13 +32,13 @@ func (t target) Standin() node.Node { return nil }
 // capped, and home keeps their keys, to delete before it serves again;
 // its counters do not move.
 func Example() {
-	h, t := &home{}, target{&mem{kv: map[string][]byte{}, ttl: map[string]time.Duration{}}}
+	h, t := &home{}, target{nodetest.NewMap()}
 	g := gutter.New(h, t, 10*time.Second)
 	ctx := context.Background()
 
 	_ = g.Set(ctx, "user:42", []byte("Ada"), time.Hour)
 	v, _ := g.Get(ctx, "user:42")
-	fmt.Println(string(v), t.n.ttl["user:42"])
+	fmt.Println(string(v), t.n.TTL("user:42"))
 	_, err := g.Incr(ctx, "hits", 1)
 	fmt.Println(err)
 	fmt.Println(h.hints.Take())

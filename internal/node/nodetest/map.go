@@ -9,8 +9,8 @@ import (
 )
 
 // Map is a node.Node over a map, for the examples and tests of the
-// packages that wrap nodes: Get, GetMulti (every TTL known), Set, AddMulti
-// and Delete; the other calls panic (the embedded Node is nil). TTLs are
+// packages that wrap nodes: Get, GetMulti (every TTL known), Set, Add,
+// AddMulti, Delete and DeleteMulti; the other calls panic (the embedded Node is nil). TTLs are
 // kept, not enforced. Use NewMap.
 type Map struct {
 	node.Node
@@ -66,6 +66,15 @@ func (m *Map) Set(_ context.Context, key string, value []byte, ttl time.Duration
 	return nil
 }
 
+// Add stores value under key if absent, else node.ErrNotStored.
+func (m *Map) Add(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	stored, _ := m.AddMulti(ctx, []node.Item{{Key: key, Value: value, TTL: ttl}})
+	if !stored[0] {
+		return node.ErrNotStored
+	}
+	return nil
+}
+
 // AddMulti stores each item whose key is absent.
 func (m *Map) AddMulti(_ context.Context, items []node.Item) ([]bool, error) {
 	m.mu.Lock()
@@ -85,5 +94,13 @@ func (m *Map) Delete(_ context.Context, key string) error {
 	defer m.mu.Unlock()
 	delete(m.kv, key)
 	delete(m.ttl, key)
+	return nil
+}
+
+// DeleteMulti removes every key.
+func (m *Map) DeleteMulti(ctx context.Context, keys []string) error {
+	for _, k := range keys {
+		_ = m.Delete(ctx, k)
+	}
 	return nil
 }

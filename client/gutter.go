@@ -19,6 +19,9 @@ import (
 // TTL capped at Options.GutterTTL, so that a dead node's keys are cached
 // for a while instead of all falling on the database. Its keys are never
 // sent to another regular node, and go home again once the node is back.
+// The stand-in (gutter.Node) and the hints (gutter.Hints) are package
+// internal/node/gutter's; this file decides when the gutter stands in, and
+// replays the hints on the node's return.
 //
 // A node that was paused or cut off, not restarted, comes back with the
 // values it held, which the writes sent to the gutter meanwhile replaced:

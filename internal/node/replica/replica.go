@@ -327,7 +327,7 @@ func (s *Set) repair(ctx context.Context, start time.Time, found []node.Item, to
 	}
 }
 
-// first returns the first member in read order not held down, nil when
+// First returns the first member in read order not held down, nil when
 // all are.
 func (s *Set) First() Member {
 	for _, m := range s.read {

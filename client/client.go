@@ -17,6 +17,7 @@ import (
 
 	"github.com/shardcache/shardcache/internal/follow"
 	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/internal/node/replica"
 	"github.com/shardcache/shardcache/internal/pool"
 	"github.com/shardcache/shardcache/migration"
 	"github.com/shardcache/shardcache/ring"
@@ -546,7 +547,7 @@ func (c *Client) replicated(p ring.Locator) (ring.Locator, error) {
 	if c.opts.Replicas <= 1 {
 		return p, nil
 	}
-	if rp, ok := p.(*replicaPlacement); ok {
+	if rp, ok := p.(*replica.Placement); ok {
 		return rp, nil
 	}
 	return newReplicaPlacement(p, &c.opts)
@@ -604,8 +605,8 @@ func (c *Client) Locate(key string) ring.Node {
 	if st == nil {
 		return ring.Node{}
 	}
-	if rp, ok := st.placement.(*replicaPlacement); ok {
-		return rp.primary(key)
+	if rp, ok := st.placement.(*replica.Placement); ok {
+		return rp.Primary(key)
 	}
 	return st.placement.Locate(key)
 }
@@ -701,9 +702,9 @@ func (c *Client) ReshardTo(p ring.Locator, window time.Duration) error {
 // of both placements' nodes, for clocks within skew of each other
 // (migration.WithSkew), and arms the timer that ends it.
 func (c *Client) migrate(old ring.Locator, oldConns map[string]*member, p ring.Locator, own map[string]*member, start time.Time, window, skew time.Duration) (*state, error) {
-	if ro, ok := old.(*replicaPlacement); ok {
-		if rp, ok := p.(*replicaPlacement); ok {
-			old = ro.without(rp) // replicas.go
+	if ro, ok := old.(*replica.Placement); ok {
+		if rp, ok := p.(*replica.Placement); ok {
+			old = ro.Without(rp) // replicas.go
 		}
 	}
 	m, err := migration.New(old, p, start, window, migration.WithSkew(skew))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardcache/shardcache/internal/node/gutter"
 	"github.com/shardcache/shardcache/internal/testserver"
 	"github.com/shardcache/shardcache/ring"
 )
@@ -69,7 +70,7 @@ func TestGutterWritesDuringReplay(t *testing.T) {
 	for i := range filler {
 		filler[i] = fmt.Sprintf("filler%d", i)
 	}
-	m.hints.add(filler...)
+	m.hints.Add(filler...)
 	var written []string
 	var mu sync.Mutex
 	done := make(chan struct{})
@@ -143,19 +144,22 @@ func TestGutterStraggler(t *testing.T) {
 	}
 	m := grMember(c, ss[0].Addr)
 	m.h.down.Store(true)
-	g := c.state.Load().conn(ring.Node{Addr: ss[0].Addr}).(*gutterNode) // routed while down
-	probeUp(t, m)                                                       // home back
+	if _, ok := c.state.Load().conn(ring.Node{Addr: ss[0].Addr}).(*gutter.Node); !ok {
+		t.Fatal("a write to the node held down is not routed to its gutter")
+	}
+	probeUp(t, m) // home back
 	// The straggler: its gutter round trip done, then its caller's context
-	// ends (a deadline) before wrote's DeleteMulti at home.
-	if err := g.conn().Set(ctx, k, []byte("new"), g.cap(time.Hour)); err != nil {
+	// ends (a deadline) before Wrote's DeleteMulti at home.
+	if err := c.gutterConns[ss[1].Addr].Node.Set(ctx, k, []byte("new"), DefaultGutterTTL); err != nil {
 		t.Fatal(err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	g.wrote(cctx, k)
+	m.Wrote(cctx, k)
 	v, err := c.Get(ctx, k)
 	if string(v) == "old" {
-		t.Errorf("after the straggler's Set returned nil, Get = %q, %v; hint parked: %v", v, err, g.home.hints.keys)
+		keys, _ := m.hints.Take()
+		t.Errorf("after the straggler's Set returned nil, Get = %q, %v; hint parked: %v", v, err, keys)
 	}
 }
 
@@ -176,7 +180,7 @@ func TestGutterFlushRefused(t *testing.T) {
 	for i := range DefaultGutterHints + 1 {
 		many = append(many, fmt.Sprintf("x%d", i))
 	}
-	m.hints.add(many...) // 65,537 distinct keys written through the gutter
+	m.hints.Add(many...) // 65,537 distinct keys written through the gutter
 	if err := c.Set(ctx, k, []byte("v"), time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -209,11 +213,11 @@ func TestGutterAdd(t *testing.T) {
 	if err := c.Set(ctx, other, []byte("g"), time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	m.hints.take() // as if replayed: only the refused Add below may hint
+	m.hints.Take() // as if replayed: only the refused Add below may hint
 	if err := c.Add(ctx, other, []byte("x"), time.Hour); !errors.Is(err, ErrNotStored) {
 		t.Fatalf("Add of a key on the gutter: %v; want ErrNotStored", err)
 	}
-	if keys, _ := m.hints.take(); len(keys) != 0 {
+	if keys, _ := m.hints.Take(); len(keys) != 0 {
 		t.Fatalf("a refused Add hinted %v", keys)
 	}
 	probeUp(t, m)

@@ -22,8 +22,8 @@ import (
 //     which package redisnode hands the store: the server invalidates a
 //     copy when any client writes its key, and redisnode's hook drops it at
 //     once after a write of this client's.
-//   - On Memcached, by nearMemcached (nearcache_memcached.go), around the
-//     node's Gets and writes: this client's writes drop copies at once, and
+//   - On Memcached, by mcnode.Near (internal/node/mcnode/nearcache.go),
+//     around the node's Gets and writes: this client's writes drop copies at once, and
 //     nothing tells it of other clients' writes: MaxAge bounds a copy's
 //     life.
 //
@@ -180,7 +180,13 @@ func (c *Client) nearMulti(st *state, now time.Time, keys []string, hit func(key
 	if c.opts.NearCache == nil {
 		return keys
 	}
-	var owners nearOwners
+	var owners near.Owners
+	store := func(addr string) *near.Cache { // the owner's, unless it is held down
+		if m := st.conns[addr]; m != nil && !m.h.isDown() {
+			return m.near
+		}
+		return nil
+	}
 	at := time.Now()
 	// rest is the keys not held, from the first one held on: keys[:i] up to
 	// then, without a copy, and a slice of its own once a key past it is
@@ -197,10 +203,10 @@ func (c *Client) nearMulti(st *state, now time.Time, keys []string, hit func(key
 			owner, dual = r.New, r.Fallback
 		}
 		held := false
-		if o := owners.of(st, owner.Addr); o != nil {
-			v, found, ok := o.store.Peek(k, at)
+		if o := owners.Of(owner.Addr, store); o != nil {
+			v, found, ok := o.Peek(k, at)
 			if held = ok && (found || !dual); held {
-				o.hits++
+				o.Hit()
 				if found {
 					hit(k, v)
 					if st.mig != nil {
@@ -219,74 +225,11 @@ func (c *Client) nearMulti(st *state, now time.Time, keys []string, hit func(key
 			rest = append(rest, k)
 		}
 	}
-	owners.count()
+	owners.Count()
 	if !cut {
 		return keys
 	}
 	return rest
-}
-
-// nearOwners are the stores one nearMulti has read, and its hits in each:
-// the first few found by a scan, which the placement's own address strings
-// make a comparison of pointers, rather than a map lookup per key.
-type nearOwners struct {
-	list [8]nearOwner
-	n    int
-	more map[string]*nearOwner // past the first eight
-}
-
-type nearOwner struct {
-	addr  string
-	store *near.Cache // nil: none to read (no such node, or held down)
-	hits  int64
-}
-
-// of returns the owner at addr, nil when its store may not answer.
-func (os *nearOwners) of(st *state, addr string) *nearOwner {
-	for i := range os.list[:os.n] {
-		if o := &os.list[i]; o.addr == addr {
-			return o.usable()
-		}
-	}
-	if o := os.more[addr]; o != nil {
-		return o.usable()
-	}
-	var store *near.Cache
-	if m := st.conns[addr]; m != nil && !m.h.isDown() {
-		store = m.near
-	}
-	if os.n < len(os.list) {
-		os.list[os.n] = nearOwner{addr: addr, store: store}
-		os.n++
-		return os.list[os.n-1].usable()
-	}
-	if os.more == nil {
-		os.more = map[string]*nearOwner{}
-	}
-	o := &nearOwner{addr: addr, store: store}
-	os.more[addr] = o
-	return o.usable()
-}
-
-func (o *nearOwner) usable() *nearOwner {
-	if o.store == nil {
-		return nil
-	}
-	return o
-}
-
-// count adds each store's hits to its statistics.
-func (os *nearOwners) count() {
-	for i := range os.list[:os.n] {
-		if o := &os.list[i]; o.hits > 0 {
-			o.store.AddHits(o.hits)
-		}
-	}
-	for _, o := range os.more {
-		if o.hits > 0 {
-			o.store.AddHits(o.hits)
-		}
-	}
 }
 
 // NearCacheStats is one node's near cache: what it holds, and what the

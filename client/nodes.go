@@ -9,6 +9,7 @@ import (
 
 	"github.com/shardcache/shardcache/internal/near"
 	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/internal/node/gutter"
 	"github.com/shardcache/shardcache/internal/node/redisnode"
 	"github.com/shardcache/shardcache/internal/node/replica"
 	"github.com/shardcache/shardcache/ring"
@@ -33,14 +34,14 @@ type member struct {
 	near *near.Cache
 	// gutter stands for the node while it is held down when there is a
 	// gutter pool (gutter.go), outside a migration; nil without one.
-	gutter *gutterNode
+	gutter *gutter.Node
 	// hints are the keys written while the node missed them: through its
 	// gutter, or as a replica (replicas.go). They are replayed as deletes
 	// before the node serves again (comeUp).
-	hints hints
+	hints gutter.Hints
 	// tomb, with replicas, buries a key missed while the node was up
 	// rather than deleting it, so that a read's repair that read another
-	// replica before the write cannot land after (member.wrote).
+	// replica before the write cannot land after (member.Wrote).
 	tomb time.Duration
 }
 
@@ -232,7 +233,7 @@ func redisOf(n node.Node) (*redis.Client, error) {
 	switch n := n.(type) {
 	case *failing:
 		return nil, n.err
-	case *gutterNode:
+	case *gutter.Node:
 		return nil, ErrNodeDown
 	case *replica.Set:
 		return nil, fmt.Errorf("%w: a Redis command on a replica set (Options.Replicas)", ErrUnsupported)

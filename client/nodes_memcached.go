@@ -22,5 +22,5 @@ func (c *Client) newMemcachedNode(n ring.Node, creds Credentials, obs node.Obser
 	if c.maxValueSet {
 		cfg.MaxValueSize = o.MaxValueSize
 	}
-	return withNear(mcnode.New(cfg), store), nil
+	return mcnode.WithNear(mcnode.New(cfg), store), nil
 }

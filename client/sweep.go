@@ -10,6 +10,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/internal/node/replica"
 	"github.com/shardcache/shardcache/ring"
 )
 
@@ -260,7 +261,7 @@ func (sw *sweep) page(ctx context.Context, n ring.Node, sn node.Sweeper, page []
 	cs := mig.Counters
 	var moving []item
 	for _, it := range page {
-		if keeps(mig.Old(), it.Key, n.Addr) && mig.Old().Locate(it.Key).Addr != mig.New().Locate(it.Key).Addr {
+		if replica.Keeps(mig.Old(), it.Key, n.Addr) && mig.Old().Locate(it.Key).Addr != mig.New().Locate(it.Key).Addr {
 			moving = append(moving, it)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/shardcache/shardcache/internal/near"
 	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/internal/node/mcnode"
 )
@@ -57,4 +58,20 @@ func ExampleNode_Scan() {
 		return err
 	})
 	fmt.Println(err)
+}
+
+// A node behind a near cache: a Get keeps a copy in process memory, which
+// the store answers from until a write through the node drops it, or
+// MaxAge passes (Memcached tells no client of another's writes).
+func ExampleWithNear() {
+	ctx := context.Background()
+	store := near.New(near.Config{MaxEntries: 10000, MaxAge: 10 * time.Second})
+	n := mcnode.WithNear(mcnode.New(mcnode.Config{Addr: "127.0.0.1:11211"}), store)
+	defer n.Close()
+	_ = n.Set(ctx, "user:42", []byte("Ada"), time.Hour)
+	if _, err := n.Get(ctx, "user:42"); err == nil { // from the node: the store keeps a copy
+		v, found, ok := store.Get("user:42")
+		fmt.Printf("%s %v %v\n", v, found, ok)
+	}
+	_ = n.Delete(ctx, "user:42") // drops the copy
 }

@@ -13,6 +13,9 @@
 // node package's sentinels (node.ErrCacheMiss itself for a miss), the
 // others as the wire gave them (wire.ErrPoolTimeout among them).
 //
+// WithNear puts a node behind a near cache's store (package near), which
+// its Gets fill and its writes drop copies from.
+//
 //	n := mcnode.New(mcnode.Config{Addr: "10.0.0.1:11211", PoolSize: 8, Observer: obs})
 //	defer n.Close()
 //	v, err := n.Get(ctx, "user:42") // node.ErrCacheMiss on a miss

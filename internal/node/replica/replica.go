@@ -33,6 +33,10 @@
 //
 // A member that misses a write is told (Member.Missed): the client holds
 // it down and deletes the key there before it serves again.
+//
+// A Placement places each key on its set over a ring.LocatorN, hands the
+// set out as a node (ring.Locator), and makes each set's client on first
+// use.
 package replica
 
 import (
@@ -77,51 +81,16 @@ func New(ring, read []Member, cfg Config) *Set {
 	return &Set{ring: ring, read: read, cfg: cfg}
 }
 
-// items returns n's item capability, or one whose calls fail.
-func items(n node.Node) node.Items {
-	if in, ok := n.(node.Items); ok {
-		return in
-	}
-	return unsupported{}
-}
-
 // sweeper returns n's sweep capability, nil without one.
 func sweeper(n node.Node) node.Sweeper {
 	sn, _ := n.(node.Sweeper)
 	return sn
 }
 
-// unsupported is the item capability of a node without one.
-type unsupported struct{}
-
-func (unsupported) GetItem(context.Context, string) (node.Item, error) {
-	return node.Item{}, node.ErrUnsupported
-}
-func (unsupported) Store(context.Context, node.StoreOp, node.Item) error { return node.ErrUnsupported }
-func (unsupported) GetAndTouch(context.Context, string, time.Duration) (node.Item, error) {
-	return node.Item{}, node.ErrUnsupported
-}
-func (unsupported) IncrDecr(context.Context, string, uint64, bool) (uint64, error) {
-	return 0, node.ErrUnsupported
-}
-func (unsupported) DeleteFound(context.Context, string) (bool, error) {
-	return false, node.ErrUnsupported
-}
-func (unsupported) Flush(context.Context) error { return node.ErrUnsupported }
-
 // failedPending is a multi-get that failed before it was sent.
 type failedPending struct{ err error }
 
 func (p *failedPending) Recv([]node.Answer) error { return p.err }
-
-// itemKeys returns the items' keys.
-func itemKeys(items []node.Item) []string {
-	keys := make([]string, len(items))
-	for i, it := range items {
-		keys[i] = it.Key
-	}
-	return keys
-}
 
 // Set is a replica set's client: its members' clients, in ring order and
 // in read order. It is a node.Node, with the Items, Sweeper and Sender
@@ -358,7 +327,7 @@ func (s *Set) repair(ctx context.Context, start time.Time, found []node.Item, to
 	}
 }
 
-// first returns the first member in read order not held down, nil when
+// First returns the first member in read order not held down, nil when
 // all are.
 func (s *Set) First() Member {
 	for _, m := range s.read {
@@ -513,7 +482,7 @@ func (s *Set) Set(ctx context.Context, key string, value []byte, ttl time.Durati
 
 // SetMulti writes the items on every member.
 func (s *Set) SetMulti(ctx context.Context, items []node.Item) error {
-	return s.write(ctx, node.OpSetMulti, itemKeys(items), nil, func(n node.Node) error { return n.SetMulti(ctx, items) })
+	return s.write(ctx, node.OpSetMulti, node.ItemKeys(items), nil, func(n node.Node) error { return n.SetMulti(ctx, items) })
 }
 
 // Add finds the key absent on every member that answers (a read, as Get),
@@ -683,7 +652,7 @@ func (s *Set) GetItem(ctx context.Context, key string) (node.Item, error) {
 		if m.Down() {
 			continue
 		}
-		it, err := items(m.Conn()).GetItem(ctx, key)
+		it, err := node.ItemsOf(m.Conn()).GetItem(ctx, key)
 		switch {
 		case err == nil:
 			return it, nil
@@ -707,7 +676,7 @@ func (s *Set) GetItem(ctx context.Context, key string) (node.Item, error) {
 // first member alone, burying the key on the others.
 func (s *Set) Store(ctx context.Context, op node.StoreOp, it node.Item) error {
 	store := func(op node.StoreOp) func(n node.Node) error {
-		return func(n node.Node) error { return items(n).Store(ctx, op, it) }
+		return func(n node.Node) error { return node.ItemsOf(n).Store(ctx, op, it) }
 	}
 	switch op {
 	case node.StoreSet:
@@ -725,7 +694,7 @@ func (s *Set) GetAndTouch(ctx context.Context, key string, ttl time.Duration) (n
 	if p.Down() {
 		return node.Item{}, p.Fail(node.OpTouch)
 	}
-	it, err := items(p.Conn()).GetAndTouch(ctx, key, ttl)
+	it, err := node.ItemsOf(p.Conn()).GetAndTouch(ctx, key, ttl)
 	if err != nil {
 		return it, err
 	}
@@ -738,7 +707,7 @@ func (s *Set) GetAndTouch(ctx context.Context, key string, ttl time.Duration) (n
 // others.
 func (s *Set) IncrDecr(ctx context.Context, key string, delta uint64, decr bool) (v uint64, err error) {
 	err = s.update(ctx, node.OpIncr, key, func(n node.Node) (err error) {
-		v, err = items(n).IncrDecr(ctx, key, delta, decr)
+		v, err = node.ItemsOf(n).IncrDecr(ctx, key, delta, decr)
 		return err
 	})
 	return v, err
@@ -752,7 +721,7 @@ func (s *Set) DeleteFound(ctx context.Context, key string) (bool, error) {
 
 // Flush flushes every member.
 func (s *Set) Flush(ctx context.Context) error {
-	return s.write(ctx, node.OpDeleteMulti, nil, nil, func(n node.Node) error { return items(n).Flush(ctx) })
+	return s.write(ctx, node.OpDeleteMulti, nil, nil, func(n node.Node) error { return node.ItemsOf(n).Flush(ctx) })
 }
 
 // Scan is not a set's: a sweep lists the physical nodes.

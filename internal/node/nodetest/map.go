@@ -1,0 +1,106 @@
+package nodetest
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/shardcache/shardcache/internal/node"
+)
+
+// Map is a node.Node over a map, for the examples and tests of the
+// packages that wrap nodes: Get, GetMulti (every TTL known), Set, Add,
+// AddMulti, Delete and DeleteMulti; the other calls panic (the embedded Node is nil). TTLs are
+// kept, not enforced. Use NewMap.
+type Map struct {
+	node.Node
+	mu  sync.Mutex
+	kv  map[string][]byte
+	ttl map[string]time.Duration
+}
+
+// NewMap returns an empty Map.
+func NewMap() *Map {
+	return &Map{kv: map[string][]byte{}, ttl: map[string]time.Duration{}}
+}
+
+// Value returns key's value, nil if absent.
+func (m *Map) Value(key string) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.kv[key]
+}
+
+// TTL returns the TTL key was last written with.
+func (m *Map) TTL(key string) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ttl[key]
+}
+
+// Get returns key's value, or node.ErrCacheMiss.
+func (m *Map) Get(_ context.Context, key string) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if v, ok := m.kv[key]; ok {
+		return v, nil
+	}
+	return nil, node.ErrCacheMiss
+}
+
+// GetMulti returns an Item per key, with its TTL.
+func (m *Map) GetMulti(ctx context.Context, keys []string, _ bool) ([]node.Item, error) {
+	out := make([]node.Item, len(keys))
+	for i, k := range keys {
+		v, err := m.Get(ctx, k)
+		out[i] = node.Item{Key: k, Value: v, Found: err == nil, TTL: m.TTL(k), TTLKnown: true}
+	}
+	return out, nil
+}
+
+// Set stores value under key, with its TTL.
+func (m *Map) Set(_ context.Context, key string, value []byte, ttl time.Duration) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.kv[key], m.ttl[key] = value, ttl
+	return nil
+}
+
+// Add stores value under key if absent, else node.ErrNotStored.
+func (m *Map) Add(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	stored, _ := m.AddMulti(ctx, []node.Item{{Key: key, Value: value, TTL: ttl}})
+	if !stored[0] {
+		return node.ErrNotStored
+	}
+	return nil
+}
+
+// AddMulti stores each item whose key is absent.
+func (m *Map) AddMulti(_ context.Context, items []node.Item) ([]bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	stored := make([]bool, len(items))
+	for i, it := range items {
+		if _, ok := m.kv[it.Key]; !ok {
+			m.kv[it.Key], m.ttl[it.Key], stored[i] = it.Value, it.TTL, true
+		}
+	}
+	return stored, nil
+}
+
+// Delete removes key.
+func (m *Map) Delete(_ context.Context, key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.kv, key)
+	delete(m.ttl, key)
+	return nil
+}
+
+// DeleteMulti removes every key.
+func (m *Map) DeleteMulti(ctx context.Context, keys []string) error {
+	for _, k := range keys {
+		_ = m.Delete(ctx, k)
+	}
+	return nil
+}

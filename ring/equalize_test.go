@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/twmb/murmur3"
@@ -260,4 +261,44 @@ func TestCompareEqualization(t *testing.T) {
 	if same.Minimum != 0 || same.Classic.Moved != 0 || same.Equalized.Moved != 0 || same.Equalized.After > 0.05 {
 		t.Errorf("no change: %+v, want nothing moved and the equalized ring within 5%%", same)
 	}
+}
+
+// TestEqualizedConcurrent builds equalized rings at once (New spreads its
+// work over goroutines) and reads one from several goroutines, for the
+// race detector: the rings equal, every look-up the serial one's.
+func TestEqualizedConcurrent(t *testing.T) {
+	ns := randomFleet(rand.New(rand.NewPCG(7, 7)), 20)
+	var wg sync.WaitGroup
+	rings := make([]*Ring, 2)
+	for i := range rings {
+		wg.Go(func() {
+			r, err := New(ns, WithEqualize(0))
+			if err != nil {
+				t.Error(err)
+			}
+			rings[i] = r
+		})
+	}
+	wg.Wait()
+	if t.Failed() || !slices.Equal(rings[0].slots.words, rings[1].slots.words) {
+		t.Fatal("two equalized rings of the same nodes, built at once, differ")
+	}
+	r := rings[0]
+	keys := randomKeys(2000, 3)
+	want := make([][]Node, len(keys))
+	for i, k := range keys {
+		want[i] = LocateN(r, k, 3)
+	}
+	for range 4 {
+		wg.Go(func() {
+			var buf []Node
+			for i, k := range keys {
+				if buf = r.AppendLocateN(buf[:0], k, 3); !slices.Equal(buf, want[i]) || r.Locate(k) != want[i][0] {
+					t.Errorf("%q: %v, serially %v", k, buf, want[i])
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

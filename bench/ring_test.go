@@ -262,15 +262,17 @@ func BenchmarkLocate(b *testing.B) {
 }
 
 // BenchmarkRingPaired pairs ring look-ups that must cost the same, or
-// nearly, against the classic ring's Locate, at each fleet size:
+// nearly, against the classic ring's Locate, at each fleet size of
+// pairedCounts:
 //
 //   - equalized: Locate on the equalized ring of the same fleet
-//     (ring.WithEqualize): the same table and search over about as many
-//     points, only their counts per node differ;
+//     (ring.WithEqualize): a read of its table of slots, 256 KiB to 2 MiB
+//     by the node count, where the classic ring reads two entries of a
+//     table of 8 to 12 bytes a point;
 //   - locate3: AppendLocateN of 3 replicas into a buffer of the caller's,
 //     what a client with Options.Replicas = 3 pays to place a key.
 func BenchmarkRingPaired(b *testing.B) {
-	for _, n := range nodeCounts {
+	for _, n := range pairedCounts {
 		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) {
 			classic := build(b, n).shardcache
 			equalized, err := ring.New(fleet(n), ring.WithEqualize(0))
@@ -292,5 +294,31 @@ func BenchmarkRingPaired(b *testing.B) {
 			}))
 			sink = s
 		})
+	}
+}
+
+// pairedCounts are BenchmarkRingPaired's fleet sizes: the equalized ring's
+// table grows with the bits a node number takes, 2 at 3 nodes.
+var pairedCounts = []int{3, 10, 100, 1000}
+
+// BenchmarkNewEqualized times ring.New of an equalized ring, beside the
+// classic one's, at each fleet size: what a client pays on a change of
+// nodes, once per change.
+func BenchmarkNewEqualized(b *testing.B) {
+	for _, n := range []int{3, 10, 100} {
+		nodes := fleet(n)
+		for _, row := range []struct {
+			name string
+			opts []ring.Option
+		}{{"classic", nil}, {"equalized", []ring.Option{ring.WithEqualize(0)}}} {
+			b.Run("nodes="+strconv.Itoa(n)+"/"+row.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := ring.New(nodes, row.opts...); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }

@@ -9,7 +9,8 @@ import (
 // The analysis works on arcs: the half-open stretch of hash space (p[i-1], p[i]]
 // belongs to the owner of point p[i], and the stretch after the last point
 // wraps round to the first point's owner. Fractions are exact up to float64
-// rounding; nothing is sampled.
+// rounding; nothing is sampled. An equalized ring's arcs are its runs of
+// slots (slotTable.points).
 
 // space is the size of the hash space, 2^64, as a float64.
 const space = 1 << 64
@@ -18,6 +19,12 @@ const space = 1 << 64
 // fractions add up to 1.
 func (r *Ring) Shares() map[string]float64 {
 	s := make(map[string]float64, len(r.nodes))
+	if r.slots != nil { // exact: a slot is 2^-slotBits of the space
+		for i, n := range r.nodes {
+			s[n.Name] = float64(r.counts[i]) / slotCount
+		}
+		return s
+	}
 	for _, n := range r.nodes {
 		s[n.Name] = 0
 	}
@@ -80,38 +87,49 @@ func Flows(from, to *Ring) map[string]map[string]float64 {
 // overlay walks the union of the two rings' points in order and calls fn for
 // every arc with the index of its owner in a and in b and its length.
 func overlay(a, b *Ring, fn func(ownerA, ownerB int32, length float64)) {
-	overlayPoints(a, b, func(i, j int, length float64) {
-		fn(a.points[i].owner, b.points[j].owner, length)
+	if a.slots != nil && b.slots != nil { // slot by slot, without points
+		for s := range slotCount {
+			fn(a.slots.at(s), b.slots.at(s), space/slotCount)
+		}
+		return
+	}
+	pa, pb := a.arcs(), b.arcs()
+	if a == b {
+		pb = pa
+	}
+	overlayPoints(pa, pb, func(i, j int, length float64) {
+		fn(pa[i].owner, pb[j].owner, length)
 	})
 }
 
-// overlayPoints is overlay by point: fn has the index in each ring's points
-// of the point that ends the arc, where a walk for the arc's keys starts.
-func overlayPoints(a, b *Ring, fn func(pointA, pointB int, length float64)) {
+// overlayPoints is overlay by point, over two rings' points (arcs): fn has
+// the index in each of the point that ends the arc, where a walk for the
+// arc's keys starts.
+func overlayPoints(a, b []point, fn func(pointA, pointB int, length float64)) {
 	i, j := 0, 0
 	prev := uint64(0) // arcs before the first boundary are handled at the end
 	first := true
 	var firstBoundary uint64
-	for i < len(a.points) || j < len(b.points) {
+	for i < len(a) || j < len(b) {
 		var u uint64
 		switch {
-		case j == len(b.points) || (i < len(a.points) && a.points[i].hash <= b.points[j].hash):
-			u = a.points[i].hash
+		case j == len(b) || (i < len(a) && a[i].hash <= b[j].hash):
+			u = a[i].hash
 		default:
-			u = b.points[j].hash
+			u = b[j].hash
 		}
 		// (prev, u] ends at the first point at or after u in each ring.
-		pa, pb := i%len(a.points), j%len(b.points)
+		pa, pb := i%len(a), j%len(b)
 		if first {
 			firstBoundary, first = u, false
 		} else {
 			fn(pa, pb, float64(u-prev))
 		}
 		prev = u
-		for i < len(a.points) && a.points[i].hash == u {
+		for i < len(a) && a[i].hash == u {
 			i++
 		}
-		for j < len(b.points) && b.points[j].hash == u {
+		for j < len(b) && b[j].hash == u {
 			j++
 		}
 	}

@@ -67,6 +67,9 @@ func CompareExact(from, to Locator) (c Change, ok bool) {
 	if f, ok := from.(*Ring); ok {
 		if t, ok := to.(*Ring); ok {
 			c.Method = "exact, from the arcs between the points of both rings"
+			if f.slots != nil || t.slots != nil {
+				c.Method = "exact, from the slots and points of both rings"
+			}
 			overlay(f, t, func(a, b int32, length float64) {
 				flows[[2]string{f.nodes[a].Addr, t.nodes[b].Addr}] += length / space
 			})

@@ -60,8 +60,8 @@ func ExampleLocateN() {
 }
 
 // An equalized ring gives every node its fair share within 1%, where a
-// classic one strays by several percent; it costs some extra movement on a
-// change, which CompareEqualization weighs.
+// classic one strays by several percent; on a change it moves little more
+// than the fair share of the node added, which CompareEqualization weighs.
 func ExampleWithEqualize() {
 	var nodes []ring.Node
 	for i := range 8 {
@@ -81,11 +81,11 @@ func ExampleWithEqualize() {
 		panic(err)
 	}
 	// The classic ring moves only what cache-8 takes, less than its fair
-	// share here; the equalized one gives it its share and corrects the
-	// others.
+	// share here; the equalized one gives it its share, and corrects the
+	// others' a little.
 	fmt.Printf("adding cache-8: its fair share %.1f%%; moved: classic %.1f%%, equalized %.1f%%\n",
 		100*c.Minimum, 100*c.Classic.Moved, 100*c.Equalized.Moved)
 	// Output:
-	// furthest from its fair share: classic 7.1%, equalized 0.6%
-	// adding cache-8: its fair share 11.0%; moved: classic 10.6%, equalized 11.9%
+	// furthest from its fair share: classic 7.1%, equalized 0.4%
+	// adding cache-8: its fair share 11.0%; moved: classic 10.6%, equalized 11.0%
 }

@@ -58,7 +58,7 @@ func FuzzNew(f *testing.F) {
 		}
 		r, err := New([]Node{{Name: n1, Addr: a1, Weight: w1, Zone: n2}, {Name: n2, Addr: a2, Weight: w2}}, opts...)
 		if err != nil {
-			for _, e := range []error{ErrNoNodes, ErrDuplicateName, ErrDuplicateAddr, ErrEmptyAddr, ErrBadAddr, ErrBadWeight, ErrBadVnodes, ErrBadTolerance} {
+			for _, e := range []error{ErrNoNodes, ErrDuplicateName, ErrDuplicateAddr, ErrEmptyAddr, ErrBadAddr, ErrBadWeight, ErrBadVnodes, ErrBadTolerance, ErrTooManyNodes} {
 				if errors.Is(err, e) {
 					return
 				}

@@ -18,7 +18,7 @@ type golden struct {
 	Vnodes int          `json:"vnodes"`
 	Nodes  []goldenNode `json:"nodes"`
 	// Tolerance is WithEqualize's, for an equalized ring; 0 for a classic
-	// one. Counts are then each node's points, by Name.
+	// one. Counts are then each node's slots, by Name.
 	Tolerance float64        `json:"tolerance,omitempty"`
 	Counts    map[string]int `json:"counts,omitempty"`
 	Keys      [][2]string    `json:"keys"` // [key, node name]

@@ -178,9 +178,13 @@ func (r *Ring) AppendLocateN(dst []Node, key string, n int) []Node {
 	p.init(r.zones, r.nzones, n)
 	// The owners are read from the table's more, a quarter of the bytes of
 	// points, which are read only where more is too coarse to tell.
-	if t := r.narrow; t != nil {
+	switch {
+	case r.narrow != nil:
+		t := r.narrow
 		walk(&p, t.index(Hash(key), r.points), t.more, uint32(t.mask))
-	} else {
+	case r.slots != nil:
+		r.slots.walk(&p, int(Hash(key)>>(64-slotBits)))
+	default:
 		t := r.wide
 		walk(&p, t.index(Hash(key), r.points), t.more, t.mask)
 	}
@@ -261,9 +265,10 @@ func MovedN(from, to *Ring, n int) float64 {
 	if n < 1 {
 		return 0
 	}
-	ownersA, ownersB := from.owners(), to.owners()
+	pa, pb := from.arcs(), to.arcs()
+	ownersA, ownersB := owners(pa), owners(pb)
 	moved := 0.0
-	overlayPoints(from, to, func(i, j int, length float64) {
+	overlayPoints(pa, pb, func(i, j int, length float64) {
 		var a, b picker
 		a.init(from.zones, from.nzones, n)
 		walk(&a, i, ownersA, -1)
@@ -297,16 +302,17 @@ func (r *Ring) replicaArcs(n int, fn func(chosen []int32, share float64)) {
 	if n < 1 {
 		return
 	}
-	owners := r.owners()
-	last := len(r.points) - 1
-	for i := range r.points {
+	pts := r.arcs()
+	owners := owners(pts)
+	last := len(pts) - 1
+	for i := range pts {
 		// The arc (points[i-1], points[i]]: every hash in it starts the walk
 		// at point i. The first wraps round from the last point.
 		var arc float64
 		if i == 0 {
-			arc = space - float64(r.points[last].hash-r.points[0].hash)
+			arc = space - float64(pts[last].hash-pts[0].hash)
 		} else {
-			arc = float64(r.points[i].hash - r.points[i-1].hash)
+			arc = float64(pts[i].hash - pts[i-1].hash)
 		}
 		var p picker
 		p.init(r.zones, r.nzones, n)
@@ -316,9 +322,9 @@ func (r *Ring) replicaArcs(n int, fn func(chosen []int32, share float64)) {
 }
 
 // owners returns the owner of each point, in order, for walk.
-func (r *Ring) owners() []int32 {
-	owners := make([]int32, len(r.points))
-	for i, p := range r.points {
+func owners(pts []point) []int32 {
+	owners := make([]int32, len(pts))
+	for i, p := range pts {
 		owners[i] = p.owner
 	}
 	return owners

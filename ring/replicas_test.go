@@ -81,15 +81,17 @@ func pick(nodes []Node, idx []int32) []Node {
 }
 
 // refRingN returns LocateN on a ring by its definition: a binary search for
-// the first point, and a walk over every point.
+// the first point, and a walk over every point (of an equalized ring, the
+// points that end its runs of slots).
 func refRingN(r *Ring) func(key string, n int) []Node {
-	owners := make([]int32, len(r.points))
-	for i, p := range r.points {
+	pts := r.arcs()
+	owners := make([]int32, len(pts))
+	for i, p := range pts {
 		owners[i] = p.owner
 	}
 	return func(key string, n int) []Node {
 		h := Hash(key)
-		start := sort.Search(len(r.points), func(i int) bool { return r.points[i].hash >= h }) % len(r.points)
+		start := sort.Search(len(pts), func(i int) bool { return pts[i].hash >= h }) % len(pts)
 		return pick(r.nodes, refPick(walkOrder(owners, start, len(r.nodes)), zonesOf(r.nodes), n))
 	}
 }

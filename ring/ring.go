@@ -11,8 +11,11 @@
 //   - A node of weight w owns round(w×vnodes) points (half away from zero),
 //     exactly w×vnodes for a whole w. Point i (0-based) is the hash of the
 //     UTF-8 bytes of Name + "#VN" + decimal(i), for example "cache-a#VN0".
-//     With WithEqualize a node owns a prefix of the same sequence, of a
-//     length chosen from the whole membership (see WithEqualize).
+//     With WithEqualize there are no points: a key goes to the slot of
+//     the top 20 bits of its hash and the slot to a node by weighted
+//     rendezvous hashing, of multipliers chosen from the whole membership
+//     (see "The slot table" in slots.go), frozen by golden vectors of its
+//     own.
 //   - A key is hashed as its bytes, unless it holds a hash tag: if the key
 //     contains '{' and a later '}' with at least one byte between the first
 //     '{' and the first '}' after it, only those bytes are hashed (as Redis
@@ -25,7 +28,8 @@
 //     The result depends only on the set of nodes, not on their order.
 //   - A key's n replicas (AppendLocateN) are its owner, then the nodes of
 //     the points that follow clockwise, each node once, nodes of distinct
-//     zones first (see Replicas in replicas.go).
+//     zones first (see Replicas in replicas.go); on an equalized ring,
+//     the nodes of the slots that follow, as if each slot ended at a point.
 //
 // A Ring is immutable and safe for concurrent use. Shares, ReplicaShares,
 // Moved and Flows compute exact fractions of the hash space from the arcs
@@ -76,6 +80,7 @@ var (
 	ErrBadWeight     = errors.New("shardcache/ring: bad node weight")
 	ErrBadVnodes     = errors.New("shardcache/ring: bad vnode count")
 	ErrBadTolerance  = errors.New("shardcache/ring: bad equalization tolerance")
+	ErrTooManyNodes  = errors.New("shardcache/ring: too many nodes to equalize")
 )
 
 // MaxWeight is the largest weight a node may have: beyond it no placement
@@ -142,8 +147,12 @@ type Ring struct {
 	// table cannot place alone.
 	points []point
 	// counts[i] is the length of the prefix of nodes[i]'s point sequence
-	// the ring holds: round(Weight×vnodes), or what equalization made it.
+	// the ring holds, round(Weight×vnodes); on an equalized ring, its
+	// slots.
 	counts []int
+	// slots places the keys of an equalized ring, which has no points
+	// (see "The slot table" in slots.go); nil on a classic ring.
+	slots *slotTable
 
 	// The table Locate reads (see "The look-up table"), of 16-bit entries up
 	// to narrowNodes nodes and of 32-bit entries beyond: exactly one is set.
@@ -181,17 +190,20 @@ func New(nodes []Node, opts ...Option) (*Ring, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.equalize {
+		if len(ns) > maxSlotNodes {
+			return nil, fmt.Errorf("%w: %d (want at most %d)", ErrTooManyNodes, len(ns), maxSlotNodes)
+		}
+		t := equalizeSlots(ns, cfg.tolerance)
+		r := &Ring{nodes: ns, vnodes: cfg.vnodes, tolerance: cfg.tolerance, counts: t.counts, slots: t}
+		r.zones, r.nzones = numberZones(ns)
+		return r, nil
+	}
 	counts, err := classicCounts(ns, cfg.vnodes)
 	if err != nil {
 		return nil, err
 	}
-	var pts []point
-	if cfg.equalize {
-		counts, pts = equalize(ns, counts, cfg.tolerance)
-	} else {
-		pts = ringPoints(ns, counts)
-	}
-	return build(ns, counts, pts, cfg.vnodes, cfg.tolerance), nil
+	return build(ns, counts, ringPoints(ns, counts), cfg.vnodes, cfg.tolerance), nil
 }
 
 // ringPoints returns the points of a ring of ns, node i holding the first
@@ -565,9 +577,12 @@ func HashTag(key string) string {
 func (r *Ring) Locate(key string) Node {
 	h := Hash(key)
 	var i int
-	if r.narrow != nil {
+	switch {
+	case r.narrow != nil:
 		i = r.narrow.owner(h, r.points)
-	} else {
+	case r.slots != nil:
+		i = r.slots.owner(h)
+	default:
 		i = r.wide.owner(h, r.points)
 	}
 	// Field by field: "return r.nodes[i]" copies the node through the stack
@@ -582,8 +597,21 @@ func (r *Ring) Nodes() []Node {
 	return slices.Clone(r.nodes)
 }
 
-// Vnodes returns the number of points per unit of weight.
+// Vnodes returns the number of points per unit of weight, which an
+// equalized ring, of slots, does not use.
 func (r *Ring) Vnodes() int { return r.vnodes }
 
-// Points returns the number of distinct points on the ring.
-func (r *Ring) Points() int { return len(r.points) }
+// Points returns the number of distinct points on the ring; on an equalized
+// ring, the number of runs of slots of one node, each of which ends at a
+// point for the analysis.
+func (r *Ring) Points() int { return len(r.arcs()) }
+
+// arcs returns the points of the ring: its own, or those of its slots
+// (slotTable.points), made for each call: the analysis reads them once,
+// and a look-up never.
+func (r *Ring) arcs() []point {
+	if r.slots != nil {
+		return r.slots.points()
+	}
+	return r.points
+}

@@ -802,20 +802,20 @@ func (c *Client) load() (*state, time.Time) {
 	return st, now
 }
 
-// conn returns the client of node n in st. A placement that locates a key on
-// a node it does not list gets one whose every call fails with
-// ErrUnknownNode, so callers handle it as any other node failure; a node
-// held down (probe.go), one whose every call fails at once with ErrNodeDown.
 // heldDown reports whether the breaker holds n down with no gutter to
 // stand in: its calls fail at once, without the network.
 func (st *state) heldDown(n ring.Node) bool {
-	_, down := st.conn(n).(*failing)
+	_, down := st.conn(n).(*node.Failing)
 	return down && n.Addr != "" && st.conns[n.Addr] != nil
 }
 
+// conn returns the client of node n in st. A placement that locates a key on
+// a node it does not list gets one whose every call fails with
+// ErrUnknownNode, so callers handle it as any other node failure; a node
+// held down (health.go), one whose every call fails at once with ErrNodeDown.
 func (st *state) conn(n ring.Node) node.Node {
 	if m, ok := st.conns[n.Addr]; ok {
-		if m.h.isDown() {
+		if m.h.Down() {
 			if m.gutter != nil && st.mig == nil {
 				return m.gutter
 			}

@@ -97,7 +97,7 @@ func TestNodeDownEveryPath(t *testing.T) {
 			victim := cl.nodes(0)[0]
 			k := keysOn(c, victim.Addr, "down:", 1)[0]
 			cl.stop(0)
-			for !health(t, c, victim.Addr).Down {
+			for !healthOf(t, c, victim.Addr).Down {
 				c.Get(t.Context(), k) // fails at the connection level until the node is marked down
 			}
 			// The calls on several keys or on every node fail on the down

@@ -37,7 +37,7 @@ var (
 	ErrMigrationActive = errors.New("shardcache: a migration is already active")
 	// ErrUnknownNode means a placement located a key on a node it does not
 	// list in Nodes(), so the client has no connection for it.
-	ErrUnknownNode = errors.New("shardcache: placement returned a node it does not list")
+	ErrUnknownNode = node.ErrUnknownNode
 
 	// ErrNotFound is what a loader returns (wrapped or not) when the
 	// database has no such row, and what GetOrLoad then returns. With

@@ -62,8 +62,8 @@ func (c *Client) countOpen(st *state, addr string, n int, read bool) {
 	switch {
 	case m == nil:
 	case read:
-		m.h.missed.Add(int64(n))
+		m.h.Missed.Add(int64(n))
 	default:
-		m.h.dropped.Add(int64(n))
+		m.h.Dropped.Add(int64(n))
 	}
 }

@@ -71,7 +71,7 @@ func newFaultCluster(t *testing.T, kind string, n int, opts Options) *faultClust
 }
 
 // health returns the health of the node at addr.
-func health(t *testing.T, c *Client, addr string) NodeHealth {
+func healthOf(t *testing.T, c *Client, addr string) NodeHealth {
 	t.Helper()
 	for _, h := range c.Health() {
 		if h.Node.Addr == addr {
@@ -88,12 +88,12 @@ func waitHealth(t *testing.T, c *Client, addr string, down bool) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for !time.Now().After(start.Add(faultWait)) {
-		if health(t, c, addr).Down == down {
+		if healthOf(t, c, addr).Down == down {
 			return time.Since(start)
 		}
 		time.Sleep(time.Millisecond)
 	}
-	t.Fatalf("node %s: Down is not %v after %v: %+v", addr, down, faultWait, health(t, c, addr))
+	t.Fatalf("node %s: Down is not %v after %v: %+v", addr, down, faultWait, healthOf(t, c, addr))
 	return 0
 }
 
@@ -344,7 +344,7 @@ func TestNodeKilled(t *testing.T) {
 			recover := restarted + waitHealth(t, fc.c, victim.Addr, false)
 			l.await(300)
 			l.finish()
-			h := health(t, fc.c, victim.Addr)
+			h := healthOf(t, fc.c, victim.Addr)
 			if h.Downs != 1 {
 				t.Errorf("node marked down %d times; want 1", h.Downs)
 			}
@@ -411,7 +411,7 @@ func TestNodeFlapping(t *testing.T) {
 			}
 			l.await(100)
 			l.finish()
-			if h := health(t, fc.c, victim.Addr); h.Downs != flaps || h.Down {
+			if h := healthOf(t, fc.c, victim.Addr); h.Downs != flaps || h.Down {
 				t.Fatalf("after %d flaps: %+v; want %d downs and up", flaps, h, flaps)
 			}
 		})
@@ -448,7 +448,7 @@ func TestNetworkFaults(t *testing.T) {
 			for range 2 * DefaultFailureThreshold {
 				mustGet(t, c, far, far)
 			}
-			if h := health(t, c, proxy.Addr); h.Down || h.Failures != 0 {
+			if h := healthOf(t, c, proxy.Addr); h.Down || h.Failures != 0 {
 				t.Fatalf("latency under the timeout counted against the node: %+v", h)
 			}
 			proxy.Clear()
@@ -462,7 +462,7 @@ func TestNetworkFaults(t *testing.T) {
 				{"black hole", proxy.BlackHole},
 			} {
 				fault.inject()
-				before := health(t, c, proxy.Addr)
+				before := healthOf(t, c, proxy.Addr)
 				var err error
 				start := time.Now()
 				for i := 0; i < 10*DefaultFailureThreshold && !errors.Is(err, ErrNodeDown); i++ {
@@ -474,7 +474,7 @@ func TestNetworkFaults(t *testing.T) {
 				}
 				checkDown(t, fault.name+": Get", err, proxy.Addr)
 				detect := time.Since(start)
-				after := health(t, c, proxy.Addr)
+				after := healthOf(t, c, proxy.Addr)
 				if after.Downs != before.Downs+1 || after.Failures-before.Failures < DefaultFailureThreshold {
 					t.Fatalf("%s: health before %+v, after %+v; want one more down after %d failures", fault.name, before, after, DefaultFailureThreshold)
 				}
@@ -536,7 +536,7 @@ func TestFailOpen(t *testing.T) {
 	if h := cl.holders(t, k); len(h) != 0 {
 		t.Errorf("the down node's key was written to %v", h)
 	}
-	if h := health(t, c, down.Addr); h.Missed != 3 || h.Dropped != 3 {
+	if h := healthOf(t, c, down.Addr); h.Missed != 3 || h.Dropped != 3 {
 		t.Errorf("health %+v; want 3 reads missed (Get, Touch, GetMulti) and 3 writes dropped (Set, Add, SetMulti)", h)
 	}
 }
@@ -564,9 +564,9 @@ func TestMigrationWithNodeDown(t *testing.T) {
 			old.Pause()
 			t.Cleanup(old.Resume)
 			i := 0
-			for ; !health(t, c, old.Addr).Down; i++ {
+			for ; !healthOf(t, c, old.Addr).Down; i++ {
 				if i == 10*DefaultFailureThreshold {
-					t.Fatalf("old owner not down after %d fallback reads: %+v", i, health(t, c, old.Addr))
+					t.Fatalf("old owner not down after %d fallback reads: %+v", i, healthOf(t, c, old.Addr))
 				}
 				if _, err := c.Get(ctx, moved[i]); err != ErrCacheMiss {
 					t.Fatalf("Get of a moved key with its old owner hung = %v; want ErrCacheMiss", err)

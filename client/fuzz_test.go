@@ -176,8 +176,8 @@ func FuzzMultiSplit(f *testing.F) {
 		o.init()
 		c := &Client{opts: o}
 		c.pools = pool.New(func(n ring.Node) (*member, error) {
-			h := newNodeHealth(n, &o)
-			return &member{Node: mems[n.Addr], h: h, down: newFailing(ErrNodeDown, h)}, nil
+			h := newHealth(n, &o)
+			return &member{Node: mems[n.Addr], rn: n, h: h, down: node.NewFailing(ErrNodeDown, h)}, nil
 		})
 		own, err := c.pools.Acquire(r.Nodes())
 		if err != nil {

@@ -106,7 +106,7 @@ func (c *Client) gutterOf(n ring.Node, m *member) *gutter.Node {
 // landing on the gutter while it replays.
 const comePasses = 8
 
-// comeUp is the probe's last step once m answers again (nodeHealth.comeUp):
+// comeUp is the probe's last step once m answers again (health.Observer.ComeUp):
 // it replays the hints without their lock while there are many, then the
 // last of them under it and marks m up with it: a write through the gutter
 // that lands meanwhile waits for that one round trip, then finds m up and
@@ -136,22 +136,22 @@ func (m *member) comeUp(ctx context.Context) {
 	if err != nil {
 		m.hints.PutBackLocked(keys, overflow)
 	} else {
-		up = m.h.success()
+		up = m.h.Success()
 	}
 	m.hints.Unlock()
 	switch {
 	case err != nil:
 		m.notReplayed(len(keys), overflow, err)
 	case up:
-		m.h.markedUp()
+		m.h.MarkedUp()
 	}
 }
 
 // notReplayed logs a probe's replay that failed: m answers, and is held
 // down.
 func (m *member) notReplayed(keys int, flush bool, err error) {
-	m.h.log.Warn("shardcache: node answers, held down: the writes it missed not replayed",
-		m.h.attrs(slog.Int("keys", keys), slog.Bool("flush", flush), slog.Any("cause", err))...)
+	m.h.Warn("shardcache: node answers, held down: the writes it missed not replayed",
+		slog.Int("keys", keys), slog.Bool("flush", flush), slog.Any("cause", err))
 }
 
 // replay deletes hinted keys at home (flushes it on overflow), then on
@@ -184,7 +184,7 @@ func (m *member) Wrote(ctx context.Context, keys ...string) {
 	}
 	m.hints.Lock()
 	m.hints.AddLocked(keys...)
-	down := m.h.isDown()
+	down := m.h.Down()
 	var late []string
 	var overflow bool
 	if !down {
@@ -194,7 +194,7 @@ func (m *member) Wrote(ctx context.Context, keys ...string) {
 	if down {
 		return
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.h.timeout)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.h.Timeout())
 	defer cancel()
 	var err error
 	if m.tomb > 0 && !overflow {
@@ -204,7 +204,7 @@ func (m *member) Wrote(ctx context.Context, keys ...string) {
 	}
 	if err != nil {
 		m.hints.PutBack(late, overflow)
-		m.h.holdDown(err)
+		m.h.HoldDown("a hint not replayed", err)
 	}
 }
 
@@ -216,7 +216,7 @@ var (
 )
 
 // Guttered counts a call sent to m's gutter.
-func (m *member) Guttered() { m.h.guttered.Add(1) }
+func (m *member) Guttered() { m.h.Guttered.Add(1) }
 
 // Standin is m's stand-in while it is held down: each call fails at once
 // with ErrNodeDown.

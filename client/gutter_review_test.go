@@ -41,8 +41,8 @@ func grMember(c *Client, addr string) *member { return c.state.Load().conns[addr
 // replays the hints and marks the node up.
 func probeUp(t *testing.T, m *member) {
 	t.Helper()
-	m.h.comeUp(context.Background())
-	if m.h.isDown() {
+	m.h.ComeUp(context.Background())
+	if m.h.Down() {
 		t.Fatal("not marked up")
 	}
 }
@@ -64,7 +64,7 @@ func TestGutterWritesDuringReplay(t *testing.T) {
 	m := grMember(c, ss[0].Addr)
 	resume := paused(t, ss[0])
 	c.Get(ctx, keys[0])
-	waitFor(t, "down", m.h.isDown)
+	waitFor(t, "down", m.h.Down)
 	// 60000 hints: ~60 DeleteMulti round trips on replay
 	filler := make([]string, 60000)
 	for i := range filler {
@@ -77,7 +77,7 @@ func TestGutterWritesDuringReplay(t *testing.T) {
 	go func() {
 		defer close(done)
 		for _, k := range keys {
-			if !m.h.isDown() {
+			if !m.h.Down() {
 				return
 			}
 			if c.Set(ctx, k, []byte("new"), time.Hour) == nil {
@@ -91,7 +91,7 @@ func TestGutterWritesDuringReplay(t *testing.T) {
 	waitFor(t, "writes through the gutter", func() bool { mu.Lock(); defer mu.Unlock(); return len(written) >= 10 })
 	resume()
 	<-done
-	waitFor(t, "up", func() bool { return !m.h.isDown() })
+	waitFor(t, "up", func() bool { return !m.h.Down() })
 	stale := 0
 	for _, k := range written {
 		if v, _ := c.Get(ctx, k); string(v) == "old" {
@@ -113,7 +113,7 @@ func TestGutterFlap(t *testing.T) {
 	ctx := t.Context()
 	k := keysOn(c, ss[0].Addr, "k", 1)[0]
 	m := grMember(c, ss[0].Addr)
-	m.h.down.Store(true)
+	m.h.SetDown(true)
 	if err := c.Set(ctx, k, []byte("v1"), time.Hour); err != nil { // to the gutter
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestGutterFlap(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustGet(t, c, k, "v2")
-	m.h.down.Store(true) // a second outage within GutterTTL
+	m.h.SetDown(true) // a second outage within GutterTTL
 	if v, err := c.Get(ctx, k); string(v) == "v1" {
 		t.Errorf("Get after Set(v2) returned = %q, %v: the gutter's copy from the first outage", v, err)
 	}
@@ -143,7 +143,7 @@ func TestGutterStraggler(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := grMember(c, ss[0].Addr)
-	m.h.down.Store(true)
+	m.h.SetDown(true)
 	if _, ok := c.state.Load().conn(ring.Node{Addr: ss[0].Addr}).(*gutter.Node); !ok {
 		t.Fatal("a write to the node held down is not routed to its gutter")
 	}
@@ -175,7 +175,7 @@ func TestGutterFlushRefused(t *testing.T) {
 	ctx := t.Context()
 	k := keysOn(c, ss[0].Addr, "k", 1)[0]
 	m := grMember(c, ss[0].Addr)
-	m.h.down.Store(true)
+	m.h.SetDown(true)
 	var many []string
 	for i := range DefaultGutterHints + 1 {
 		many = append(many, fmt.Sprintf("x%d", i))
@@ -184,7 +184,7 @@ func TestGutterFlushRefused(t *testing.T) {
 	if err := c.Set(ctx, k, []byte("v"), time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	m.h.startProbe()
+	m.h.StartProbe()
 	// The probe's ping answers, its flush is refused, twice.
 	waitFor(t, "two refused flushes", func() bool { return len(rec.find("not replayed")) >= 2 })
 	mustGet(t, c, k, "v") // from the gutter
@@ -206,7 +206,7 @@ func TestGutterAdd(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := grMember(c, ss[0].Addr)
-	m.h.down.Store(true)
+	m.h.SetDown(true)
 	if _, err := c.Incr(ctx, ctr, 1); !errors.Is(err, ErrNodeDown) {
 		t.Fatalf("Incr with home down: %v; want ErrNodeDown", err)
 	}
@@ -234,8 +234,8 @@ func TestGutterGetMultiSharedGutter(t *testing.T) {
 	c := grClient(t, Memcached, ss, Options{PoolSize: 1})
 	ctx := t.Context()
 	a, b := keysOn(c, ss[0].Addr, "a", 1)[0], keysOn(c, ss[1].Addr, "b", 1)[0]
-	grMember(c, ss[0].Addr).h.down.Store(true)
-	grMember(c, ss[1].Addr).h.down.Store(true)
+	grMember(c, ss[0].Addr).h.SetDown(true)
+	grMember(c, ss[1].Addr).h.SetDown(true)
 	start := time.Now()
 	_, err := c.GetMulti(ctx, []string{a, b})
 	if d := time.Since(start); d > 500*time.Millisecond {
@@ -289,15 +289,15 @@ func TestGutterOnlyProbeMarksUp(t *testing.T) {
 	}
 	upByDone, trips := 0, 0
 	for range 200000 {
-		if h.failure() {
+		if h.Failure() {
 			trips++ // tripped (no probe started: we are not Done)
 			for range 50 {
-				if !h.isDown() {
+				if !h.Down() {
 					upByDone++
 					break
 				}
 			}
-			h.down.Store(false)
+			h.SetDown(false)
 		}
 	}
 	close(stop)
@@ -326,7 +326,7 @@ func TestGutterNearCache(t *testing.T) {
 			mustGet(t, c, k, "old")
 			mustGet(t, c, k, "old") // near copy
 			m := grMember(c, ss[0].Addr)
-			m.h.down.Store(true)
+			m.h.SetDown(true)
 			if err := c.Set(ctx, k, []byte("new"), time.Hour); err != nil {
 				t.Fatal(err)
 			}
@@ -346,8 +346,8 @@ func TestGutterGetMultiConcurrent(t *testing.T) {
 	c := grClient(t, Memcached, ss, Options{PoolSize: 4})
 	ctx := t.Context()
 	a, b := keysOn(c, ss[0].Addr, "a", 1)[0], keysOn(c, ss[1].Addr, "b", 1)[0]
-	grMember(c, ss[0].Addr).h.down.Store(true)
-	grMember(c, ss[1].Addr).h.down.Store(true)
+	grMember(c, ss[0].Addr).h.SetDown(true)
+	grMember(c, ss[1].Addr).h.SetDown(true)
 	var mu sync.Mutex
 	var worst time.Duration
 	timeouts := 0

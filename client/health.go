@@ -1,17 +1,24 @@
 package client
 
 import (
-	"context"
-	"errors"
-	"sync/atomic"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/internal/node/health"
+	"github.com/shardcache/shardcache/ring"
 )
 
-// The health policy of a node: what counts as the node failing, when it is
-// down, how often a down node is probed. It does no I/O and reads no clock,
-// so it is tested without servers; probe.go applies it.
+// Node health: each node's client carries a *health.Observer, the
+// node.Observer the node tells the outcome of every call, whatever method
+// made it (each node package reports from one place: redisnode from its
+// go-redis hook, mcnode from the end of each call on the wire). The same
+// Done feeds the breaker and the node's statistics (stats.go). state.conn
+// hands out the node's failing stand-in while the node is down, so no call
+// site checks anything; and one probe goroutine per down node marks it up
+// again. The policy (what counts against a node, when it is down) is
+// health.Classify and health.Breaker.
 
 // ErrNodeDown is the cause of a *NodeError from a node the client holds down:
 // Options.FailureThreshold calls in a row failed at the connection level, and
@@ -33,90 +40,67 @@ const (
 	ProbeBackoffCap = 20
 )
 
-// breaker holds one node's run of failures and whether it is down. Its hot
-// path, a success while up with no failure pending, only reads.
-type breaker struct {
-	threshold int32
-	fails     atomic.Int32 // connection-level failures since the last success
-	down      atomic.Bool
+// newHealth returns the observer of node n under the options o.
+func newHealth(n ring.Node, o *Options) *health.Observer {
+	return health.New(health.Config{
+		Name: n.Name, Addr: n.Addr, Threshold: o.FailureThreshold,
+		ProbeInterval: o.ProbeInterval, ProbeCap: ProbeBackoffCap * o.ProbeInterval,
+		ProbeTimeout: o.DialTimeout + max(o.ReadTimeout, o.WriteTimeout),
+		Stats:        !o.DisableStats, Logger: o.Logger,
+	})
 }
 
-// failure counts a connection-level failure and reports whether it is the
-// one that marks the node down.
-func (b *breaker) failure() bool {
-	if b.fails.Add(1) < b.threshold {
-		return false
-	}
-	return b.down.CompareAndSwap(false, true)
+// NodeHealth is one node's health as the client sees it.
+type NodeHealth struct {
+	Node ring.Node
+	// Down is true while the node is held down: its calls fail at once with
+	// ErrNodeDown (or, with Options.FailOpen, read as misses), and a probe
+	// retries it in the background.
+	Down bool
+	// Since is when the node was last marked down; zero while it is up.
+	Since time.Time
+	// Failures counts the connection-level failures of its calls; Downs the
+	// times it was marked down.
+	Failures, Downs int64
+	// Dropped counts the writes Options.FailOpen dropped while it was down,
+	// and Missed the reads it answered with a miss.
+	Dropped, Missed int64
+	// Guttered counts the calls sent to the gutter pool while it was down
+	// (Options.Gutter).
+	Guttered int64
+	// ReplicaMissed counts the writes it missed as a replica
+	// (Options.Replicas), replayed as deletes before it served again.
+	ReplicaMissed int64
+	// Gutter marks a node of the gutter pool, listed after the others.
+	Gutter bool
 }
 
-// success records an answer from the node and reports whether it marks the
-// node up again.
-func (b *breaker) success() bool {
-	if b.fails.Load() != 0 {
-		b.fails.Store(0)
+// Health returns the health of every node the client routes to (during a
+// migration, those of both placements), sorted by name, then the gutter
+// pool's (Options.Gutter), marked Gutter.
+func (c *Client) Health() []NodeHealth {
+	st := c.state.Load()
+	if st == nil {
+		return nil
 	}
-	return b.down.Load() && b.down.CompareAndSwap(true, false)
+	var out []NodeHealth
+	for _, m := range st.conns {
+		out = append(out, m.health())
+	}
+	slices.SortFunc(out, func(a, b NodeHealth) int { return strings.Compare(a.Node.Name, b.Node.Name) })
+	n := len(out)
+	for _, m := range c.gutterConns {
+		nh := m.health()
+		nh.Gutter = true
+		out = append(out, nh)
+	}
+	slices.SortFunc(out[n:], func(a, b NodeHealth) int { return strings.Compare(a.Node.Name, b.Node.Name) })
+	return out
 }
 
-// isDown reports whether calls to the node should fail at once.
-func (b *breaker) isDown() bool { return b.down.Load() }
-
-// backoff is the wait before each probe of a down node: interval, doubled
-// after each failed probe, at most max.
-type backoff struct {
-	interval, max time.Duration
-}
-
-// delay returns the wait before probe number attempt (0 for the first).
-func (b backoff) delay(attempt int) time.Duration {
-	d := b.interval
-	for range attempt {
-		if d >= b.max/2 {
-			return b.max
-		}
-		d *= 2
-	}
-	return min(d, b.max)
-}
-
-// outcome is what one call says about its node's health.
-type outcome int
-
-const (
-	answered    outcome = iota // the node answered, even with a miss or an error reply
-	unreachable                // a connection-level failure: the node did not answer
-	unknown                    // says nothing: the caller gave up, or it never left the client
-)
-
-// classify says what err, the result of one call to a node made under ctx
-// (nil when the call had no context), tells about the node. Only
-// connection-level failures count against it: a refused or timed-out dial,
-// an i/o timeout, a reset, a connection closed mid-reply. A miss, NOT_STORED,
-// an error reply (a wrong type, a bad password, a value too large) mean it
-// answered; the caller's own context ending says nothing, nor does a failure
-// the client made itself (a closed client, a node held down, a pool whose
-// connections were all busy).
-func classify(ctx context.Context, err error) outcome {
-	if err == nil || err == ErrCacheMiss || err == ErrNotStored {
-		return answered
-	}
-	if ctx != nil {
-		if ctx.Err() != nil {
-			return unknown
-		}
-		// A connection's deadline is the context's, and may fire a moment
-		// before the context's own timer does.
-		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-			return unknown
-		}
-	}
-	switch {
-	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, ErrNodeDown) || errors.Is(err, ErrUnknownNode) || node.Local(err):
-		return unknown
-	case node.Unreachable(err):
-		return unreachable
-	}
-	return answered
+// health is the member's NodeHealth.
+func (m *member) health() NodeHealth {
+	h := m.h
+	return NodeHealth{Node: m.rn, Down: h.Down(), Since: h.Since(), Failures: h.Failures.Load(), Downs: h.Downs.Load(),
+		Dropped: h.Dropped.Load(), Missed: h.Missed.Load(), Guttered: h.Guttered.Load(), ReplicaMissed: h.ReplicaMissed.Load()}
 }

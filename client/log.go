@@ -8,7 +8,7 @@ import (
 )
 
 // Options.Logger gets the client's events, each at the moment it happens and
-// never once per call: a node down or up (probe.go), a migration started or
+// never once per call: a node down or up (internal/node/health), a migration started or
 // over (client.go), the backfill queue full (below). The hot path logs
 // nothing: a full queue logs when it starts dropping and when it accepts a
 // copy again, not at each copy dropped.

@@ -171,7 +171,7 @@ func readBatches(st *state, keys []string, owner func(i int) ring.Node) *batches
 				if sets == nil {
 					sets = make([]*replica.Set, len(keys))
 				}
-				n, sets[i] = m.h.node, s
+				n, sets[i] = m.rn, s
 			}
 		}
 		j := bs.index(n)

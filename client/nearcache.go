@@ -157,7 +157,7 @@ func (c *Client) nearGet(r *route, key string) (v []byte, held bool, err error) 
 		return nil, false, nil
 	}
 	m := r.st.conns[r.New.Addr]
-	if m == nil || m.near == nil || m.h.isDown() {
+	if m == nil || m.near == nil || m.h.Down() {
 		return nil, false, nil
 	}
 	v, found, ok := m.near.Get(key)
@@ -182,7 +182,7 @@ func (c *Client) nearMulti(st *state, now time.Time, keys []string, hit func(key
 	}
 	var owners near.Owners
 	store := func(addr string) *near.Cache { // the owner's, unless it is held down
-		if m := st.conns[addr]; m != nil && !m.h.isDown() {
+		if m := st.conns[addr]; m != nil && !m.h.Down() {
 			return m.near
 		}
 		return nil
@@ -272,7 +272,7 @@ func (c *Client) NearCacheStats() []NearCacheStats {
 			continue
 		}
 		s := m.near.Stats()
-		ns := NearCacheStats{Node: m.h.node, Hits: s.Hits, Misses: s.Misses, Entries: s.Entries, Bytes: s.Bytes}
+		ns := NearCacheStats{Node: m.rn, Hits: s.Hits, Misses: s.Misses, Entries: s.Entries, Bytes: s.Bytes}
 		if rn, ok := m.Node.(interface {
 			NearStats() (redisnode.NearStats, bool)
 		}); ok {

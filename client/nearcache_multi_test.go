@@ -215,8 +215,8 @@ func TestNearCacheGetMultiNear(t *testing.T) {
 		}
 	}
 	down := c.state.Load().conns[c.Locate(k3).Addr]
-	down.h.down.Store(true)
-	defer down.h.down.Store(false)
+	down.h.SetDown(true)
+	defer down.h.SetDown(false)
 	got, err := c.GetMulti(ctx, []string{k3})
 	if !errors.Is(err, ErrNodeDown) || len(got) != 0 {
 		t.Errorf("GetMulti of a key held near on a node held down: %v, %v; want ErrNodeDown", got, err)

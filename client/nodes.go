@@ -1,7 +1,6 @@
 package client
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/shardcache/shardcache/internal/near"
 	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/internal/node/gutter"
+	"github.com/shardcache/shardcache/internal/node/health"
 	"github.com/shardcache/shardcache/internal/node/redisnode"
 	"github.com/shardcache/shardcache/internal/node/replica"
 	"github.com/shardcache/shardcache/ring"
@@ -23,13 +23,14 @@ import (
 // only where a call goes and what its outcome means.
 
 // member is one node's client as the client holds it: the node, and its
-// health, which the node tells the outcome of every call (probe.go).
+// health, which the node tells the outcome of every call (health.go).
 type member struct {
 	node.Node
-	h *nodeHealth
+	rn ring.Node
+	h  *health.Observer
 	// down stands for the node while it is held down: every call fails at
 	// once with ErrNodeDown (state.conn hands it out).
-	down *failing
+	down *node.Failing
 	// near is the node's near cache store, nil without Options.NearCache.
 	near *near.Cache
 	// gutter stands for the node while it is held down when there is a
@@ -49,29 +50,29 @@ type member struct {
 // its probe.
 func (m *member) Close() error {
 	err := m.Node.Close()
-	m.h.close()
+	m.h.Close()
 	return err
 }
 
 // dial makes the client of node n, with its health; no connection is
 // opened yet.
 func (c *Client) dial(n ring.Node) (*member, error) {
-	h := newNodeHealth(n, &c.opts)
+	h := newHealth(n, &c.opts)
 	store := c.opts.NearCache.newStore()
 	nd, err := c.newNode(n, h, store)
 	if err != nil {
 		return nil, err
 	}
-	h.ping = nd.Ping
+	h.Ping = nd.Ping
 	if ic, ok := nd.(node.IdleCloser); ok {
-		h.flush = ic.CloseIdle
+		h.Flush = ic.CloseIdle
 	}
-	m := &member{Node: nd, h: h, down: newFailing(ErrNodeDown, h), near: store}
+	m := &member{Node: nd, rn: n, h: h, down: node.NewFailing(ErrNodeDown, h), near: store}
 	if c.opts.Replicas > 1 {
 		m.tomb = replicaTomb(&c.opts)
 	}
 	if m.gutter = c.gutterOf(n, m); m.gutter != nil || c.opts.Replicas > 1 {
-		h.comeUp = m.comeUp
+		h.ComeUp = m.comeUp
 	}
 	if tw, ok := nd.(node.TombstoneWatcher); ok && c.opts.Replicas > 1 {
 		tw.ExpectTombstones(time.Now().AddDate(100, 0, 0)) // a replica set's deletes bury (replicas.go)
@@ -117,93 +118,8 @@ func checkAddr(addr string) error {
 	return nil
 }
 
-// failing stands for a node every call of which fails at once with err: a
-// node held down (ErrNodeDown), counted in its statistics without a
-// latency (the call never reached the network), or one the client has no
-// connection to (ErrUnknownNode). It has every capability a node has, so
-// that code asserting one sees the failure rather than none.
-type failing struct {
-	err error
-	h   *nodeHealth // nil: nothing counted
-	p   failedPending
-}
-
 // unlisted is the node of an address the client has no connection for.
-var unlisted = newFailing(ErrUnknownNode, nil)
-
-func newFailing(err error, h *nodeHealth) *failing {
-	return &failing{err: err, h: h, p: failedPending{err}}
-}
-
-var (
-	_ node.Node    = (*failing)(nil)
-	_ node.Items   = (*failing)(nil)
-	_ node.Sweeper = (*failing)(nil)
-	_ node.Leaser  = (*failing)(nil)
-)
-
-// fail counts a call of kind op and returns the error.
-func (f *failing) fail(op node.Op) error {
-	if f.h != nil {
-		f.h.stats.record(op, time.Time{}, f.err)
-	}
-	return f.err
-}
-
-func (f *failing) Get(context.Context, string) ([]byte, error) { return nil, f.fail(node.OpGet) }
-func (f *failing) GetMulti(context.Context, []string, bool) ([]node.Item, error) {
-	return nil, f.fail(node.OpGetMulti)
-}
-func (f *failing) Send(context.Context, []string) node.Pending {
-	f.fail(node.OpGetMulti)
-	return &f.p
-}
-func (f *failing) Set(context.Context, string, []byte, time.Duration) error {
-	return f.fail(node.OpSet)
-}
-func (f *failing) SetMulti(context.Context, []node.Item) error { return f.fail(node.OpSetMulti) }
-func (f *failing) Add(context.Context, string, []byte, time.Duration) error {
-	return f.fail(node.OpAdd)
-}
-func (f *failing) AddMulti(context.Context, []node.Item) ([]bool, error) {
-	return nil, f.fail(node.OpAddMulti)
-}
-func (f *failing) Delete(context.Context, string) error        { return f.fail(node.OpDelete) }
-func (f *failing) DeleteMulti(context.Context, []string) error { return f.fail(node.OpDeleteMulti) }
-func (f *failing) Bury(context.Context, []string, time.Duration, node.TombKind) ([]bool, error) {
-	return nil, f.fail(node.OpDeleteMulti)
-}
-func (f *failing) Incr(context.Context, string, int64) (int64, error) {
-	return 0, f.fail(node.OpIncr)
-}
-func (f *failing) Touch(context.Context, string, time.Duration) error { return f.fail(node.OpTouch) }
-func (f *failing) Ping(context.Context) error                         { return f.err }
-func (f *failing) Close() error                                       { return nil }
-
-func (f *failing) GetItem(context.Context, string) (node.Item, error)   { return node.Item{}, f.err }
-func (f *failing) Store(context.Context, node.StoreOp, node.Item) error { return f.err }
-func (f *failing) DeleteFound(context.Context, string) (bool, error)    { return false, f.err }
-func (f *failing) Flush(context.Context) error                          { return f.err }
-func (f *failing) GetAndTouch(context.Context, string, time.Duration) (node.Item, error) {
-	return node.Item{}, f.err
-}
-func (f *failing) IncrDecr(context.Context, string, uint64, bool) (uint64, error) { return 0, f.err }
-
-func (f *failing) Scan(context.Context, string, int, func([]node.Item) error) error { return f.err }
-func (f *failing) Dump(context.Context, []node.Item) ([]node.Item, error)           { return nil, f.err }
-func (f *failing) Restore(context.Context, []node.Item) ([]bool, error)             { return nil, f.err }
-func (f *failing) Exists(context.Context, []string) ([]bool, error)                 { return nil, f.err }
-func (f *failing) Size(context.Context) (int64, error)                              { return 0, f.err }
-
-func (f *failing) StoreLeased(context.Context, []node.Item, []string, string) ([]bool, error) {
-	return nil, f.fail(node.OpLease)
-}
-func (f *failing) ReleaseLeases(context.Context, []string, string) error { return f.fail(node.OpLease) }
-
-// failedPending is a multi-get that failed before it was sent.
-type failedPending struct{ err error }
-
-func (p *failedPending) Recv([]node.Answer) error { return p.err }
+var unlisted = node.NewFailing(ErrUnknownNode, nil)
 
 // items returns n's item capability: both backends have it.
 func items(n node.Node) node.Items {
@@ -231,8 +147,8 @@ func leaser(n node.Node) node.Leaser {
 // own commands on it (RedisDo), without handing it out (see Redis).
 func redisOf(n node.Node) (*redis.Client, error) {
 	switch n := n.(type) {
-	case *failing:
-		return nil, n.err
+	case *node.Failing:
+		return nil, n.Err
 	case *gutter.Node:
 		return nil, ErrNodeDown
 	case *replica.Set:

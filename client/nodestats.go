@@ -138,11 +138,6 @@ func (c *Client) NodeStats(ctx context.Context) ([]NodeUsage, error) {
 	return out, errors.Join(errs...)
 }
 
-var _ node.UsageReporter = (*failing)(nil)
-
-// Usage fails as every call of a failing node does, without I/O.
-func (f *failing) Usage(context.Context) (node.Usage, error) { return node.Usage{}, f.err }
-
 // usageReporter returns n's usage capability; one that fails with
 // ErrUnsupported for a node without it.
 func usageReporter(n node.Node) node.UsageReporter {

@@ -308,7 +308,7 @@ func TestRawLargeAnswerBehindStall(t *testing.T) {
 			if len(got) != len(big) {
 				t.Errorf("%d hits; want the healthy node's %d", len(got), len(big))
 			}
-			if h := health(t, c, healthy); h.Failures != 0 {
+			if h := healthOf(t, c, healthy); h.Failures != 0 {
 				t.Errorf("healthy node %s counted %d failures: %+v", healthy, h.Failures, h)
 			}
 		})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/internal/node/health"
 	"github.com/shardcache/shardcache/internal/node/replica"
 	"github.com/shardcache/shardcache/ring"
 )
@@ -123,7 +124,9 @@ func (st *state) oldPlacement() ring.Locator {
 
 // unreachableErr reports whether err, from a call made under ctx, is a
 // connection-level failure of the node (classify).
-func unreachableErr(ctx context.Context, err error) bool { return classify(ctx, err) == unreachable }
+func unreachableErr(ctx context.Context, err error) bool {
+	return health.Classify(ctx, err) == health.Unreachable
+}
 
 // A member is a replica set's member (replica.Member).
 var _ replica.Member = (*member)(nil)
@@ -132,11 +135,11 @@ var _ replica.Member = (*member)(nil)
 func (m *member) Conn() node.Node { return m.Node }
 
 // Down reports whether the breaker holds the member down.
-func (m *member) Down() bool { return m.h.isDown() }
+func (m *member) Down() bool { return m.h.Down() }
 
 // Fail is the counted ErrNodeDown of a call of kind op to the member held
 // down.
-func (m *member) Fail(op node.Op) error { return m.down.fail(op) }
+func (m *member) Fail(op node.Op) error { return m.down.Fail(op) }
 
 // Missed records that m missed a write of keys that reached another
 // member: m is held down at once if it did not answer (err is a
@@ -145,9 +148,9 @@ func (m *member) Fail(op node.Op) error { return m.down.fail(op) }
 // caller's context having ended, say, or the server answering with an
 // error).
 func (m *member) Missed(ctx context.Context, err error, keys ...string) {
-	m.h.replicaMissed.Add(1)
-	if err != ErrNodeDown && classify(ctx, err) == unreachable {
-		m.h.holdDown(err)
+	m.h.ReplicaMissed.Add(1)
+	if err != ErrNodeDown && health.Classify(ctx, err) == health.Unreachable {
+		m.h.HoldDown("a replica write missed", err)
 	}
 	m.Wrote(ctx, keys...)
 }

@@ -79,7 +79,7 @@ func TestMemcachedGetStalledNode(t *testing.T) {
 	case <-time.After(faultWait):
 		t.Fatal("Get with a deadline on a stalled node still waits")
 	}
-	if h := health(t, patient, s.Addr); h.Failures != 0 || h.Down {
+	if h := healthOf(t, patient, s.Addr); h.Failures != 0 || h.Down {
 		t.Errorf("after Gets their callers gave up on: %+v; want no failure counted", h)
 	}
 
@@ -87,7 +87,7 @@ func TestMemcachedGetStalledNode(t *testing.T) {
 	if _, err := hasty.Get(t.Context(), "k"); err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Get past the node's timeout = %v; want the node's timeout", err)
 	}
-	if h := health(t, hasty, s.Addr); h.Failures != 1 {
+	if h := healthOf(t, hasty, s.Addr); h.Failures != 1 {
 		t.Errorf("after a Get the node's timeout ended: %d failures, want 1", h.Failures)
 	}
 
@@ -126,13 +126,13 @@ func TestQuickRestartGet(t *testing.T) {
 	wg.Wait()
 	victim.Stop()
 	victim.Restart()
-	before := health(t, c, victim.Addr)
+	before := healthOf(t, c, victim.Addr)
 	for round := range 30 {
 		if _, err := c.Get(t.Context(), keys[round%len(keys)]); err != ErrCacheMiss {
 			t.Fatalf("round %d after the restart: %v; want ErrCacheMiss", round, err)
 		}
 	}
-	if h := health(t, c, victim.Addr); h.Down || h.Downs != before.Downs || h.Failures != before.Failures {
+	if h := healthOf(t, c, victim.Addr); h.Down || h.Downs != before.Downs || h.Failures != before.Failures {
 		t.Errorf("after the restart: %+v; %d more failures", h, h.Failures-before.Failures)
 	}
 	if err := c.Set(t.Context(), keys[0], []byte("v"), 0); err != nil {
@@ -197,7 +197,7 @@ func TestMemcachedGetMultiStalledNode(t *testing.T) {
 		}
 	}
 	for _, s := range fc.servers[1:] {
-		if h := health(t, c, s.Addr); h.Down || h.Failures != 0 {
+		if h := healthOf(t, c, s.Addr); h.Down || h.Failures != 0 {
 			t.Errorf("healthy node %s: %+v", s.Addr, h)
 		}
 	}
@@ -219,7 +219,7 @@ func TestRestartedNode(t *testing.T) {
 				keys := keysFirstOn(c, victim.Addr, 20)
 				fillRawPool(t, c, keys)
 				victim.Stop()
-				for attempt := 0; !quick && !health(t, c, victim.Addr).Down; attempt++ {
+				for attempt := 0; !quick && !healthOf(t, c, victim.Addr).Down; attempt++ {
 					if attempt == 1000 {
 						t.Fatal("the stopped node is never marked down")
 					}
@@ -264,14 +264,14 @@ func checkRestarted(t *testing.T, c *Client, addr string, keys []string) {
 	if err := c.SetMulti(t.Context(), items, 0); err != nil {
 		t.Fatal(err)
 	}
-	before := health(t, c, addr)
+	before := healthOf(t, c, addr)
 	for round := range 30 {
 		got, err := c.GetMulti(t.Context(), keys)
 		if err != nil || len(got) != len(keys) {
 			t.Fatalf("round %d after the restart: %d of %d keys, %v", round, len(got), len(keys), err)
 		}
 	}
-	if h := health(t, c, addr); h.Down || h.Downs != before.Downs || h.Failures != before.Failures {
+	if h := healthOf(t, c, addr); h.Down || h.Downs != before.Downs || h.Failures != before.Failures {
 		t.Errorf("after the restart: %+v; marked down %d more times, %d more failures", h, h.Downs-before.Downs, h.Failures-before.Failures)
 	}
 }

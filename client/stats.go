@@ -3,18 +3,16 @@ package client
 import (
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/internal/node/health"
 	"github.com/shardcache/shardcache/migration"
 	"github.com/shardcache/shardcache/ring"
 )
 
-// Per-node statistics. Every call to a node reaches its *nodeHealth, the
-// node's observer (probe.go), which feeds both the breaker and the counters
-// here: one atomic add per counter, no lock, no allocation. Client.Stats
-// reads them.
+// Per-node statistics. Every call to a node reaches its *health.Observer
+// (health.go), which feeds both the breaker and its counters: one atomic
+// add per counter, no lock, no allocation. Client.Stats reads them.
 
 // Stats is what the client has done since New: per node, and for its
 // migrations.
@@ -179,138 +177,17 @@ func (s NodeStats) Op(op string) OpStats {
 	return OpStats{Op: op}
 }
 
-// latencyBounds are the histograms' bucket bounds: from a loopback round
-// trip to the longest default timeout.
-var latencyBounds = [...]time.Duration{
-	25 * time.Microsecond, 50 * time.Microsecond, 100 * time.Microsecond, 250 * time.Microsecond,
-	500 * time.Microsecond, time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond,
-	10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond,
-	250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2500 * time.Millisecond, 5 * time.Second,
-}
-
 // LatencyBounds returns the bucket bounds of every latency Histogram.
-func LatencyBounds() []time.Duration { return slices.Clone(latencyBounds[:]) }
+func LatencyBounds() []time.Duration { return slices.Clone(health.Bounds[:]) }
 
-// errKind is a cause of failure, as Errors counts them.
-type errKind uint8
-
-const (
-	errNone errKind = iota
-	errTimeout
-	errRefused
-	errDown
-	errOther
-)
-
-// kindOf says how Errors counts err, the result of one call: a miss or a key
-// not stored is no error.
-func kindOf(err error) errKind {
-	switch {
-	case err == nil, err == ErrCacheMiss, err == ErrNotStored:
-		return errNone
-	case err == ErrNodeDown:
-		return errDown
-	case node.Timeout(err):
-		return errTimeout
-	case node.Refused(err):
-		return errRefused
+// opStats converts a node's counts of one kind of call.
+func opStats(c health.Counts) OpStats {
+	return OpStats{
+		Op: c.Op.String(), OK: c.OK, Hits: c.Hits, Misses: c.Misses,
+		Errors: Errors{Timeout: c.Errors[health.Timeout], Refused: c.Errors[health.Refused],
+			Down: c.Errors[health.Down], Other: c.Errors[health.Other]},
+		Latency: Histogram{Bounds: LatencyBounds(), Counts: slices.Clone(c.Latency[:]), Sum: c.LatencySum},
 	}
-	return errOther
-}
-
-// opCounters are the counters of one kind of call to one node.
-type opCounters struct {
-	ok, hits, misses atomic.Int64
-	errs             [errOther + 1]atomic.Int64 // by errKind; errNone unused
-	latency          [len(latencyBounds) + 1]atomic.Int64
-	latencySum       atomic.Int64 // ns
-}
-
-// nodeStats are the counters of one node, by kind of call. A nil
-// *nodeStats (Options.DisableStats) counts nothing.
-type nodeStats struct {
-	ops [node.NumOps]opCounters
-}
-
-// begin returns the start of a call, zero when nothing is counted.
-func (s *nodeStats) begin() time.Time {
-	if s == nil {
-		return time.Time{}
-	}
-	return time.Now()
-}
-
-// record counts one call of kind o that began at start and ended with err.
-// A "get" also counts its key as a hit or a miss; multi-key reads count
-// theirs with keys.
-func (s *nodeStats) record(o node.Op, start time.Time, err error) {
-	if s == nil || o >= node.NumOps {
-		return
-	}
-	c := &s.ops[o]
-	if k := kindOf(err); k != errNone {
-		c.errs[k].Add(1)
-	} else {
-		c.ok.Add(1)
-		if o == node.OpGet {
-			if err == nil {
-				c.hits.Add(1)
-			} else {
-				c.misses.Add(1)
-			}
-		}
-	}
-	if start.IsZero() {
-		return
-	}
-	d := time.Since(start)
-	c.latency[latencyBucket(d)].Add(1)
-	c.latencySum.Add(int64(d))
-}
-
-// latencyBucket returns the index of the histogram bucket of d: the first
-// bound d does not exceed, or len(latencyBounds) above them all.
-func latencyBucket(d time.Duration) int {
-	i := 0
-	for i < len(latencyBounds) && d > latencyBounds[i] {
-		i++
-	}
-	return i
-}
-
-// keys counts the keys a multi-key read of kind o found and missed.
-func (s *nodeStats) keys(o node.Op, hits, misses int) {
-	if s == nil || o >= node.NumOps {
-		return
-	}
-	c := &s.ops[o]
-	c.hits.Add(int64(hits))
-	c.misses.Add(int64(misses))
-}
-
-// snapshot returns the counts of every kind of call made so far.
-func (s *nodeStats) snapshot() []OpStats {
-	if s == nil {
-		return nil
-	}
-	var out []OpStats
-	for o := range node.NumOps {
-		c := &s.ops[o]
-		st := OpStats{
-			Op: o.String(), OK: c.ok.Load(), Hits: c.hits.Load(), Misses: c.misses.Load(),
-			Errors: Errors{Timeout: c.errs[errTimeout].Load(), Refused: c.errs[errRefused].Load(),
-				Down: c.errs[errDown].Load(), Other: c.errs[errOther].Load()},
-			Latency: Histogram{Bounds: LatencyBounds(), Counts: make([]int64, len(c.latency)),
-				Sum: time.Duration(c.latencySum.Load())},
-		}
-		for i := range c.latency {
-			st.Latency.Counts[i] = c.latency[i].Load()
-		}
-		if st.Calls() > 0 || st.Hits+st.Misses > 0 {
-			out = append(out, st)
-		}
-	}
-	return out
 }
 
 // Stats returns the statistics of every node the client routes to, and of
@@ -354,8 +231,10 @@ func (c *Client) Stats() Stats {
 	for i := range s.Nodes {
 		ns := &s.Nodes[i]
 		if m := st.conns[ns.Node.Addr]; m != nil {
-			ns.Up = !m.h.isDown()
-			ns.Ops = m.h.stats.snapshot()
+			ns.Up = !m.h.Down()
+			for _, c := range m.h.Ops() {
+				ns.Ops = append(ns.Ops, opStats(c))
+			}
 		}
 	}
 	slices.SortFunc(s.Nodes, func(a, b NodeStats) int { return strings.Compare(a.Node.Name, b.Node.Name) })

@@ -58,6 +58,9 @@ var (
 	// ErrNodeDown means the client holds the node down (its breaker): the
 	// call failed at once, without touching the network.
 	ErrNodeDown = errors.New("shardcache: node down")
+	// ErrUnknownNode means a placement located a key on a node it does not
+	// list, so the client has no connection for it.
+	ErrUnknownNode = errors.New("shardcache: placement returned a node it does not list")
 	// ErrSweepUnsupported means the server cannot list its keys for a
 	// sweep (Memcached older than 1.4.31, or a proxy).
 	ErrSweepUnsupported = errors.New("shardcache: node cannot be swept")

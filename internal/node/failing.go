@@ -1,0 +1,87 @@
+package node
+
+import (
+	"context"
+	"time"
+)
+
+// Failing stands for a node every call of which fails at once with Err: a
+// node held down (ErrNodeDown), or one the client has no connection to
+// (ErrUnknownNode). Each call is told to Obs (nil: nobody) without a start,
+// so it is counted but not timed: it never reached the network. It has
+// every capability a node has, so that code asserting one sees the failure
+// rather than none.
+type Failing struct {
+	Err error
+	Obs Observer
+}
+
+// NewFailing returns the stand-in whose calls fail with err, told to obs.
+func NewFailing(err error, obs Observer) *Failing { return &Failing{Err: err, Obs: obs} }
+
+var (
+	_ Node          = (*Failing)(nil)
+	_ Items         = (*Failing)(nil)
+	_ Sweeper       = (*Failing)(nil)
+	_ Leaser        = (*Failing)(nil)
+	_ UsageReporter = (*Failing)(nil)
+)
+
+// Fail tells a call of kind op to the observer and returns the error.
+func (f *Failing) Fail(op Op) error {
+	if f.Obs != nil {
+		f.Obs.Done(nil, op, time.Time{}, f.Err)
+	}
+	return f.Err
+}
+
+func (f *Failing) Get(context.Context, string) ([]byte, error) { return nil, f.Fail(OpGet) }
+func (f *Failing) GetMulti(context.Context, []string, bool) ([]Item, error) {
+	return nil, f.Fail(OpGetMulti)
+}
+func (f *Failing) Send(context.Context, []string) Pending {
+	f.Fail(OpGetMulti)
+	return (*failedPending)(f)
+}
+func (f *Failing) Set(context.Context, string, []byte, time.Duration) error { return f.Fail(OpSet) }
+func (f *Failing) SetMulti(context.Context, []Item) error                   { return f.Fail(OpSetMulti) }
+func (f *Failing) Add(context.Context, string, []byte, time.Duration) error { return f.Fail(OpAdd) }
+func (f *Failing) AddMulti(context.Context, []Item) ([]bool, error) {
+	return nil, f.Fail(OpAddMulti)
+}
+func (f *Failing) Delete(context.Context, string) error        { return f.Fail(OpDelete) }
+func (f *Failing) DeleteMulti(context.Context, []string) error { return f.Fail(OpDeleteMulti) }
+func (f *Failing) Bury(context.Context, []string, time.Duration, TombKind) ([]bool, error) {
+	return nil, f.Fail(OpDeleteMulti)
+}
+func (f *Failing) Incr(context.Context, string, int64) (int64, error) { return 0, f.Fail(OpIncr) }
+func (f *Failing) Touch(context.Context, string, time.Duration) error { return f.Fail(OpTouch) }
+func (f *Failing) Ping(context.Context) error                         { return f.Err }
+func (f *Failing) Close() error                                       { return nil }
+
+func (f *Failing) GetItem(context.Context, string) (Item, error)     { return Item{}, f.Err }
+func (f *Failing) Store(context.Context, StoreOp, Item) error        { return f.Err }
+func (f *Failing) DeleteFound(context.Context, string) (bool, error) { return false, f.Err }
+func (f *Failing) Flush(context.Context) error                       { return f.Err }
+func (f *Failing) GetAndTouch(context.Context, string, time.Duration) (Item, error) {
+	return Item{}, f.Err
+}
+func (f *Failing) IncrDecr(context.Context, string, uint64, bool) (uint64, error) { return 0, f.Err }
+
+func (f *Failing) Scan(context.Context, string, int, func([]Item) error) error { return f.Err }
+func (f *Failing) Dump(context.Context, []Item) ([]Item, error)                { return nil, f.Err }
+func (f *Failing) Restore(context.Context, []Item) ([]bool, error)             { return nil, f.Err }
+func (f *Failing) Exists(context.Context, []string) ([]bool, error)            { return nil, f.Err }
+func (f *Failing) Size(context.Context) (int64, error)                         { return 0, f.Err }
+
+func (f *Failing) Usage(context.Context) (Usage, error) { return Usage{}, f.Err }
+
+func (f *Failing) StoreLeased(context.Context, []Item, []string, string) ([]bool, error) {
+	return nil, f.Fail(OpLease)
+}
+func (f *Failing) ReleaseLeases(context.Context, []string, string) error { return f.Fail(OpLease) }
+
+// failedPending is a multi-get that failed before it was sent.
+type failedPending Failing
+
+func (p *failedPending) Recv([]Answer) error { return p.Err }

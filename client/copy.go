@@ -159,18 +159,18 @@ func (c *Client) fromOld(ctx context.Context, st *state, now time.Time, keys []s
 	if how.check {
 		news := newBatches(st)
 		for i, k := range keys {
-			news.addKey(routes[i].New, k, i)
+			news.AddKey(routes[i].New, k, i)
 		}
-		news.run(func(b *batch) error {
-			found, err := holds(ctx, b.conn, b.keys)
+		news.Run(func(b *batch) error {
+			found, err := holds(ctx, b.Conn, b.Keys)
 			for j, f := range found {
-				want[b.idx[j]] = !f
+				want[b.Idx[j]] = !f
 			}
 			return err
 		})
-		for _, b := range news.list {
-			if b.err != nil {
-				return nodeErr("get", b.node, b.keys, b.err)
+		for _, b := range news.List {
+			if b.Err != nil {
+				return nodeErr("get", b.Node, b.Keys, b.Err)
 			}
 		}
 		for _, w := range want {
@@ -182,36 +182,36 @@ func (c *Client) fromOld(ctx context.Context, st *state, now time.Time, keys []s
 	olds := newBatches(st)
 	for i, k := range keys {
 		if want[i] {
-			olds.addKey(routes[i].Old, k, i)
+			olds.AddKey(routes[i].Old, k, i)
 		}
 	}
 	if how.whole {
-		olds.run(func(b *batch) (err error) {
-			sn := sweeper(b.conn)
+		olds.Run(func(b *batch) (err error) {
+			sn := sweeper(b.Conn)
 			if sn == nil {
 				return ErrSweepUnsupported
 			}
-			in := make([]item, len(b.keys))
-			for j, k := range b.keys {
+			in := make([]item, len(b.Keys))
+			for j, k := range b.Keys {
 				in[j].Key = k
 			}
-			b.got, err = sn.Dump(ctx, in)
+			b.Got, err = sn.Dump(ctx, in)
 			return err
 		})
 	} else {
-		olds.gets(ctx, true)
+		olds.Gets(ctx, true)
 	}
 	copies := newBatches(st)
-	for _, b := range olds.list {
-		if b.err != nil {
-			cs.FallbackErrors.Add(int64(len(b.keys)))
+	for _, b := range olds.List {
+		if b.Err != nil {
+			cs.FallbackErrors.Add(int64(len(b.Keys)))
 			if how.strict {
-				return nodeErr("get", b.node, b.keys, b.err)
+				return nodeErr("get", b.Node, b.Keys, b.Err)
 			}
 			continue
 		}
-		for j := range b.got {
-			it := &b.got[j]
+		for j := range b.Got {
+			it := &b.Got[j]
 			if !it.Found {
 				cs.FallbackMisses.Add(1)
 				continue
@@ -220,40 +220,40 @@ func (c *Client) fromOld(ctx context.Context, st *state, now time.Time, keys []s
 			if hit != nil {
 				hit(it)
 			}
-			i := b.idx[j]
+			i := b.Idx[j]
 			var ok bool
 			if it.TTL, ok = st.mig.BackfillTTL(it.Key, now, it.TTL, it.TTLKnown); ok && routes[i].Backfill {
 				it.OverWritten = c.replacesWritten(st, now) // read after every write the old owner alone took
-				copies.add(routes[i].New, *it, i, false)
+				copies.Add(routes[i].New, *it, i, false)
 			}
 		}
 	}
 	if c.queue != nil && !how.sync {
-		for _, b := range copies.list {
-			c.enqueue(st, b.node, b.items)
+		for _, b := range copies.List {
+			c.enqueue(st, b.Node, b.Items)
 		}
 		return nil
 	}
 	newer := newBatches(st)
-	for _, b := range copies.list {
-		stored, err := c.backfill(ctx, st, b.node, b.items, how.whole)
+	for _, b := range copies.List {
+		stored, err := c.backfill(ctx, st, b.Node, b.Items, how.whole)
 		if err != nil && how.strict {
-			return nodeErr("backfill", b.node, b.keys, err)
+			return nodeErr("backfill", b.Node, b.Keys, err)
 		}
 		if err == nil && how.reread {
 			for j, s := range stored {
 				if !s {
-					newer.addKey(b.node, b.keys[j], b.idx[j])
+					newer.AddKey(b.Node, b.Keys[j], b.Idx[j])
 				}
 			}
 		}
 	}
-	if len(newer.list) > 0 {
-		newer.gets(ctx, false)
+	if len(newer.List) > 0 {
+		newer.Gets(ctx, false)
 		var scratch item
-		for _, b := range newer.list {
-			for j := range b.answered() {
-				if it := b.answer(j, &scratch); it.Found {
+		for _, b := range newer.List {
+			for j := range b.Answered() {
+				if it := b.Answer(j, &scratch); it.Found {
 					hit(it)
 				}
 			}

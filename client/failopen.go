@@ -34,10 +34,10 @@ func (c *Client) open(st *state, err error, read bool) error {
 // openBatch reports whether a multi-key batch's failure is dropped by
 // FailOpen (the node is held down), and counts its n keys if so.
 func (c *Client) openBatch(st *state, b *batch, n int, read bool) bool {
-	if !c.forgiven(st, b.node.Addr, b.err) {
+	if !c.forgiven(st, b.Node.Addr, b.Err) {
 		return false
 	}
-	c.countOpen(st, b.node.Addr, n, read)
+	c.countOpen(st, b.Node.Addr, n, read)
 	return true
 }
 

@@ -141,13 +141,13 @@ func (c *Client) GetItemsFunc(ctx context.Context, keys []string, hit func(Item)
 		// Straight from the new owners, without falling back again.
 		again := newBatches(st)
 		for i, k := range copied {
-			again.addKey(st.placement.Locate(k), k, i)
+			again.AddKey(st.placement.Locate(k), k, i)
 		}
-		again.gets(ctx, false)
+		again.Gets(ctx, false)
 		var scratch item
-		for _, b := range again.list {
-			for i := range b.answered() {
-				if it := b.answer(i, &scratch); it.Found {
+		for _, b := range again.List {
+			for i := range b.Answered() {
+				if it := b.Answer(i, &scratch); it.Found {
 					hit(export(it))
 				}
 			}

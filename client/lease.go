@@ -274,19 +274,19 @@ func (c *Client) acquireLeases(ctx context.Context, st *state, now time.Time, ke
 	got, failed = make([]bool, len(keys)), make([]bool, len(keys))
 	bs := newBatches(st)
 	for i, k := range keys {
-		bs.add(st.first(k, now), item{Key: c.leaseKey(k), Value: []byte(token), TTL: c.opts.Lease}, i, false)
+		bs.Add(st.first(k, now), item{Key: c.leaseKey(k), Value: []byte(token), TTL: c.opts.Lease}, i, false)
 	}
-	bs.run(func(b *batch) (err error) {
-		stored, err := b.conn.AddMulti(ctx, b.items)
+	bs.Run(func(b *batch) (err error) {
+		stored, err := b.Conn.AddMulti(ctx, b.Items)
 		for j, ok := range stored {
-			got[b.idx[j]] = ok
+			got[b.Idx[j]] = ok
 		}
 		return err
 	})
-	for _, b := range bs.list {
-		if b.err != nil {
+	for _, b := range bs.List {
+		if b.Err != nil {
 			c.loads.cacheErrors.Add(1)
-			for _, i := range b.idx {
+			for _, i := range b.Idx {
 				failed[i] = true
 			}
 		}
@@ -323,33 +323,33 @@ func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, 
 		} else {
 			routes[i] = st.mig.Route(it.Key, now)
 		}
-		news.add(routes[i].New, it, i, false)
+		news.Add(routes[i].New, it, i, false)
 		switch {
 		case routes[i].Before: // the new owner takes no value yet (onOld)
-			tombs.add(routes[i].Old, it, i, false)
+			tombs.Add(routes[i].Old, it, i, false)
 		case routes[i].Dual:
-			olds.add(routes[i].Old, it, i, false)
+			olds.Add(routes[i].Old, it, i, false)
 		}
 	}
-	olds.run(func(b *batch) error { return b.conn.SetMulti(ctx, b.items) })
-	if len(tombs.list) > 0 {
+	olds.Run(func(b *batch) error { return b.Conn.SetMulti(ctx, b.Items) })
+	if len(tombs.List) > 0 {
 		ttl := tombTTL(st, now)
-		tombs.run(func(b *batch) error {
-			_, err := c.bury(ctx, b.conn, b.keys, ttl, node.TombWritten)
+		tombs.Run(func(b *batch) error {
+			_, err := c.bury(ctx, b.Conn, b.Keys, ttl, node.TombWritten)
 			return err
 		})
 	}
-	for _, b := range slices.Concat(olds.list, tombs.list) {
-		for range b.items {
-			countCopy(route{st: st}, b.err)
+	for _, b := range slices.Concat(olds.List, tombs.List) {
+		for range b.Items {
+			countCopy(route{st: st}, b.Err)
 		}
 	}
 	kept := make([]bool, len(items))
-	news.run(func(b *batch) error {
+	news.Run(func(b *batch) error {
 		// Each key by the kind of lease it holds: one kind per node, but
 		// a topology applied since may have brought keys of two together.
 		var errs []error
-		for meta, part := range b.split(func(k string) bool { _, ok := l.meta[k]; return ok }) {
+		for meta, part := range b.Split(func(k string) bool { _, ok := l.meta[k]; return ok }) {
 			var stored []bool
 			var err error
 			switch {
@@ -358,21 +358,21 @@ func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, 
 			case meta == 1:
 				stored, err = c.storeMeta(ctx, part, l)
 			default:
-				stored, err = leaser(b.conn).StoreLeased(ctx, part.items, c.leaseKeys(part.keys), l.token)
+				stored, err = leaser(b.Conn).StoreLeased(ctx, part.Items, c.leaseKeys(part.Keys), l.token)
 			}
 			for j, s := range stored {
-				kept[part.idx[j]] = s
+				kept[part.Idx[j]] = s
 			}
 			errs = append(errs, err)
 		}
 		return errors.Join(errs...)
 	})
-	for _, b := range news.list {
-		if b.err != nil {
+	for _, b := range news.List {
+		if b.Err != nil {
 			c.loads.cacheErrors.Add(1) // its items may or may not be stored
 			continue
 		}
-		for _, i := range b.idx {
+		for _, i := range b.Idx {
 			if !kept[i] {
 				c.loads.leasesLost.Add(1)
 			}
@@ -382,12 +382,12 @@ func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, 
 	revoke := newBatches(st)
 	for i, it := range items {
 		if routes[i].Dual && !routes[i].Before && !kept[i] {
-			revoke.addKey(routes[i].Old, it.Key, i)
+			revoke.AddKey(routes[i].Old, it.Key, i)
 		}
 	}
-	revoke.run(func(b *batch) error { return b.conn.DeleteMulti(ctx, b.keys) })
-	for _, b := range revoke.list {
-		if b.err != nil {
+	revoke.Run(func(b *batch) error { return b.Conn.DeleteMulti(ctx, b.Keys) })
+	for _, b := range revoke.List {
+		if b.Err != nil {
 			c.loads.cacheErrors.Add(1)
 		}
 	}
@@ -395,15 +395,15 @@ func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, 
 
 // storeMeta stores a batch's items under leases won by reads.
 func (c *Client) storeMeta(ctx context.Context, b *batch, l *lease) ([]bool, error) {
-	lr := c.leaseReader(b.conn)
+	lr := c.leaseReader(b.Conn)
 	if lr == nil {
-		return make([]bool, len(b.items)), ErrUnsupported
+		return make([]bool, len(b.Items)), ErrUnsupported
 	}
-	leases := make([]node.LeaseAnswer, len(b.keys))
-	for j, k := range b.keys {
+	leases := make([]node.LeaseAnswer, len(b.Keys))
+	for j, k := range b.Keys {
 		leases[j] = l.meta[k]
 	}
-	return lr.LeaseStore(ctx, b.items, leases, c.leaseRead(b.keys, l.token, false, 0))
+	return lr.LeaseStore(ctx, b.Items, leases, c.leaseRead(b.Keys, l.token, false, 0))
 }
 
 // releaseLeases gives up l's leases of keys, after loads that store
@@ -412,25 +412,25 @@ func (c *Client) releaseLeases(ctx context.Context, st *state, now time.Time, ke
 	metas, keyed := newBatches(st), newBatches(st) // leases won by reads, lease keys
 	for i, k := range keys {
 		if _, ok := l.meta[k]; ok {
-			metas.addKey(st.first(k, now), k, i)
+			metas.AddKey(st.first(k, now), k, i)
 		} else {
-			keyed.addKey(st.first(k, now), c.leaseKey(k), i)
+			keyed.AddKey(st.first(k, now), c.leaseKey(k), i)
 		}
 	}
-	keyed.run(func(b *batch) error { return leaser(b.conn).ReleaseLeases(ctx, b.keys, l.token) })
-	metas.run(func(b *batch) error {
-		lr := c.leaseReader(b.conn)
+	keyed.Run(func(b *batch) error { return leaser(b.Conn).ReleaseLeases(ctx, b.Keys, l.token) })
+	metas.Run(func(b *batch) error {
+		lr := c.leaseReader(b.Conn)
 		if lr == nil {
 			return ErrUnsupported
 		}
-		leases := make([]node.LeaseAnswer, len(b.keys))
-		for j, k := range b.keys {
+		leases := make([]node.LeaseAnswer, len(b.Keys))
+		for j, k := range b.Keys {
 			leases[j] = l.meta[k]
 		}
-		return lr.LeaseRelease(ctx, b.keys, leases, c.leaseRead(b.keys, l.token, false, 0))
+		return lr.LeaseRelease(ctx, b.Keys, leases, c.leaseRead(b.Keys, l.token, false, 0))
 	})
-	for _, b := range slices.Concat(keyed.list, metas.list) {
-		if b.err != nil {
+	for _, b := range slices.Concat(keyed.List, metas.List) {
+		if b.Err != nil {
 			c.loads.cacheErrors.Add(1) // the leases expire after Options.Lease
 		}
 	}
@@ -455,13 +455,13 @@ func (c *Client) clearLeases(ctx context.Context, keys []string) error {
 	}
 	bs := newBatches(st)
 	for i, k := range keys {
-		bs.addKey(st.first(k, now), c.leaseKey(k), i)
+		bs.AddKey(st.first(k, now), c.leaseKey(k), i)
 	}
-	bs.run(func(b *batch) error { return b.conn.DeleteMulti(ctx, b.keys) })
+	bs.Run(func(b *batch) error { return b.Conn.DeleteMulti(ctx, b.Keys) })
 	var errs []error
-	for _, b := range bs.list {
-		if b.err != nil && !st.goneFailed(b.node.Addr, b.err) {
-			errs = append(errs, nodeErr("delete_multi", b.node, b.keys, b.err))
+	for _, b := range bs.List {
+		if b.Err != nil && !st.goneFailed(b.Node.Addr, b.Err) {
+			errs = append(errs, nodeErr("delete_multi", b.Node, b.Keys, b.Err))
 		}
 	}
 	return errors.Join(errs...)
@@ -477,33 +477,33 @@ func (c *Client) leaseGets(ctx context.Context, st *state, now time.Time, keys [
 	ans, plain, failed = make([]node.LeaseAnswer, len(keys)), make([]bool, len(keys)), make([]bool, len(keys))
 	bs := newBatches(st)
 	for i, k := range keys {
-		bs.addKey(st.first(k, now), k, i)
+		bs.AddKey(st.first(k, now), k, i)
 	}
-	bs.run(func(b *batch) error {
-		lr := c.leaseReader(b.conn)
+	bs.Run(func(b *batch) error {
+		lr := c.leaseReader(b.Conn)
 		if lr == nil {
 			return ErrUnsupported
 		}
-		got, err := lr.LeaseGet(ctx, b.keys, c.leaseRead(b.keys, token, vivify, refresh))
+		got, err := lr.LeaseGet(ctx, b.Keys, c.leaseRead(b.Keys, token, vivify, refresh))
 		for j, a := range got {
-			ans[b.idx[j]] = a
+			ans[b.Idx[j]] = a
 		}
 		return err
 	})
 	var errs []error
-	for _, b := range bs.list {
+	for _, b := range bs.List {
 		switch {
-		case b.err == nil:
-		case b.err == ErrUnsupported:
-			for _, i := range b.idx {
+		case b.Err == nil:
+		case b.Err == ErrUnsupported:
+			for _, i := range b.Idx {
 				plain[i] = true
 			}
 		default:
-			for _, i := range b.idx {
+			for _, i := range b.Idx {
 				failed[i] = true
 			}
-			if !c.openBatch(st, b, len(b.keys), true) {
-				errs = append(errs, nodeErr("get_multi", b.node, b.keys, b.err))
+			if !c.openBatch(st, b, len(b.Keys), true) {
+				errs = append(errs, nodeErr("get_multi", b.Node, b.Keys, b.Err))
 			}
 		}
 	}

@@ -527,7 +527,7 @@ func (c *Client) loadBatch(ctx context.Context, st *state, now time.Time, hits m
 			keys[i] = it.Key
 		}
 		err := c.multiWrite(sctx, "set_multi", keys, func(i int) item { return items[i] },
-			func(b *batch) error { return b.conn.SetMulti(sctx, b.items) })
+			func(b *batch) error { return b.Conn.SetMulti(sctx, b.Items) })
 		if err != nil {
 			c.loads.cacheErrors.Add(1)
 		}

@@ -134,6 +134,9 @@ var _ replica.Member = (*member)(nil)
 // Conn is the member's node client.
 func (m *member) Conn() node.Node { return m.Node }
 
+// RingNode is the member's node.
+func (m *member) RingNode() ring.Node { return m.rn }
+
 // Down reports whether the breaker holds the member down.
 func (m *member) Down() bool { return m.h.Down() }
 

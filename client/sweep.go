@@ -290,19 +290,19 @@ func (sw *sweep) page(ctx context.Context, n ring.Node, sn node.Sweeper, page []
 			continue
 		}
 		it.OverWritten = over
-		dst.add(mig.New().Locate(it.Key), it, i, false)
+		dst.Add(mig.New().Locate(it.Key), it, i, false)
 	}
 	sw.add(func(s *SweepStatus) { s.Gone += int64(gone) })
 	cs.SweepGone.Add(int64(gone))
 	if sw.opts.beforeCopy != nil {
 		sw.opts.beforeCopy(itemKeys(moving))
 	}
-	dst.run(func(b *batch) error {
-		sd := sweeper(b.conn)
+	dst.Run(func(b *batch) error {
+		sd := sweeper(b.Conn)
 		if sd == nil {
 			return ErrSweepUnsupported
 		}
-		stored, err := sd.Restore(ctx, b.items)
+		stored, err := sd.Restore(ctx, b.Items)
 		if stored == nil {
 			return err
 		}
@@ -312,13 +312,13 @@ func (sw *sweep) page(ctx context.Context, n ring.Node, sn node.Sweeper, page []
 			if ok {
 				copied++
 			} else {
-				rest = append(rest, b.items[i])
+				rest = append(rest, b.Items[i])
 			}
 		}
 		sw.add(func(s *SweepStatus) { s.Copied += int64(copied) })
 		cs.SweepCopied.Add(int64(copied))
 		if err != nil {
-			b.items = rest // counted as failed below
+			b.Items = rest // counted as failed below
 			return err
 		}
 		same := sw.alreadyCopied(ctx, sd, rest)
@@ -327,9 +327,9 @@ func (sw *sweep) page(ctx context.Context, n ring.Node, sn node.Sweeper, page []
 		cs.SweepSkippedNewer.Add(int64(len(rest) - same))
 		return nil
 	})
-	for _, b := range dst.list {
-		if b.err != nil {
-			sw.failed(n, len(b.items), nodeErr("sweep_restore", b.node, itemKeys(b.items), b.err))
+	for _, b := range dst.List {
+		if b.Err != nil {
+			sw.failed(n, len(b.Items), nodeErr("sweep_restore", b.Node, itemKeys(b.Items), b.Err))
 		}
 	}
 }

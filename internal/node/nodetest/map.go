@@ -9,7 +9,7 @@ import (
 )
 
 // Map is a node.Node over a map, for the examples and tests of the
-// packages that wrap nodes: Get, GetMulti (every TTL known), Set, Add,
+// packages that wrap nodes: Get, GetMulti (every TTL known), Send, Set, SetMulti, Add,
 // AddMulti, Delete and DeleteMulti; the other calls panic (the embedded Node is nil). TTLs are
 // kept, not enforced. Use NewMap.
 type Map struct {
@@ -56,6 +56,30 @@ func (m *Map) GetMulti(ctx context.Context, keys []string, _ bool) ([]node.Item,
 		out[i] = node.Item{Key: k, Value: v, Found: err == nil, TTL: m.TTL(k), TTLKnown: true}
 	}
 	return out, nil
+}
+
+// Send reads keys at once; the Pending hands their answers over.
+func (m *Map) Send(ctx context.Context, keys []string) node.Pending {
+	its, _ := m.GetMulti(ctx, keys, false)
+	return answers(its)
+}
+
+// answers is a multi-get already read.
+type answers []node.Item
+
+func (a answers) Recv(out []node.Answer) error {
+	for i := range a {
+		out[i] = node.Answer{Value: a[i].Value, Found: a[i].Found}
+	}
+	return nil
+}
+
+// SetMulti stores every item, with its TTL.
+func (m *Map) SetMulti(ctx context.Context, items []node.Item) error {
+	for _, it := range items {
+		_ = m.Set(ctx, it.Key, it.Value, it.TTL)
+	}
+	return nil
 }
 
 // Set stores value under key, with its TTL.

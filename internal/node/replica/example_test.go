@@ -16,6 +16,7 @@ import (
 type member struct{ n *nodetest.Map }
 
 func (m member) Conn() node.Node                          { return m.n }
+func (m member) RingNode() ring.Node                      { return ring.Node{} }
 func (m member) Down() bool                               { return false }
 func (m member) Fail(node.Op) error                       { return node.ErrNodeDown }
 func (m member) Missed(context.Context, error, ...string) {}

@@ -46,12 +46,15 @@ import (
 	"time"
 
 	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/ring"
 )
 
 // Member is one node of a set as the client holds it.
 type Member interface {
 	// Conn is the member's node client.
 	Conn() node.Node
+	// RingNode is the member's node, as placements list it.
+	RingNode() ring.Node
 	// Down reports whether the member is held down: a set skips it.
 	Down() bool
 	// Fail returns the failure, counted, of a call of kind op to the member

@@ -1,4 +1,4 @@
-package fanout
+package fanout_test
 
 import (
 	"context"
@@ -8,36 +8,28 @@ import (
 	"time"
 
 	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/internal/node/fanout"
 	"github.com/shardcache/shardcache/internal/node/nodetest"
 	"github.com/shardcache/shardcache/ring"
 )
 
-type conns map[string]node.Node
-
-func (c conns) Conn(n ring.Node) node.Node {
-	if nd, ok := c[n.Addr]; ok {
-		return nd
-	}
-	return node.NewFailing(node.ErrUnknownNode, nil)
-}
-
-// TestManyNodes: past linearBatches nodes the batches are found by a map;
+// TestManyNodes: past 8 nodes (linearBatches) the batches are found by a map;
 // every key lands in its node's batch, in the caller's order, and a write
 // round (Add, Run) reaches every node.
 func TestManyNodes(t *testing.T) {
 	cs := conns{}
 	var nodes []ring.Node
-	for i := range 3 * linearBatches {
+	for i := range 24 {
 		n := ring.Node{Name: "n" + strconv.Itoa(i), Addr: "h:" + strconv.Itoa(i)}
 		nodes = append(nodes, n)
 		cs[n.Addr] = nodetest.NewMap()
 	}
 	ctx := context.Background()
-	bs := New(cs)
+	bs := fanout.New(cs)
 	for i := range 100 {
 		bs.Add(nodes[i%len(nodes)], node.Item{Key: "k" + strconv.Itoa(i), Value: []byte{byte(i)}, TTL: time.Minute}, i, i%2 == 1)
 	}
-	bs.Run(func(b *Batch) error { return b.Conn.SetMulti(ctx, b.Items) })
+	bs.Run(func(b *fanout.Batch) error { return b.Conn.SetMulti(ctx, b.Items) })
 	if len(bs.List) != len(nodes) {
 		t.Fatalf("%d batches for %d nodes", len(bs.List), len(nodes))
 	}
@@ -56,7 +48,7 @@ func TestManyNodes(t *testing.T) {
 	for i := range keys {
 		keys[i] = "k" + strconv.Itoa(i)
 	}
-	rd := Read(cs, keys, func(i int) ring.Node { return nodes[i%len(nodes)] })
+	rd := fanout.Read(cs, keys, func(i int) ring.Node { return nodes[i%len(nodes)] })
 	rd.Gets(ctx, true)
 	var scratch node.Item
 	found := 0
@@ -74,7 +66,7 @@ func TestManyNodes(t *testing.T) {
 
 // TestSplit divides a write batch by key, keeping each item's position.
 func TestSplit(t *testing.T) {
-	b := &Batch{Node: ring.Node{Addr: "h:1"}, Keys: []string{"a", "b", "c"}, Items: []node.Item{{Key: "a"}, {Key: "b"}, {Key: "c"}}, Idx: []int{4, 5, 6}}
+	b := &fanout.Batch{Node: ring.Node{Addr: "h:1"}, Keys: []string{"a", "b", "c"}, Items: []node.Item{{Key: "a"}, {Key: "b"}, {Key: "c"}}, Idx: []int{4, 5, 6}}
 	parts := b.Split(func(k string) bool { return k == "b" })
 	if parts[1] == nil || len(parts[1].Keys) != 1 || parts[1].Idx[0] != 5 || len(parts[0].Keys) != 2 || parts[0].Items[1].Key != "c" {
 		t.Fatalf("split: %+v, %+v", parts[0], parts[1])
@@ -84,16 +76,16 @@ func TestSplit(t *testing.T) {
 	}
 }
 
-// TestUnknownNode: a key on a node the routing does not know fails in its
-// own batch with the routing's error, the others unharmed.
-func TestUnknownNode(t *testing.T) {
+// TestDownNode: a key on a node held down fails in its own batch with the
+// stand-in's error, the others unharmed.
+func TestDownNode(t *testing.T) {
 	m := nodetest.NewMap()
 	ctx := context.Background()
 	_ = m.Set(ctx, "x", []byte("1"), time.Minute)
 	nodes := []ring.Node{{Addr: "h:1"}, {Addr: "gone:1"}}
-	rd := Read(conns{"h:1": m}, []string{"x", "y"}, func(i int) ring.Node { return nodes[i] })
+	rd := fanout.Read(conns{"h:1": m}, []string{"x", "y"}, func(i int) ring.Node { return nodes[i] })
 	rd.Gets(ctx, false)
-	if rd.List[0].Err != nil || !rd.List[0].Ans[0].Found || !errors.Is(rd.List[1].Err, node.ErrUnknownNode) {
+	if rd.List[0].Err != nil || !rd.List[0].Ans[0].Found || !errors.Is(rd.List[1].Err, node.ErrNodeDown) {
 		t.Fatalf("batches: %+v, %+v", rd.List[0], rd.List[1])
 	}
 }

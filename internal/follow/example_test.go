@@ -105,9 +105,16 @@ func Example() {
 		up(&topology.Topology{Version: 4, Nodes: nodes("a", "b", "c", "d", "e"),
 			Migration: &topology.Migration{From: nodes("a", "b", "c", "d"), Start: now.Add(-time.Minute), Window: time.Hour}}),
 	}
-	applied := make(chan int64)
+	// OnApply runs on the follower's goroutine, in order with Run and
+	// Release; the last version ends the example.
+	last := make(chan struct{})
 	opts := &follow.Options{Source: src, Skew: time.Second, Lead: time.Minute, Window: time.Hour,
-		OnApply: func(t *topology.Topology) { applied <- t.Version }}
+		OnApply: func(t *topology.Topology) {
+			fmt.Println("applied", t.Version)
+			if t.Version == 4 {
+				close(last)
+			}
+		}}
 	cfg := follow.Config{Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }}
 
 	c := &fake{}
@@ -122,9 +129,7 @@ func Example() {
 		f.Wrote(fmt.Sprint("user:", i)) // the client's writes, as they happen
 	}
 	f.Start()
-	for range 3 { // version 3 is refused
-		fmt.Println("applied", <-applied)
-	}
+	<-last // version 3 is refused
 
 	s := f.Status()
 	fmt.Printf("version %d: applied %d, refused %d, late %d, repaired %d, repairing %v\n",

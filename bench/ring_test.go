@@ -266,7 +266,7 @@ func BenchmarkLocate(b *testing.B) {
 // pairedCounts:
 //
 //   - equalized: Locate on the equalized ring of the same fleet
-//     (ring.WithEqualize): a read of its table of slots, 256 KiB to 2 MiB
+//     (ring.WithEqualize): a read of its table of slots, 128 KiB to 2 MiB
 //     by the node count, where the classic ring reads two entries of a
 //     table of 8 to 12 bytes a point;
 //   - locate3: AppendLocateN of 3 replicas into a buffer of the caller's,

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -110,7 +111,7 @@ func TestEqualizedDefinition(t *testing.T) {
 	e := mustNew(t, ns, WithEqualize(0.005))
 	shuffled := slices.Clone(ns)
 	rand.New(rand.NewPCG(6, 6)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-	if again := mustNew(t, shuffled, WithEqualize(0.005)); !slices.Equal(again.slots.words, e.slots.words) {
+	if again := mustNew(t, shuffled, WithEqualize(0.005)); !slices.Equal(again.slots.table, e.slots.table) {
 		t.Fatal("the same nodes in another order give another equalized ring")
 	}
 	if e.Deviation() > 0.005 {
@@ -192,7 +193,7 @@ func TestEqualizedEdges(t *testing.T) {
 	// A band narrower than a slot: 3 equal nodes cannot settle, but come
 	// out the same every time, a slot or so from their fair share.
 	tight := mustNew(t, equalNodes(3), WithEqualize(1e-9))
-	if again := mustNew(t, equalNodes(3), WithEqualize(1e-9)); !slices.Equal(again.slots.words, tight.slots.words) {
+	if again := mustNew(t, equalNodes(3), WithEqualize(1e-9)); !slices.Equal(again.slots.table, tight.slots.table) {
 		t.Error("a ring that does not settle comes out differently twice")
 	}
 	if d := tight.Deviation(); d > 3.0*3/slotCount {
@@ -205,7 +206,7 @@ func TestEqualizedEdges(t *testing.T) {
 	if got, want := small.Shares()[ns[4].Name], small.IdealShares()[ns[4].Name]; math.Abs(got/want-1) > 0.1 {
 		t.Errorf("weight 0.001: share %v, fair %v", got, want)
 	}
-	if !slices.Equal(small.slots.words, mustNew(t, ns, WithEqualize(0)).slots.words) {
+	if !slices.Equal(small.slots.table, mustNew(t, ns, WithEqualize(0)).slots.table) {
 		t.Error("vnodes changed an equalized ring")
 	}
 	e, c := mustNew(t, ns, WithEqualize(0)), mustNew(t, ns)
@@ -280,7 +281,7 @@ func TestEqualizedConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if t.Failed() || !slices.Equal(rings[0].slots.words, rings[1].slots.words) {
+	if t.Failed() || !slices.Equal(rings[0].slots.table, rings[1].slots.table) {
 		t.Fatal("two equalized rings of the same nodes, built at once, differ")
 	}
 	r := rings[0]
@@ -301,4 +302,26 @@ func TestEqualizedConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestPackSlots checks that the table reads back every owner it packed, at
+// every entry width, the last slot's included.
+func TestPackSlots(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	owners := make([]uint16, slotCount)
+	for _, nodes := range []int{1, 2, 3, 5, 16, 17, 100, 128, 129, 1000, 4097, maxSlotNodes} {
+		for s := range owners {
+			owners[s] = uint16(r.IntN(nodes))
+		}
+		owners[slotCount-1] = uint16(nodes - 1)
+		tab := packSlots(owners, nodes, nil)
+		if want := max(1, bits.Len(uint(nodes-1))); int(tab.width) != want {
+			t.Errorf("%d nodes: entries of %d bits, want %d", nodes, tab.width, want)
+		}
+		for s, o := range owners {
+			if got := tab.at(s); got != int32(o) {
+				t.Fatalf("%d nodes: slot %d reads %d, packed %d", nodes, s, got, o)
+			}
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"encoding/binary"
 	"math"
 	"math/bits"
 	"runtime"
@@ -50,8 +51,8 @@ import (
 // that no machine fuses it): the table is the same everywhere.
 //
 // A look-up is one read from a table of slotCount entries of the fewest
-// bits that number the nodes (2 bits for 3 or 4 nodes, 4 up to 16, 8 up to
-// 256, 16 up to maxSlotNodes): 256 KiB to 2 MiB.
+// bits that number the nodes, end to end (1 bit for 2 nodes, 2 for 3 or 4, 4 up to
+// 16, 7 up to 128, 10 up to 1024, 16 up to maxSlotNodes): 128 KiB to 2 MiB.
 
 const (
 	slotBits       = 20
@@ -62,27 +63,28 @@ const (
 	maxSlotNodes   = 1 << 16
 )
 
-// slotTable is the owner of every slot, packed in words of 64/width
-// entries.
+// slotTable is the owner of every slot, entries of width bits end to end:
+// slot s's entry is bits s×width to s×width+width-1 of table, read as a
+// little-endian number.
 type slotTable struct {
-	words    []uint64
-	logWidth uint   // log2 of an entry's bits
-	logPer   uint   // log2 of the entries per word
-	mask     uint64 // an entry's bits
-	counts   []int  // slots by node
+	table  []byte // slotCount entries and 8 bytes of padding, so that any entry reads as one uint64
+	width  uint   // an entry's bits: the fewest that number the nodes
+	mask   uint64 // 1<<width - 1
+	counts []int  // slots by node
 }
 
 // owner returns the index of the node of the slot of h.
 func (t *slotTable) owner(h uint64) int {
-	s := h >> (64 - slotBits)
-	w := t.words[s>>t.logPer]
-	return int(w >> ((s & (1<<t.logPer - 1)) << t.logWidth & 63) & t.mask)
+	return int(t.at(int(h >> (64 - slotBits))))
 }
 
-// at returns the node of slot s.
+// at returns the node of slot s: one 8-byte load of the bytes that hold
+// its entry (width is at most 16 bits, which with the entry's offset in
+// its first byte is at most 23 of the 64), a shift and a mask.
 func (t *slotTable) at(s int) int32 {
-	w := t.words[s>>t.logPer]
-	return int32(w >> ((uint(s) & (1<<t.logPer - 1)) << t.logWidth & 63) & t.mask)
+	off := uint(s) * t.width
+	b := t.table[off>>3 : off>>3+8]
+	return int32(binary.LittleEndian.Uint64(b) >> (off & 7) & t.mask)
 }
 
 // points returns the slots as a ring's points (see analysis.go): one at the
@@ -284,15 +286,16 @@ func equalizeSlots(ns []Node, tol float64) *slotTable {
 	return packSlots(owners, len(ns), counts)
 }
 
-// packSlots returns the table of owners, entries of the fewest bits (a
-// power of two) that number nodes.
+// packSlots returns the table of owners, entries of the fewest bits that
+// number nodes.
 func packSlots(owners []uint16, nodes int, counts []int) *slotTable {
-	width := max(1, bits.Len(uint(nodes-1)))
-	logWidth := uint(bits.Len(uint(width - 1))) // width rounded up to a power of two
-	t := &slotTable{logWidth: logWidth, logPer: 6 - logWidth, mask: 1<<(1<<logWidth) - 1, counts: counts}
-	t.words = make([]uint64, slotCount>>t.logPer)
+	width := uint(max(1, bits.Len(uint(nodes-1))))
+	t := &slotTable{width: width, mask: 1<<width - 1, counts: counts}
+	t.table = make([]byte, slotCount*int(width)/8+8)
 	for s, o := range owners {
-		t.words[s>>t.logPer] |= uint64(o) << ((uint(s) & (1<<t.logPer - 1)) << logWidth)
+		off := uint(s) * width
+		b := t.table[off>>3 : off>>3+8]
+		binary.LittleEndian.PutUint64(b, binary.LittleEndian.Uint64(b)|uint64(o)<<(off&7))
 	}
 	return t
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/shardcache/shardcache/internal/follow"
+	"github.com/shardcache/shardcache/internal/lease"
 	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/internal/node/replica"
 	"github.com/shardcache/shardcache/internal/pool"
@@ -379,7 +380,8 @@ type Client struct {
 	flight    singleflight.Group
 	limiter   *rate.Limiter
 	loads     loadCounters
-	refreshes refreshes // the background reloads of StaleWhileRevalidate and EarlyRefresh
+	refreshes refreshes    // the background reloads of StaleWhileRevalidate and EarlyRefresh
+	leases    lease.Config // how its leases are named and how long they last (lease.go)
 
 	// maxValueSet: Options.MaxValueSize was given, and replaces the limit a
 	// Memcached node learns from its server.
@@ -452,7 +454,7 @@ func New(opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{opts: opts, grace: retireGrace(&opts), limiter: limiter, maxValueSet: maxValueSet}
+	c := &Client{opts: opts, grace: retireGrace(&opts), limiter: limiter, leases: leaseConfig(&opts), maxValueSet: maxValueSet}
 	c.pools = pool.New(c.dial)
 	if err := c.initGutter(); err != nil {
 		c.pools.Close()

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/shardcache/shardcache/internal/lease"
 	"github.com/shardcache/shardcache/internal/node"
 )
 
@@ -268,7 +269,7 @@ func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Dur
 	if err != nil {
 		return nil, err
 	}
-	var l *lease
+	var l *lease.Lease
 	if c.opts.Lease > 0 {
 		var v []byte
 		var hit bool
@@ -348,7 +349,7 @@ func callLoads(ctx context.Context, keys []string, load func(context.Context, []
 // during a migration; with a lease, only if the lease is still held (see
 // lease.go). A failure is counted: the value has been loaded and is
 // returned all the same.
-func (c *Client) store(ctx context.Context, r route, l *lease, key string, v []byte, ttl time.Duration) {
+func (c *Client) store(ctx context.Context, r route, l *lease.Lease, key string, v []byte, ttl time.Duration) {
 	if l != nil {
 		c.storeUnderLease(ctx, r.st, r.now, []item{{Key: key, Value: v, TTL: ttl}}, l)
 		return
@@ -368,7 +369,7 @@ func (c *Client) store(ctx context.Context, r route, l *lease, key string, v []b
 
 // releaseLease gives up lease l on key, if any, after a load that stores
 // nothing.
-func (c *Client) releaseLease(ctx context.Context, r route, l *lease, key string) {
+func (c *Client) releaseLease(ctx context.Context, r route, l *lease.Lease, key string) {
 	if l != nil {
 		c.releaseLeases(ctx, r.st, r.now, []string{key}, l)
 	}
@@ -475,7 +476,7 @@ func (c *Client) GetMultiOrLoad(ctx context.Context, keys []string, ttl time.Dur
 // leases are held with l's token: the store is conditional on them, and they
 // are released when nothing is stored.
 func (c *Client) loadBatch(ctx context.Context, st *state, now time.Time, hits map[string][]byte, keys []string, ttl time.Duration,
-	load func(context.Context, []string) (map[string][]byte, error), l *lease) error {
+	load func(context.Context, []string) (map[string][]byte, error), l *lease.Lease) error {
 	// The store and the leases' release outlive the caller's context: a
 	// caller gone while its loader ran must not leave the keys leased (the
 	// fleet would wait Options.Lease for them), nor its values unstored.
@@ -543,16 +544,12 @@ func (c *Client) loadBatch(ctx context.Context, st *state, now time.Time, hits m
 // holds, taking and loading any whose lease comes free.
 func (c *Client) loadLeased(ctx context.Context, st *state, now time.Time, hits map[string][]byte, missing []string, ttl time.Duration,
 	load func(context.Context, []string) (map[string][]byte, error)) error {
-	l := &lease{token: rand.Text()}
+	l := &lease.Lease{Token: rand.Text()}
 	if c.opts.MetaLeases {
-		l.meta = make(map[string]node.LeaseAnswer, len(missing))
+		l.Meta = make(map[string]node.LeaseAnswer, len(missing))
 	}
-	var retry *time.Timer
-	defer func() {
-		if retry != nil {
-			retry.Stop()
-		}
-	}()
+	retry := lease.Retry{Every: c.opts.LeaseRetry}
+	defer retry.Stop()
 	for waited := false; ; waited = true {
 		found, got, failed, err := c.takeLeases(ctx, st, now, missing, l)
 		if found == nil {
@@ -601,7 +598,7 @@ func (c *Client) loadLeased(ctx context.Context, st *state, now time.Time, hits 
 		if len(waiting) == 0 {
 			return nil
 		}
-		if err := c.waitRetry(ctx, &retry); err != nil {
+		if err := retry.Wait(ctx); err != nil {
 			return err
 		}
 		if st, now = c.load(); st == nil {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardcache/shardcache/internal/lease"
 	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/migration"
 )
@@ -92,12 +93,12 @@ func (c *Client) readFresh(ctx context.Context, r route, key string, ttl time.Du
 	if v, held, err := c.nearGet(&r, key); held && (err == nil || !r.Fallback) {
 		return v, err
 	}
-	lr := c.leaseReader(r.st.conn(r.New))
+	lr := lease.Reader(r.st.conn(r.New))
 	if lr == nil {
 		return c.get(ctx, r, key)
 	}
 	token := rand.Text()
-	rd := c.leaseRead([]string{key}, token, false, c.refreshWindow())
+	rd := c.leases.Read([]string{key}, token, false, c.refreshWindow())
 	ans, err := lr.LeaseGet(ctx, []string{key}, rd)
 	switch {
 	case err == ErrUnsupported:
@@ -116,14 +117,14 @@ func (c *Client) readFresh(ctx context.Context, r route, key string, ttl time.Du
 		c.loads.stale.Add(1)
 	}
 	if a.Won && !isNegative(a.Value) {
-		c.refresh(ctx, r, key, ttl, load, metaLease(token, key, a))
+		c.refresh(ctx, r, key, ttl, load, lease.Won(token, key, a))
 	}
 	return a.Value, nil
 }
 
 // refresh reloads key in the background under l, a refresh's lease, and
 // stores the value if the lease still holds.
-func (c *Client) refresh(ctx context.Context, r route, key string, ttl time.Duration, load func(context.Context) ([]byte, error), l *lease) {
+func (c *Client) refresh(ctx context.Context, r route, key string, ttl time.Duration, load func(context.Context) ([]byte, error), l *lease.Lease) {
 	lctx, done, ok := c.refreshes.start(ctx)
 	if !ok {
 		return
@@ -178,7 +179,7 @@ func (c *Client) getMultiFresh(ctx context.Context, keys []string, ttl time.Dura
 	errs := []error{err}
 	var again, moved, won []string
 	var routes []migration.Route
-	l := &lease{token: token, meta: map[string]node.LeaseAnswer{}}
+	l := &lease.Lease{Token: token, Meta: map[string]node.LeaseAnswer{}}
 	for i, k := range keys {
 		switch a := ans[i]; {
 		case plain[i]:
@@ -191,8 +192,8 @@ func (c *Client) getMultiFresh(ctx context.Context, keys []string, ttl time.Dura
 			if a.Stale {
 				c.loads.stale.Add(1)
 			}
-			if _, dup := l.meta[k]; a.Won && !dup && !isNegative(a.Value) {
-				l.meta[k] = a
+			if _, dup := l.Meta[k]; a.Won && !dup && !isNegative(a.Value) {
+				l.Meta[k] = a
 				won = append(won, k)
 			}
 		case st.mig != nil:
@@ -224,7 +225,7 @@ func (c *Client) getMultiFresh(ctx context.Context, keys []string, ttl time.Dura
 // leases, with one call of load, and stores the values whose lease still
 // holds (loadBatch).
 func (c *Client) refreshMulti(ctx context.Context, keys []string, ttl time.Duration,
-	load func(context.Context, []string) (map[string][]byte, error), l *lease) {
+	load func(context.Context, []string) (map[string][]byte, error), l *lease.Lease) {
 	lctx, done, ok := c.refreshes.start(ctx)
 	if !ok {
 		return

@@ -13,10 +13,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
-	"golang.org/x/time/rate"
 
 	"github.com/shardcache/shardcache/internal/follow"
 	"github.com/shardcache/shardcache/internal/lease"
+	"github.com/shardcache/shardcache/internal/loading"
 	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/internal/node/replica"
 	"github.com/shardcache/shardcache/internal/pool"
@@ -378,10 +378,10 @@ type Client struct {
 	// GetOrLoad's: one load per key in flight, the database guard (nil
 	// without Options.LoadLimit) and the counters of LoadStats.
 	flight    singleflight.Group
-	limiter   *rate.Limiter
+	limiter   *loading.Limiter
 	loads     loadCounters
-	refreshes refreshes    // the background reloads of StaleWhileRevalidate and EarlyRefresh
-	leases    lease.Config // how its leases are named and how long they last (lease.go)
+	refreshes loading.Background // the background reloads of StaleWhileRevalidate and EarlyRefresh
+	leases    lease.Config       // how its leases are named and how long they last (lease.go)
 
 	// maxValueSet: Options.MaxValueSize was given, and replaces the limit a
 	// Memcached node learns from its server.
@@ -450,7 +450,7 @@ func New(opts Options) (*Client, error) {
 	if opts.StaleWhileRevalidate < 0 || opts.EarlyRefresh < 0 {
 		return nil, fmt.Errorf("%w: negative StaleWhileRevalidate %v or EarlyRefresh %v", ErrBadOptions, opts.StaleWhileRevalidate, opts.EarlyRefresh)
 	}
-	limiter, err := newLimiter(opts.LoadLimit)
+	limiter, err := newLimiter(&opts)
 	if err != nil {
 		return nil, err
 	}
@@ -571,7 +571,7 @@ func (c *Client) Close() error {
 	if st == nil {
 		return nil
 	}
-	c.refreshes.stop() // background refreshes (load.go): their loads see a canceled context
+	c.refreshes.Stop() // background refreshes (refresh.go): their loads see a canceled context
 	if c.queue != nil {
 		c.stopWorker() // ends a copy under way, bounded as it is anyway
 		close(c.done)

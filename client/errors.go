@@ -108,18 +108,6 @@ func keyError(key, why string) error {
 	return fmt.Errorf("%w: %q: %s", ErrMalformedKey, key, why)
 }
 
-// ctxErr returns ctx's error, wrapping err, once ctx is done; err
-// otherwise.
-func ctxErr(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		if err == nil {
-			return cerr
-		}
-		return fmt.Errorf("%w: %w", cerr, err)
-	}
-	return err
-}
-
 // checkCtx refuses a nil context.
 func checkCtx(ctx context.Context) error {
 	if ctx == nil {

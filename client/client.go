@@ -1,7 +1,6 @@
 package client
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/shardcache/shardcache/internal/backfill"
 	"github.com/shardcache/shardcache/internal/follow"
 	"github.com/shardcache/shardcache/internal/lease"
 	"github.com/shardcache/shardcache/internal/loading"
@@ -363,17 +363,11 @@ type Client struct {
 	// (retire.go); releases holds the timers that will close them.
 	grace    time.Duration
 	releases []*time.Timer
-	queue    chan pendingBackfill // nil when backfills are synchronous
-	full     atomic.Bool          // the queue dropped a copy, and none was queued since (logs once)
+	queue    *backfill.Queue // nil when backfills are synchronous
 	// migrations counts the migrations started; pastCounts adds up the
 	// counters of those before the latest (c.last). Under mu.
 	migrations int64
 	pastCounts migration.Snapshot
-	// stopWorker cancels the backfill worker's copies, so Close does not
-	// wait for a node that does not answer.
-	stopWorker context.CancelFunc
-	done       chan struct{} // closed by Close: stops the backfill worker
-	worker     sync.WaitGroup
 
 	// GetOrLoad's: one load per key in flight, the database guard (nil
 	// without Options.LoadLimit) and the counters of LoadStats.
@@ -467,12 +461,8 @@ func New(opts Options) (*Client, error) {
 	}
 	c.state.Store(st)
 	if opts.AsyncBackfill {
-		c.queue = make(chan pendingBackfill, opts.BackfillQueue)
-		c.done = make(chan struct{})
-		ctx, cancel := context.WithCancel(context.Background())
-		c.stopWorker = cancel
-		c.worker.Add(1)
-		go c.backfillWorker(ctx)
+		c.queue = backfill.NewQueue(backfill.QueueConfig{Size: opts.BackfillQueue, Timeout: opts.ReadTimeout + opts.WriteTimeout,
+			Now: opts.Now, Logger: opts.Logger, Overwrite: bugBackfillSet})
 	}
 	if c.follower != nil {
 		c.follower.Start()
@@ -573,9 +563,7 @@ func (c *Client) Close() error {
 	}
 	c.refreshes.Stop() // background refreshes (refresh.go): their loads see a canceled context
 	if c.queue != nil {
-		c.stopWorker() // ends a copy under way, bounded as it is anyway
-		close(c.done)
-		c.worker.Wait()
+		c.queue.Close() // ends a copy under way, bounded as it is anyway
 	}
 	return c.pools.Close()
 }

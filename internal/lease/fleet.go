@@ -18,8 +18,8 @@ import (
 // owners in parallel.
 type Fleet struct {
 	Config
-	Conns fanout.Conns
-	Owner func(key string) ring.Node
+	Conns fanout.Conns               // the node clients
+	Owner func(key string) ring.Node // the node of key's lease
 }
 
 // group returns keys in batches by owner, each key as key(k) (itself, or

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -13,9 +12,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
-	"golang.org/x/time/rate"
 
+	"github.com/shardcache/shardcache/internal/backfill"
 	"github.com/shardcache/shardcache/internal/follow"
+	"github.com/shardcache/shardcache/internal/lease"
+	"github.com/shardcache/shardcache/internal/loading"
 	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/internal/node/replica"
 	"github.com/shardcache/shardcache/internal/pool"
@@ -362,24 +363,19 @@ type Client struct {
 	// (retire.go); releases holds the timers that will close them.
 	grace    time.Duration
 	releases []*time.Timer
-	queue    chan pendingBackfill // nil when backfills are synchronous
-	full     atomic.Bool          // the queue dropped a copy, and none was queued since (logs once)
+	queue    *backfill.Queue // nil when backfills are synchronous
 	// migrations counts the migrations started; pastCounts adds up the
 	// counters of those before the latest (c.last). Under mu.
 	migrations int64
 	pastCounts migration.Snapshot
-	// stopWorker cancels the backfill worker's copies, so Close does not
-	// wait for a node that does not answer.
-	stopWorker context.CancelFunc
-	done       chan struct{} // closed by Close: stops the backfill worker
-	worker     sync.WaitGroup
 
 	// GetOrLoad's: one load per key in flight, the database guard (nil
 	// without Options.LoadLimit) and the counters of LoadStats.
 	flight    singleflight.Group
-	limiter   *rate.Limiter
+	limiter   *loading.Limiter
 	loads     loadCounters
-	refreshes refreshes // the background reloads of StaleWhileRevalidate and EarlyRefresh
+	refreshes loading.Background // the background reloads of StaleWhileRevalidate and EarlyRefresh
+	leases    lease.Config       // how its leases are named and how long they last (lease.go)
 
 	// maxValueSet: Options.MaxValueSize was given, and replaces the limit a
 	// Memcached node learns from its server.
@@ -448,11 +444,11 @@ func New(opts Options) (*Client, error) {
 	if opts.StaleWhileRevalidate < 0 || opts.EarlyRefresh < 0 {
 		return nil, fmt.Errorf("%w: negative StaleWhileRevalidate %v or EarlyRefresh %v", ErrBadOptions, opts.StaleWhileRevalidate, opts.EarlyRefresh)
 	}
-	limiter, err := newLimiter(opts.LoadLimit)
+	limiter, err := newLimiter(&opts)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{opts: opts, grace: retireGrace(&opts), limiter: limiter, maxValueSet: maxValueSet}
+	c := &Client{opts: opts, grace: retireGrace(&opts), limiter: limiter, leases: leaseConfig(&opts), maxValueSet: maxValueSet}
 	c.pools = pool.New(c.dial)
 	if err := c.initGutter(); err != nil {
 		c.pools.Close()
@@ -465,12 +461,8 @@ func New(opts Options) (*Client, error) {
 	}
 	c.state.Store(st)
 	if opts.AsyncBackfill {
-		c.queue = make(chan pendingBackfill, opts.BackfillQueue)
-		c.done = make(chan struct{})
-		ctx, cancel := context.WithCancel(context.Background())
-		c.stopWorker = cancel
-		c.worker.Add(1)
-		go c.backfillWorker(ctx)
+		c.queue = backfill.NewQueue(backfill.QueueConfig{Size: opts.BackfillQueue, Timeout: opts.ReadTimeout + opts.WriteTimeout,
+			Now: opts.Now, Logger: opts.Logger, Overwrite: bugBackfillSet})
 	}
 	if c.follower != nil {
 		c.follower.Start()
@@ -569,11 +561,9 @@ func (c *Client) Close() error {
 	if st == nil {
 		return nil
 	}
-	c.refreshes.stop() // background refreshes (load.go): their loads see a canceled context
+	c.refreshes.Stop() // background refreshes (refresh.go): their loads see a canceled context
 	if c.queue != nil {
-		c.stopWorker() // ends a copy under way, bounded as it is anyway
-		close(c.done)
-		c.worker.Wait()
+		c.queue.Close() // ends a copy under way, bounded as it is anyway
 	}
 	return c.pools.Close()
 }

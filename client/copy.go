@@ -4,15 +4,17 @@ import (
 	"context"
 	"time"
 
+	"github.com/shardcache/shardcache/internal/backfill"
 	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/migration"
-	"github.com/shardcache/shardcache/ring"
 )
 
 // Copies from old owners to new ones, during a migration. Every copy the
 // client makes goes through fromOld (a read's fallback and backfill, the
-// copy an Incr or a Touch depends on, RedisDo's copy of any type) and
-// backfill, or through the sweep's restore.
+// copy an Incr or a Touch depends on, RedisDo's copy of any type), which
+// writes them with package internal/backfill (at once, or through its queue
+// with Options.AsyncBackfill), or through the sweep's restore
+// (internal/sweep).
 //
 // A copy must never be seen by another reader once a Delete or a newer
 // write of its key has been acknowledged. Three rules make it so, for
@@ -162,7 +164,7 @@ func (c *Client) fromOld(ctx context.Context, st *state, now time.Time, keys []s
 			news.AddKey(routes[i].New, k, i)
 		}
 		news.Run(func(b *batch) error {
-			found, err := holds(ctx, b.Conn, b.Keys)
+			found, err := backfill.Holds(ctx, b.Conn, b.Keys)
 			for j, f := range found {
 				want[b.Idx[j]] = !f
 			}
@@ -230,13 +232,13 @@ func (c *Client) fromOld(ctx context.Context, st *state, now time.Time, keys []s
 	}
 	if c.queue != nil && !how.sync {
 		for _, b := range copies.List {
-			c.enqueue(st, b.Node, b.Items)
+			c.queue.Add(st.mig, st, b.Node, b.Items)
 		}
 		return nil
 	}
 	newer := newBatches(st)
 	for _, b := range copies.List {
-		stored, err := c.backfill(ctx, st, b.Node, b.Items, how.whole)
+		stored, err := backfill.Write(ctx, cs, st.conn(b.Node), b.Items, how.whole, bugBackfillSet)
 		if err != nil && how.strict {
 			return nodeErr("backfill", b.Node, b.Keys, err)
 		}
@@ -260,106 +262,4 @@ func (c *Client) fromOld(ctx context.Context, st *state, now time.Time, keys []s
 		}
 	}
 	return nil
-}
-
-// backfill writes copies read from old owners to their new owner n, each
-// only if its key is neither present nor buried (Redis a script of SET NX
-// or RESTORE without REPLACE, Memcached add), so that a value written or a
-// key deleted since the miss is never overwritten. It reports which
-// copies were stored, and the round trip's failure, counting the copies
-// it did not store as dropped.
-func (c *Client) backfill(ctx context.Context, st *state, n ring.Node, items []item, whole bool) ([]bool, error) {
-	cs := st.mig.Counters
-	var stored []bool
-	var err error
-	switch {
-	case whole:
-		if sn := sweeper(st.conn(n)); sn == nil {
-			err = ErrSweepUnsupported
-		} else {
-			stored, err = sn.Restore(ctx, items)
-		}
-	case bugBackfillSet: // a seeded bug (seeded.go): overwrites what is there
-		if err = st.conn(n).SetMulti(ctx, items); err == nil {
-			stored = make([]bool, len(items))
-			for i := range stored {
-				stored[i] = true
-			}
-		}
-	default:
-		stored, err = st.conn(n).AddMulti(ctx, items)
-	}
-	if stored == nil {
-		cs.BackfillsDropped.Add(int64(len(items)))
-		return make([]bool, len(items)), err
-	}
-	for _, ok := range stored {
-		switch {
-		case ok:
-			cs.Backfills.Add(1)
-		case err != nil: // refused, or newer: the failure does not say which
-			cs.BackfillsDropped.Add(1)
-		default:
-			cs.BackfillsSkipped.Add(1)
-		}
-	}
-	return stored, err
-}
-
-// holds reports which keys node n holds, whatever their type.
-func holds(ctx context.Context, n node.Node, keys []string) ([]bool, error) {
-	if sn := sweeper(n); sn != nil {
-		return sn.Exists(ctx, keys)
-	}
-	items, err := n.GetMulti(ctx, keys, false)
-	if err != nil {
-		return nil, err
-	}
-	found := make([]bool, len(items))
-	for i, it := range items {
-		found[i] = it.Found
-	}
-	return found, nil
-}
-
-// pendingBackfill is a backfill waiting for the asynchronous worker.
-type pendingBackfill struct {
-	st    *state
-	node  ring.Node
-	items []item
-}
-
-// enqueue hands copies to the backfill worker, or drops and counts them when
-// its queue is full: a read must not wait for a copy.
-func (c *Client) enqueue(st *state, n ring.Node, items []item) {
-	select {
-	case c.queue <- pendingBackfill{st, n, items}:
-		c.queueAccepts(n)
-	default: // full, or closed: the worker has gone
-		st.mig.Counters.BackfillsDropped.Add(int64(len(items)))
-		c.queueFull(n)
-	}
-}
-
-// backfillWorker writes queued copies until Close. The queue is never
-// closed, so a read racing Close cannot send on a closed channel; copies
-// still queued at Close are dropped with the pools they would use. Each copy
-// is bounded by the network timeouts and ends when Close cancels ctx; a node
-// held down fails it at once.
-func (c *Client) backfillWorker(ctx context.Context) {
-	defer c.worker.Done()
-	for {
-		select {
-		case <-c.done:
-			return
-		case p := <-c.queue:
-			if !p.st.mig.Backfilling(c.opts.Now()) { // past the window: its tombstones may be gone
-				p.st.mig.Counters.BackfillsDropped.Add(int64(len(p.items)))
-				continue
-			}
-			ctx, cancel := context.WithTimeout(ctx, c.opts.ReadTimeout+c.opts.WriteTimeout)
-			c.backfill(ctx, p.st, p.node, p.items, false)
-			cancel()
-		}
-	}
 }

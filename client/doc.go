@@ -62,7 +62,9 @@
 // deletes reach both; Sweep copies every moved key to its new owner
 // meanwhile, with its type and remaining TTL, so a resharding moves keys
 // without losing them, those without expiry included, and the window need
-// only cover the rollout and the sweep. Options.MigrateFrom resumes a
+// only cover the rollout and the sweep (the walk of each old node is
+// package internal/sweep's, the copies' writes and the AsyncBackfill queue
+// internal/backfill's). Options.MigrateFrom resumes a
 // migration in a process started during its window. A copy never
 // overwrites a value the new owner got meanwhile (add, SET NX, RESTORE
 // without REPLACE), nor a key deleted meanwhile: a Delete of a moved key
@@ -161,7 +163,9 @@
 // store is one Lua script, atomic; on Memcached it is a set, a check of the
 // lease and, if it was lost, a delete, so for one round trip a reader can
 // see a value that is then withdrawn. Every process must agree on Lease: a
-// Delete without it clears no lease.
+// Delete without it clears no lease. The leases' mechanism is package
+// internal/lease's, the loader's plumbing (negative entries, the limiter,
+// a loader's panic, the background refreshes) internal/loading's.
 //
 // With Options.MetaLeases the lease is taken by the read itself, one round
 // trip: on Memcached ≥ 1.6 a placeholder item in the key's place (its

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/shardcache/shardcache/internal/loading"
 	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/ring"
 )
@@ -51,10 +52,10 @@ var (
 	// ErrLoadThrottled means Options.LoadLimit had no token for a load
 	// within the caller's deadline (and LoadLimit.MaxWait): the loader was
 	// not called, and the application should degrade rather than wait.
-	ErrLoadThrottled = errors.New("shardcache: load throttled")
+	ErrLoadThrottled = loading.ErrThrottled
 	// ErrLoadPanic means the loader of GetOrLoad or GetMultiOrLoad
 	// panicked; the panic's value is in the message.
-	ErrLoadPanic = errors.New("shardcache: loader panicked")
+	ErrLoadPanic = loading.ErrPanic
 )
 
 // NodeError is a failure on one node. Multi-key operations return one per
@@ -105,18 +106,6 @@ func keyError(key, why string) error {
 		key = key[:61] + "..."
 	}
 	return fmt.Errorf("%w: %q: %s", ErrMalformedKey, key, why)
-}
-
-// ctxErr returns ctx's error, wrapping err, once ctx is done; err
-// otherwise.
-func ctxErr(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		if err == nil {
-			return cerr
-		}
-		return fmt.Errorf("%w: %w", cerr, err)
-	}
-	return err
 }
 
 // checkCtx refuses a nil context.

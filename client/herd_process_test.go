@@ -103,7 +103,7 @@ func TestHerdChild(t *testing.T) {
 		}
 		close(start)
 		wg.Wait()
-		c.refreshes.wg.Wait() // a refresh this process won has stored
+		c.refreshes.Wait() // a refresh this process won has stored
 		rep.Loads = loads.Load()
 		for i, v := range values {
 			if errs[i] != nil {

@@ -53,7 +53,7 @@ func TestGetOrLoadJoinAfterDelete(t *testing.T) {
 			}
 			defer direct.Close()
 			ctx := t.Context()
-			lkey := slow.leaseKey("k")
+			lkey := slow.leases.Key("k")
 			if err := direct.Set(ctx, lkey, []byte("another process"), time.Minute); err != nil {
 				t.Fatal(err)
 			}

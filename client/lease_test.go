@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shardcache/shardcache/internal/lease"
 )
 
 // testLease outlasts any load the tests hold, so no lease expires by itself.
@@ -59,7 +61,7 @@ func TestLeaseOneLoadAcrossProcesses(t *testing.T) {
 			t.Fatalf("%d leases lost", n)
 		}
 		mustGet(t, clients[0], "hot", "loaded")
-		if h := cl.holders(t, leasePrefix+"hot"); len(h) != 0 {
+		if h := cl.holders(t, lease.Prefix+"hot"); len(h) != 0 {
 			t.Fatalf("lease still held on %v after the store", h)
 		}
 	})
@@ -163,22 +165,6 @@ func TestLeaseDuringMigration(t *testing.T) {
 	})
 }
 
-// TestLeaseKey: a lease key fits the backend's key limit, however long the
-// key.
-func TestLeaseKey(t *testing.T) {
-	c := &Client{opts: Options{MaxKeyLength: 250}} // Memcached's
-	if got := c.leaseKey("user:42"); got != "shardcache:lease:user:42" {
-		t.Fatalf("leaseKey = %q", got)
-	}
-	long := string(make([]byte, 0, 250))
-	for len(long) < 250 {
-		long += "k"
-	}
-	if got := c.leaseKey(long); len(got) > 250 || got == c.leaseKey(long[:249]) {
-		t.Fatalf("leaseKey of a 250-byte key = %q (%d bytes)", got, len(got))
-	}
-}
-
 // TestLeaseWaitEndsAtClose: a process waiting for another's lease stops at
 // Close, without loading.
 func TestLeaseWaitEndsAtClose(t *testing.T) {
@@ -221,7 +207,7 @@ func TestLeaseReleasedWhenThrottled(t *testing.T) {
 	if _, err := guarded.GetOrLoad(t.Context(), "b", time.Hour, l.load); !errors.Is(err, ErrLoadThrottled) {
 		t.Fatalf("second load: %v, want ErrLoadThrottled", err)
 	}
-	if h := cl.holders(t, leasePrefix+"b"); len(h) != 0 {
+	if h := cl.holders(t, lease.Prefix+"b"); len(h) != 0 {
 		t.Fatalf("a throttled load kept its lease on %v", h)
 	}
 	bounded, cancel := context.WithTimeout(t.Context(), testLease/2)

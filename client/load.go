@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/time/rate"
-
+	"github.com/shardcache/shardcache/internal/lease"
+	"github.com/shardcache/shardcache/internal/loading"
 	"github.com/shardcache/shardcache/internal/node"
 )
 
@@ -27,15 +27,10 @@ import (
 //
 // Stores go through the same paths as Set and SetMulti, so during a migration
 // they reach both owners, and reads fall back to the old owner before
-// anything is loaded.
-
-// negative is the value that stands for "the database has no such row" in
-// the cache (see ErrNotFound). NUL bytes make it a value no application
-// stores by chance.
-const negative = "\x00shardcache:not-found\x00"
-
-// isNegative reports whether a cached value is a negative entry.
-func isNegative(v []byte) bool { return len(v) == len(negative) && string(v) == negative }
+// anything is loaded. The plumbing (the negative entry, the limiter, a
+// loader's call with its panic recovered, the group of background
+// refreshes) is package internal/loading's; this file decides when to load
+// and what to store.
 
 // LoadLimit caps the loader calls of GetOrLoad and GetMultiOrLoad in one
 // process, so a miss storm cannot take the database down.
@@ -94,57 +89,34 @@ func (c *Client) LoadStats() LoadStats {
 }
 
 // newLimiter returns the limiter of Options.LoadLimit, nil without one.
-func newLimiter(l *LoadLimit) (*rate.Limiter, error) {
+func newLimiter(o *Options) (*loading.Limiter, error) {
+	l := o.LoadLimit
 	if l == nil {
 		return nil, nil
 	}
 	if !(l.PerSecond > 0) || l.Burst < 1 {
 		return nil, fmt.Errorf("%w: LoadLimit %v per second, burst %d", ErrBadOptions, l.PerSecond, l.Burst)
 	}
-	return rate.NewLimiter(rate.Limit(l.PerSecond), l.Burst), nil
+	return loading.NewLimiter(l.PerSecond, l.Burst, l.MaxWait, o.Now), nil
 }
 
-// admit takes a token for one loader call, waiting for it within ctx's
-// deadline and LoadLimit.MaxWait, or returns ErrLoadThrottled at once when
-// it would come later. st is the state the load runs in, for
+// admit takes a token for one loader call (loading.Limiter.Admit), or
+// returns ErrLoadThrottled. st is the state the load runs in, for
 // LoadLimit.DuringMigration. The limiter reads the client's clock, as
 // migration windows do.
 func (c *Client) admit(ctx context.Context, st *state, key string) error {
-	lim := c.limiter
-	if lim == nil {
+	if c.limiter == nil {
 		return nil
 	}
 	now := c.opts.Now()
 	if c.opts.LoadLimit.DuringMigration && (st.mig == nil || !st.mig.Active(now)) {
 		return nil
 	}
-	res := lim.ReserveN(now, 1)
-	delay := res.DelayFrom(now)
-	if delay == 0 {
-		return nil
-	}
-	budget := time.Duration(1<<63 - 1)
-	if dl, ok := ctx.Deadline(); ok {
-		budget = time.Until(dl) // contexts run on the wall clock
-	}
-	if w := c.opts.LoadLimit.MaxWait; w != 0 {
-		budget = min(budget, max(w, 0))
-	}
-	if delay > budget {
-		res.CancelAt(now)
+	err := c.limiter.Admit(ctx, now, key)
+	if err != nil {
 		c.loads.throttled.Add(1)
-		return fmt.Errorf("%w: key %q: next token in %v", ErrLoadThrottled, key, delay)
 	}
-	t := time.NewTimer(delay)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		res.CancelAt(c.opts.Now())
-		c.loads.throttled.Add(1)
-		return fmt.Errorf("%w: key %q: %w", ErrLoadThrottled, key, ctx.Err())
-	}
+	return err
 }
 
 // GetOrLoad returns the value of key from the cache or, on a miss, from load,
@@ -241,7 +213,7 @@ type flown struct {
 // answer returns a cached value, or ErrNotFound for a negative entry, and
 // counts it.
 func (c *Client) answer(v []byte) ([]byte, error) {
-	if isNegative(v) {
+	if loading.IsNegative(v) {
 		c.loads.negativeHits.Add(1)
 		return nil, ErrNotFound
 	}
@@ -252,7 +224,7 @@ func (c *Client) answer(v []byte) ([]byte, error) {
 // cached is answer for a load that found the value in the cache after all,
 // by a read that began at at: its callers were counted as misses.
 func cached(v []byte, at time.Time) (any, error) {
-	if isNegative(v) {
+	if loading.IsNegative(v) {
 		return nil, ErrNotFound
 	}
 	return flown{v, at}, nil
@@ -268,7 +240,7 @@ func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Dur
 	if err != nil {
 		return nil, err
 	}
-	var l *lease
+	var l *lease.Lease
 	if c.opts.Lease > 0 {
 		var v []byte
 		var hit bool
@@ -297,13 +269,13 @@ func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Dur
 		c.releaseLease(ctx, r, l, key)
 		return nil, err
 	}
-	v, err := c.callLoad(ctx, key, load)
+	v, err := loading.Call(ctx, key, load)
 	c.loads.loads.Add(1)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		c.loads.notFound.Add(1)
 		if c.opts.NegativeTTL > 0 {
-			c.store(ctx, r, l, key, []byte(negative), c.opts.NegativeTTL)
+			c.store(ctx, r, l, key, []byte(loading.Negative), c.opts.NegativeTTL)
 		} else {
 			c.releaseLease(ctx, r, l, key)
 		}
@@ -320,35 +292,11 @@ func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Dur
 	return flown{v: v}, nil
 }
 
-// callLoad calls load, turning a panic into ErrLoadPanic: singleflight
-// would re-panic it on a goroutine of its own, where no caller could recover
-// it.
-func (c *Client) callLoad(ctx context.Context, key string, load func(context.Context) ([]byte, error)) (v []byte, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			v, err = nil, fmt.Errorf("%w: key %q: %v", ErrLoadPanic, key, p)
-		}
-	}()
-	return load(ctx)
-}
-
-// callLoads is callLoad for GetMultiOrLoad's loaders: a panic is
-// ErrLoadPanic, returned (a refresh calls load on a goroutine of its own)
-// and with the leases released.
-func callLoads(ctx context.Context, keys []string, load func(context.Context, []string) (map[string][]byte, error)) (m map[string][]byte, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			m, err = nil, fmt.Errorf("%w: %d keys from %q: %v", ErrLoadPanic, len(keys), keys[0], p)
-		}
-	}()
-	return load(ctx, keys)
-}
-
 // store writes a loaded value (or a negative entry) as Set does, both owners
 // during a migration; with a lease, only if the lease is still held (see
 // lease.go). A failure is counted: the value has been loaded and is
 // returned all the same.
-func (c *Client) store(ctx context.Context, r route, l *lease, key string, v []byte, ttl time.Duration) {
+func (c *Client) store(ctx context.Context, r route, l *lease.Lease, key string, v []byte, ttl time.Duration) {
 	if l != nil {
 		c.storeUnderLease(ctx, r.st, r.now, []item{{Key: key, Value: v, TTL: ttl}}, l)
 		return
@@ -368,7 +316,7 @@ func (c *Client) store(ctx context.Context, r route, l *lease, key string, v []b
 
 // releaseLease gives up lease l on key, if any, after a load that stores
 // nothing.
-func (c *Client) releaseLease(ctx context.Context, r route, l *lease, key string) {
+func (c *Client) releaseLease(ctx context.Context, r route, l *lease.Lease, key string) {
 	if l != nil {
 		c.releaseLeases(ctx, r.st, r.now, []string{key}, l)
 	}
@@ -439,7 +387,7 @@ func (c *Client) GetMultiOrLoad(ctx context.Context, keys []string, ttl time.Dur
 	for _, k := range keys {
 		v, ok := hits[k]
 		switch {
-		case ok && !isNegative(v):
+		case ok && !loading.IsNegative(v):
 			c.loads.hits.Add(1)
 			continue
 		case seen[k]:
@@ -475,7 +423,7 @@ func (c *Client) GetMultiOrLoad(ctx context.Context, keys []string, ttl time.Dur
 // leases are held with l's token: the store is conditional on them, and they
 // are released when nothing is stored.
 func (c *Client) loadBatch(ctx context.Context, st *state, now time.Time, hits map[string][]byte, keys []string, ttl time.Duration,
-	load func(context.Context, []string) (map[string][]byte, error), l *lease) error {
+	load func(context.Context, []string) (map[string][]byte, error), l *lease.Lease) error {
 	// The store and the leases' release outlive the caller's context: a
 	// caller gone while its loader ran must not leave the keys leased (the
 	// fleet would wait Options.Lease for them), nor its values unstored.
@@ -490,7 +438,7 @@ func (c *Client) loadBatch(ctx context.Context, st *state, now time.Time, hits m
 		release(keys)
 		return err
 	}
-	loaded, err := callLoads(ctx, keys, load)
+	loaded, err := loading.CallBatch(ctx, keys, load)
 	c.loads.loads.Add(1)
 	if err != nil {
 		c.loads.loadErrors.Add(1)
@@ -510,7 +458,7 @@ func (c *Client) loadBatch(ctx context.Context, st *state, now time.Time, hits m
 			items = append(items, item{Key: k, Value: v, TTL: c.hardTTL(ttl)})
 		case c.opts.NegativeTTL > 0:
 			c.loads.notFound.Add(1)
-			items = append(items, item{Key: k, Value: []byte(negative), TTL: c.opts.NegativeTTL})
+			items = append(items, item{Key: k, Value: []byte(loading.Negative), TTL: c.opts.NegativeTTL})
 		default:
 			c.loads.notFound.Add(1)
 			unstored = append(unstored, k)
@@ -543,16 +491,12 @@ func (c *Client) loadBatch(ctx context.Context, st *state, now time.Time, hits m
 // holds, taking and loading any whose lease comes free.
 func (c *Client) loadLeased(ctx context.Context, st *state, now time.Time, hits map[string][]byte, missing []string, ttl time.Duration,
 	load func(context.Context, []string) (map[string][]byte, error)) error {
-	l := &lease{token: rand.Text()}
+	l := &lease.Lease{Token: rand.Text()}
 	if c.opts.MetaLeases {
-		l.meta = make(map[string]node.LeaseAnswer, len(missing))
+		l.Meta = make(map[string]node.LeaseAnswer, len(missing))
 	}
-	var retry *time.Timer
-	defer func() {
-		if retry != nil {
-			retry.Stop()
-		}
-	}()
+	retry := lease.Retry{Every: c.opts.LeaseRetry}
+	defer retry.Stop()
 	for waited := false; ; waited = true {
 		found, got, failed, err := c.takeLeases(ctx, st, now, missing, l)
 		if found == nil {
@@ -566,7 +510,7 @@ func (c *Client) loadLeased(ctx context.Context, st *state, now time.Time, hits 
 			v, ok := found[k]
 			switch {
 			case ok:
-				if !isNegative(v) {
+				if !loading.IsNegative(v) {
 					hits[k] = v
 				}
 				if got[i] {
@@ -601,7 +545,7 @@ func (c *Client) loadLeased(ctx context.Context, st *state, now time.Time, hits 
 		if len(waiting) == 0 {
 			return nil
 		}
-		if err := c.waitRetry(ctx, &retry); err != nil {
+		if err := retry.Wait(ctx); err != nil {
 			return err
 		}
 		if st, now = c.load(); st == nil {

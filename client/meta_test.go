@@ -125,7 +125,7 @@ func TestHerdOnExpiredKey(t *testing.T) {
 				lat := herdTTL(t, clients, callers, key, ttl, load)
 				waitFor(t, "the refresh", func() bool { return loads.Load() >= 1 })
 				for _, c := range clients { // the background refresh stored
-					c.refreshes.wg.Wait()
+					c.refreshes.Wait()
 				}
 				ratio := float64(p99(lat)) / float64(base)
 				t.Logf("%s SWR %v: %d loads; herd p99 %v, plain hit p99 %v: ratio %.2f", kind, swr, loads.Load(), p99(lat), base, ratio)
@@ -199,7 +199,7 @@ func TestRefreshDeleteDuringLoad(t *testing.T) {
 				t.Fatal(err)
 			}
 			close(l.release)
-			c.refreshes.wg.Wait()
+			c.refreshes.Wait()
 			mustMiss(t, c, "k")
 			if s := c.LoadStats(); s.Refreshes != 1 || s.LeasesLost != 1 || s.Stale != 2 || l.calls.Load() != 1 {
 				t.Fatalf("LoadStats = %+v, %d loads; want one refresh, its lease lost", s, l.calls.Load())
@@ -211,7 +211,7 @@ func TestRefreshDeleteDuringLoad(t *testing.T) {
 			if v, err := c.GetOrLoad(ctx, "k", time.Hour, openLoader("new", nil).load); err != nil || string(v) != "old" {
 				t.Fatalf("GetOrLoad in the window = %q, %v", v, err)
 			}
-			c.refreshes.wg.Wait()
+			c.refreshes.Wait()
 			mustGet(t, other, "k", "new")
 		})
 	}

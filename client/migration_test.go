@@ -14,6 +14,7 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shardcache/shardcache/internal/backfill"
 	"github.com/shardcache/shardcache/migration"
 	"github.com/shardcache/shardcache/ring"
 )
@@ -350,7 +351,7 @@ func TestBackfillNeverOverwritesNewerValue(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := c.state.Load()
-		stored, _ := c.backfill(ctx, st, cl.nodes(1)[0], []item{{Key: "k", Value: []byte("old"), TTL: time.Hour}}, false)
+		stored, _ := backfill.Write(ctx, st.mig.Counters, st.conn(cl.nodes(1)[0]), []item{{Key: "k", Value: []byte("old"), TTL: time.Hour}}, false, false)
 		if stored[0] {
 			t.Fatal("backfill reported storing over a newer value")
 		}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardcache/shardcache/internal/loading"
 	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/internal/node/fanout"
 	"github.com/shardcache/shardcache/migration"
@@ -46,7 +47,7 @@ func (st *state) Conn(n ring.Node) node.Node { return st.conn(n) }
 func (c *Client) GetMulti(ctx context.Context, keys []string) (map[string][]byte, error) {
 	hits, err := c.getMulti(ctx, keys)
 	for k, v := range hits {
-		if isNegative(v) { // GetOrLoad's "not found" (see ErrNotFound)
+		if loading.IsNegative(v) { // GetOrLoad's "not found" (see ErrNotFound)
 			delete(hits, k)
 		}
 	}

@@ -135,14 +135,6 @@ func sweeper(n node.Node) node.Sweeper {
 	return sn
 }
 
-// leaser returns n's lease capability.
-func leaser(n node.Node) node.Leaser {
-	if ln, ok := n.(node.Leaser); ok {
-		return ln
-	}
-	return unlisted
-}
-
 // redisOf returns the go-redis client of a Redis node, for the client's
 // own commands on it (RedisDo), without handing it out (see Redis).
 func redisOf(n node.Node) (*redis.Client, error) {

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardcache/shardcache/internal/loading"
 	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/migration"
 	"github.com/shardcache/shardcache/ring"
@@ -133,7 +134,7 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, err
 	}
 	v, err := c.get(ctx, r, key)
-	if err == nil && isNegative(v) {
+	if err == nil && loading.IsNegative(v) {
 		return nil, ErrCacheMiss // GetOrLoad's "not found" (see ErrNotFound)
 	}
 	return v, err

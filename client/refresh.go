@@ -4,9 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"sync"
 	"time"
 
+	"github.com/shardcache/shardcache/internal/lease"
+	"github.com/shardcache/shardcache/internal/loading"
 	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/migration"
 )
@@ -45,44 +46,6 @@ func (c *Client) hardTTL(ttl time.Duration) time.Duration {
 	return ttl + c.opts.StaleWhileRevalidate
 }
 
-// refreshes are the background refreshes under way, which Close cancels
-// and waits for.
-type refreshes struct {
-	mu     sync.Mutex
-	wg     sync.WaitGroup
-	ctx    context.Context // canceled by stop; made on first use
-	cancel context.CancelFunc
-	closed bool
-}
-
-// start returns the context a refresh runs in, made from base's values,
-// and false once stopped.
-func (r *refreshes) start(base context.Context) (context.Context, context.CancelFunc, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return nil, nil, false
-	}
-	if r.ctx == nil {
-		r.ctx, r.cancel = context.WithCancel(context.Background())
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(base))
-	stop := context.AfterFunc(r.ctx, cancel)
-	r.wg.Add(1)
-	return ctx, func() { stop(); cancel(); r.wg.Done() }, true
-}
-
-// stop cancels the refreshes under way and waits for them.
-func (r *refreshes) stop() {
-	r.mu.Lock()
-	r.closed = true
-	if r.cancel != nil {
-		r.cancel()
-	}
-	r.mu.Unlock()
-	r.wg.Wait()
-}
-
 // readFresh is GetOrLoad's read with a refresh window: the value, and
 // whether one was found; a value in its window won by this call is
 // reloaded in the background (not a negative entry: see getMultiFresh). A
@@ -92,12 +55,12 @@ func (c *Client) readFresh(ctx context.Context, r route, key string, ttl time.Du
 	if v, held, err := c.nearGet(&r, key); held && (err == nil || !r.Fallback) {
 		return v, err
 	}
-	lr := c.leaseReader(r.st.conn(r.New))
+	lr := lease.Reader(r.st.conn(r.New))
 	if lr == nil {
 		return c.get(ctx, r, key)
 	}
 	token := rand.Text()
-	rd := c.leaseRead([]string{key}, token, false, c.refreshWindow())
+	rd := c.leases.Read([]string{key}, token, false, c.refreshWindow())
 	ans, err := lr.LeaseGet(ctx, []string{key}, rd)
 	switch {
 	case err == ErrUnsupported:
@@ -115,16 +78,16 @@ func (c *Client) readFresh(ctx context.Context, r route, key string, ttl time.Du
 	if a.Stale {
 		c.loads.stale.Add(1)
 	}
-	if a.Won && !isNegative(a.Value) {
-		c.refresh(ctx, r, key, ttl, load, metaLease(token, key, a))
+	if a.Won && !loading.IsNegative(a.Value) {
+		c.refresh(ctx, r, key, ttl, load, lease.Won(token, key, a))
 	}
 	return a.Value, nil
 }
 
 // refresh reloads key in the background under l, a refresh's lease, and
 // stores the value if the lease still holds.
-func (c *Client) refresh(ctx context.Context, r route, key string, ttl time.Duration, load func(context.Context) ([]byte, error), l *lease) {
-	lctx, done, ok := c.refreshes.start(ctx)
+func (c *Client) refresh(ctx context.Context, r route, key string, ttl time.Duration, load func(context.Context) ([]byte, error), l *lease.Lease) {
+	lctx, done, ok := c.refreshes.Start(ctx)
 	if !ok {
 		return
 	}
@@ -135,7 +98,7 @@ func (c *Client) refresh(ctx context.Context, r route, key string, ttl time.Dura
 			c.releaseLeases(lctx, r.st, r.now, []string{key}, l)
 			return
 		}
-		v, err := c.callLoad(lctx, key, load)
+		v, err := loading.Call(lctx, key, load)
 		c.loads.loads.Add(1)
 		st, now := c.load() // the placement now: a migration may have ended meanwhile
 		if st == nil {
@@ -144,7 +107,7 @@ func (c *Client) refresh(ctx context.Context, r route, key string, ttl time.Dura
 		switch {
 		case errors.Is(err, ErrNotFound) && c.opts.NegativeTTL > 0:
 			c.loads.notFound.Add(1)
-			c.storeUnderLease(lctx, st, now, []item{{Key: key, Value: []byte(negative), TTL: c.opts.NegativeTTL}}, l)
+			c.storeUnderLease(lctx, st, now, []item{{Key: key, Value: []byte(loading.Negative), TTL: c.opts.NegativeTTL}}, l)
 		case err != nil:
 			c.loads.loadErrors.Add(1)
 			c.releaseLeases(lctx, st, now, []string{key}, l)
@@ -178,7 +141,7 @@ func (c *Client) getMultiFresh(ctx context.Context, keys []string, ttl time.Dura
 	errs := []error{err}
 	var again, moved, won []string
 	var routes []migration.Route
-	l := &lease{token: token, meta: map[string]node.LeaseAnswer{}}
+	l := &lease.Lease{Token: token, Meta: map[string]node.LeaseAnswer{}}
 	for i, k := range keys {
 		switch a := ans[i]; {
 		case plain[i]:
@@ -191,8 +154,8 @@ func (c *Client) getMultiFresh(ctx context.Context, keys []string, ttl time.Dura
 			if a.Stale {
 				c.loads.stale.Add(1)
 			}
-			if _, dup := l.meta[k]; a.Won && !dup && !isNegative(a.Value) {
-				l.meta[k] = a
+			if _, dup := l.Meta[k]; a.Won && !dup && !loading.IsNegative(a.Value) {
+				l.Meta[k] = a
 				won = append(won, k)
 			}
 		case st.mig != nil:
@@ -224,8 +187,8 @@ func (c *Client) getMultiFresh(ctx context.Context, keys []string, ttl time.Dura
 // leases, with one call of load, and stores the values whose lease still
 // holds (loadBatch).
 func (c *Client) refreshMulti(ctx context.Context, keys []string, ttl time.Duration,
-	load func(context.Context, []string) (map[string][]byte, error), l *lease) {
-	lctx, done, ok := c.refreshes.start(ctx)
+	load func(context.Context, []string) (map[string][]byte, error), l *lease.Lease) {
+	lctx, done, ok := c.refreshes.Start(ctx)
 	if !ok {
 		return
 	}

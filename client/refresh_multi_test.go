@@ -94,7 +94,7 @@ func TestGetMultiOrLoadRefresh(t *testing.T) {
 				t.Fatal(err)
 			}
 			close(l.release)
-			c.refreshes.wg.Wait()
+			c.refreshes.Wait()
 			if calls := l.loaded(); len(calls) != 1 || !slices.Equal(calls[0], []string{"a", "b", "c"}) {
 				t.Fatalf("loader calls %q; want one, of the three keys in their window", calls)
 			}
@@ -145,7 +145,7 @@ func TestGetMultiOrLoadRefreshHerd(t *testing.T) {
 			close(start)
 			wg.Wait()
 			for _, c := range clients {
-				c.refreshes.wg.Wait()
+				c.refreshes.Wait()
 			}
 			times := map[string]int{}
 			for _, call := range l.loaded() {
@@ -188,7 +188,7 @@ func TestGetMultiOrLoadPanic(t *testing.T) {
 			if err != nil || string(got["q"]) != "old" {
 				t.Fatalf("in the window: %q, %v", got, err)
 			}
-			c.refreshes.wg.Wait()
+			c.refreshes.Wait()
 			if s := c.LoadStats(); s.Refreshes != 1 || s.LoadErrors != 2 {
 				t.Fatalf("LoadStats = %+v; want a refresh whose load failed, and the first call's", s)
 			}
@@ -272,7 +272,7 @@ func TestSetDuringLoad(t *testing.T) {
 					t.Fatal(err)
 				}
 				close(l.release)
-				c.refreshes.wg.Wait()
+				c.refreshes.Wait()
 				mustGet(t, writer, "old", "newer")
 			})
 		}

@@ -38,7 +38,7 @@ func TestGetMultiOrLoadRefreshAfterOwnLoad(t *testing.T) {
 	if err != nil || string(got["stale"]) != "old" || string(got["miss"]) != "v" {
 		t.Fatalf("%q, %v", got, err)
 	}
-	c.refreshes.wg.Wait()
+	c.refreshes.Wait()
 	if calls.Load() != 2 || most.Load() != 1 {
 		t.Fatalf("%d loader calls, %d at once at most; want the miss's, then the refresh's", calls.Load(), most.Load())
 	}
@@ -62,7 +62,7 @@ func TestNegativeEntryNotRefreshed(t *testing.T) {
 				if _, err := c.GetOrLoad(t.Context(), "gone", time.Hour, absentOne); !errors.Is(err, ErrNotFound) {
 					t.Fatal(err)
 				}
-				c.refreshes.wg.Wait()
+				c.refreshes.Wait()
 			}
 			if n := loads.Load(); n != 1 {
 				t.Fatalf("10 reads of an absent key: %d loads; want 1 (%+v)", n, c.LoadStats())

@@ -10,8 +10,8 @@ import (
 
 // Map is a node.Node over a map, for the examples and tests of the
 // packages that wrap nodes: Get, GetMulti (every TTL known), Send, Set, SetMulti, Add,
-// AddMulti, Delete and DeleteMulti; the other calls panic (the embedded Node is nil). TTLs are
-// kept, not enforced. Use NewMap.
+// AddMulti, Delete, DeleteMulti, and node.Leaser's StoreLeased and ReleaseLeases; the other
+// calls panic (the embedded Node is nil). TTLs are kept, not enforced. Use NewMap.
 type Map struct {
 	node.Node
 	mu  sync.Mutex
@@ -125,6 +125,39 @@ func (m *Map) Delete(_ context.Context, key string) error {
 func (m *Map) DeleteMulti(ctx context.Context, keys []string) error {
 	for _, k := range keys {
 		_ = m.Delete(ctx, k)
+	}
+	return nil
+}
+
+// StoreLeased stores each item whose lease key, lkeys[i], holds token and
+// whose key is absent, and deletes that lease key, as Redis's script does
+// (node.Leaser).
+func (m *Map) StoreLeased(_ context.Context, items []node.Item, lkeys []string, token string) ([]bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	stored := make([]bool, len(items))
+	for i, it := range items {
+		if v, ok := m.kv[lkeys[i]]; !ok || string(v) != token {
+			continue
+		}
+		delete(m.kv, lkeys[i])
+		delete(m.ttl, lkeys[i])
+		if _, ok := m.kv[it.Key]; !ok {
+			m.kv[it.Key], m.ttl[it.Key], stored[i] = it.Value, it.TTL, true
+		}
+	}
+	return stored, nil
+}
+
+// ReleaseLeases deletes each lease key that holds token (node.Leaser).
+func (m *Map) ReleaseLeases(_ context.Context, lkeys []string, token string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, lk := range lkeys {
+		if v, ok := m.kv[lk]; ok && string(v) == token {
+			delete(m.kv, lk)
+			delete(m.ttl, lk)
+		}
 	}
 	return nil
 }

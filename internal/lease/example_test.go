@@ -1,0 +1,58 @@
+package lease_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/shardcache/shardcache/internal/lease"
+	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/internal/node/fanout"
+	"github.com/shardcache/shardcache/internal/node/nodetest"
+	"github.com/shardcache/shardcache/ring"
+)
+
+// conns is a client's routing: a node client per address.
+type conns map[string]node.Node
+
+func (c conns) Conn(n ring.Node) node.Node { return c[n.Addr] }
+
+// Two processes miss the same keys at once. The first takes their leases
+// and loads; the second finds them held and waits. A Delete clears one
+// lease during the load, so only the other key's value is stored.
+func Example() {
+	ctx := context.Background()
+	a, b := nodetest.NewMap(), nodetest.NewMap()
+	nodes := map[string]ring.Node{"user:1": {Name: "a", Addr: "a:1"}, "user:2": {Name: "b", Addr: "b:1"}}
+	f := lease.Fleet{
+		Config: lease.Config{Term: 10 * time.Second, MaxKeyLength: 250},
+		Conns:  conns{"a:1": a, "b:1": b},
+		Owner:  func(key string) ring.Node { return nodes[key] },
+	}
+	keys := []string{"user:1", "user:2"}
+
+	first := &lease.Lease{Token: "first"}
+	got, _, _ := f.Acquire(ctx, keys, first.Token)
+	fmt.Println("first process holds", got)
+	got, _, _ = f.Acquire(ctx, keys, "second")
+	fmt.Println("second process holds", got)
+
+	f.Clear(ctx, []string{"user:2"}) // a Delete of user:2 meanwhile
+
+	// The loaded values, stored under the lease, batched by owner.
+	bs := fanout.New(f.Conns)
+	for i, k := range keys {
+		bs.Add(f.Owner(k), node.Item{Key: k, Value: []byte("row of " + k), TTL: time.Hour}, i, false)
+	}
+	kept := make([]bool, len(keys))
+	bs.Run(func(b *fanout.Batch) error { return f.Store(ctx, b, first, kept) })
+	fmt.Println("stored", kept)
+	fmt.Printf("user:1 = %q, its lease key %q gone: %v\n", a.Value("user:1"), f.Key("user:1"), a.Value(f.Key("user:1")) == nil)
+	fmt.Printf("user:2 = %q\n", b.Value("user:2"))
+	// Output:
+	// first process holds [true true]
+	// second process holds [false false]
+	// stored [true false]
+	// user:1 = "row of user:1", its lease key "shardcache:lease:user:1" gone: true
+	// user:2 = ""
+}

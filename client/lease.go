@@ -177,8 +177,10 @@ func (c *Client) leaseOrValue(ctx context.Context, r route, key string) (l *leas
 // l, one round trip per node for each step. During a migration the
 // copies to old owners are written first, as dual writes, and deleted again
 // where the lease was lost, so that a Delete that clears the lease, then the
-// old owner, then the new owner leaves neither (see above).
-func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, items []item, l *lease.Lease) {
+// old owner, then the new owner leaves neither (see above). lost reports
+// that a lease was found lost (a Delete or a write cleared it meanwhile):
+// that value must not be served to a read that began after the load.
+func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, items []item, l *lease.Lease) (lost bool) {
 	for _, it := range items {
 		c.follower.Wrote(it.Key) // before the state is looked at again: see beginWrite
 	}
@@ -187,12 +189,12 @@ func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, 
 	}
 	for st != nil && st.hold {
 		if waitRelease(ctx, st) != nil {
-			return
+			return false
 		}
 		st, now = c.load()
 	}
 	if st == nil {
-		return
+		return false
 	}
 	routes := make([]migration.Route, len(items))
 	news, olds, tombs := newBatches(st), newBatches(st), newBatches(st)
@@ -233,6 +235,7 @@ func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, 
 		for _, i := range b.Idx {
 			if !kept[i] {
 				c.loads.leasesLost.Add(1)
+				lost = true
 			}
 		}
 	}
@@ -249,6 +252,7 @@ func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, 
 			c.loads.cacheErrors.Add(1)
 		}
 	}
+	return lost
 }
 
 // releaseLeases gives up l's leases of keys, after loads that store

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -120,6 +121,43 @@ func TestLeaseDeleteDuringLoad(t *testing.T) {
 		if v, err := other.GetOrLoad(bounded, "f", time.Hour, openLoader("ok", nil).load); err != nil || string(v) != "ok" {
 			t.Fatalf("GetOrLoad after another process's failed load = %q, %v", v, err)
 		}
+	})
+}
+
+// TestLeaseLostNotServedLater: a GetOrLoad that begins after a Delete, and
+// finds a load of the key under way that began before it, does not get the
+// value the Delete removed: that load's lease was lost, so the later caller
+// loads again. The caller that started the load, concurrent with the
+// Delete, gets what it loaded.
+func TestLeaseLostNotServedLater(t *testing.T) {
+	forEachCluster(t, 3, func(t *testing.T, cl *cluster) {
+		ctx := t.Context()
+		c := cl.client(t, Options{MetaLeases: metaLeases, Lease: testLease})
+		other := cl.client(t, Options{MetaLeases: metaLeases, Lease: testLease})
+		before := newLoader("before", nil)
+		first := make(chan string, 1)
+		go func() {
+			v, err := c.GetOrLoad(ctx, "k", time.Hour, before.load)
+			first <- fmt.Sprintf("%s %v", v, err)
+		}()
+		<-before.entered
+		if err := other.Delete(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+		later := make(chan string, 1)
+		go func() {
+			v, err := c.GetOrLoad(ctx, "k", time.Hour, openLoader("after", nil).load)
+			later <- fmt.Sprintf("%s %v", v, err)
+		}()
+		waitFor(t, "the later caller to wait on the load", func() bool { return c.LoadStats().Misses == 2 })
+		close(before.release)
+		if got := <-first; got != "before <nil>" {
+			t.Errorf("the caller that started the load got %q, want what it loaded", got)
+		}
+		if got := <-later; got != "after <nil>" {
+			t.Errorf("a GetOrLoad begun after the Delete got %q, want a load of its own (\"after\")", got)
+		}
+		mustGet(t, c, "k", "after")
 	})
 }
 

@@ -191,8 +191,10 @@ func (c *Client) GetOrLoad(ctx context.Context, key string, ttl time.Duration, l
 			}
 			f := res.Val.(flown)
 			// A flight that found the value in the cache before this call
-			// began may hold one that a write or a delete since replaced:
-			// once, ask a flight of its own (the one joined is over).
+			// began may hold one that a write or a delete since replaced,
+			// and so may one that loaded it before and lost its lease to
+			// such a delete: once, ask a flight of its own (the one
+			// joined is over).
 			if f.readAt.IsZero() || !f.readAt.Before(start) || joined > 0 {
 				return f.v, nil
 			}
@@ -204,7 +206,8 @@ func (c *Client) GetOrLoad(ctx context.Context, key string, ttl time.Duration, l
 }
 
 // flown is what a flight of loadKey found: a value loaded, or read from the
-// cache by a read that began at readAt.
+// cache by a read that began at readAt; for a value loaded under a lease
+// found lost at the store, readAt is when the load began.
 type flown struct {
 	v      []byte
 	readAt time.Time
@@ -269,6 +272,7 @@ func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Dur
 		c.releaseLease(ctx, r, l, key)
 		return nil, err
 	}
+	began := time.Now()
 	v, err := loading.Call(ctx, key, load)
 	c.loads.loads.Add(1)
 	switch {
@@ -288,18 +292,22 @@ func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Dur
 	if v == nil {
 		v = []byte{}
 	}
-	c.store(ctx, r, l, key, v, c.hardTTL(ttl))
+	if c.store(ctx, r, l, key, v, c.hardTTL(ttl)) {
+		// The lease was lost: a Delete or a write of the key cleared it
+		// during the load. The value may be what it deleted, so a caller
+		// that began after the load did asks a flight of its own.
+		return flown{v, began}, nil
+	}
 	return flown{v: v}, nil
 }
 
 // store writes a loaded value (or a negative entry) as Set does, both owners
 // during a migration; with a lease, only if the lease is still held (see
 // lease.go). A failure is counted: the value has been loaded and is
-// returned all the same.
-func (c *Client) store(ctx context.Context, r route, l *lease.Lease, key string, v []byte, ttl time.Duration) {
+// returned all the same. lost reports a lease found lost (storeUnderLease).
+func (c *Client) store(ctx context.Context, r route, l *lease.Lease, key string, v []byte, ttl time.Duration) (lost bool) {
 	if l != nil {
-		c.storeUnderLease(ctx, r.st, r.now, []item{{Key: key, Value: v, TTL: ttl}}, l)
-		return
+		return c.storeUnderLease(ctx, r.st, r.now, []item{{Key: key, Value: v, TTL: ttl}}, l)
 	}
 	// Routed now, not when the load began: a load may outlast a phase of
 	// the migration (before its start, a write reaches the old owner alone,
@@ -312,6 +320,7 @@ func (c *Client) store(ctx context.Context, r route, l *lease.Lease, key string,
 	if err != nil {
 		c.loads.cacheErrors.Add(1)
 	}
+	return false
 }
 
 // releaseLease gives up lease l on key, if any, after a load that stores

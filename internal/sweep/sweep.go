@@ -27,6 +27,7 @@ import (
 	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/internal/node/fanout"
 	"github.com/shardcache/shardcache/internal/node/replica"
+	"github.com/shardcache/shardcache/internal/wire"
 	"github.com/shardcache/shardcache/migration"
 	"github.com/shardcache/shardcache/ring"
 )
@@ -173,7 +174,7 @@ func (sw *Sweep) Node(ctx context.Context, n ring.Node) error {
 		}
 		for left := len(page); lim != nil && left > 0; left -= PageSize {
 			if err := lim.WaitN(ctx, min(left, PageSize)); err != nil {
-				return ctxErr(ctx, err)
+				return wire.CtxErr(ctx, err)
 			}
 		}
 		sw.page(ctx, n, sn, page)
@@ -184,18 +185,6 @@ func (sw *Sweep) Node(ctx context.Context, n ring.Node) error {
 		}
 		return nil
 	})
-}
-
-// ctxErr returns ctx's error, wrapping err, once ctx is done; err
-// otherwise.
-func ctxErr(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		if err == nil {
-			return cerr
-		}
-		return fmt.Errorf("%w: %w", cerr, err)
-	}
-	return err
 }
 
 // page copies the moved keys of one page listed on old node n.

@@ -189,7 +189,7 @@ func (c *Client) fromOld(ctx context.Context, st *state, now time.Time, keys []s
 	}
 	if how.whole {
 		olds.Run(func(b *batch) (err error) {
-			sn := sweeper(b.Conn)
+			sn := node.SweeperOf(b.Conn)
 			if sn == nil {
 				return ErrSweepUnsupported
 			}

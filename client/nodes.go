@@ -129,12 +129,6 @@ func items(n node.Node) node.Items {
 	return unlisted
 }
 
-// sweeper returns n's sweep capability, nil without one.
-func sweeper(n node.Node) node.Sweeper {
-	sn, _ := n.(node.Sweeper)
-	return sn
-}
-
 // redisOf returns the go-redis client of a Redis node, for the client's
 // own commands on it (RedisDo), without handing it out (see Redis).
 func redisOf(n node.Node) (*redis.Client, error) {

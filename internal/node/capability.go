@@ -24,6 +24,12 @@ func LeaserOf(n Node) Leaser {
 	return unsupported{}
 }
 
+// SweeperOf returns n's sweep capability, nil without one.
+func SweeperOf(n Node) Sweeper {
+	sn, _ := n.(Sweeper)
+	return sn
+}
+
 // ItemKeys returns the items' keys.
 func ItemKeys(items []Item) []string {
 	keys := make([]string, len(items))

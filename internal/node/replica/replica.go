@@ -84,12 +84,6 @@ func New(ring, read []Member, cfg Config) *Set {
 	return &Set{ring: ring, read: read, cfg: cfg}
 }
 
-// sweeper returns n's sweep capability, nil without one.
-func sweeper(n node.Node) node.Sweeper {
-	sn, _ := n.(node.Sweeper)
-	return sn
-}
-
 // failedPending is a multi-get that failed before it was sent.
 type failedPending struct{ err error }
 
@@ -742,7 +736,7 @@ func (s *Set) Dump(ctx context.Context, keys []node.Item) ([]node.Item, error) {
 	var failure error
 	answered := false
 	for _, m := range s.read {
-		sw := sweeper(m.Conn())
+		sw := node.SweeperOf(m.Conn())
 		if m.Down() || sw == nil || len(left) == 0 {
 			continue
 		}
@@ -781,7 +775,7 @@ func (s *Set) Dump(ctx context.Context, keys []node.Item) ([]node.Item, error) {
 func (s *Set) Restore(ctx context.Context, dumped []node.Item) ([]bool, error) {
 	storeds := make([][]bool, len(s.ring))
 	errs := s.each(node.OpAddMulti, func(i int, m Member) (err error) {
-		sw := sweeper(m.Conn())
+		sw := node.SweeperOf(m.Conn())
 		if sw == nil {
 			return node.ErrSweepUnsupported
 		}
@@ -795,7 +789,7 @@ func (s *Set) Restore(ctx context.Context, dumped []node.Item) ([]bool, error) {
 func (s *Set) Exists(ctx context.Context, keys []string) ([]bool, error) {
 	per := make([][]bool, len(s.ring))
 	errs := s.each(node.OpGetMulti, func(i int, m Member) (err error) {
-		sw := sweeper(m.Conn())
+		sw := node.SweeperOf(m.Conn())
 		if sw == nil {
 			return node.ErrSweepUnsupported
 		}
@@ -808,7 +802,7 @@ func (s *Set) Exists(ctx context.Context, keys []string) ([]bool, error) {
 // Size is the first member's.
 func (s *Set) Size(ctx context.Context) (int64, error) {
 	if m := s.First(); m != nil {
-		if sw := sweeper(m.Conn()); sw != nil {
+		if sw := node.SweeperOf(m.Conn()); sw != nil {
 			return sw.Size(ctx)
 		}
 	}

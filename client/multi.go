@@ -45,24 +45,31 @@ func (st *state) Conn(n ring.Node) node.Node { return st.conn(n) }
 // share a buffer: a value kept keeps it alive, so copy the few kept for
 // long.
 func (c *Client) GetMulti(ctx context.Context, keys []string) (map[string][]byte, error) {
-	hits, err := c.getMulti(ctx, keys)
-	for k, v := range hits {
-		if loading.IsNegative(v) { // GetOrLoad's "not found" (see ErrNotFound)
-			delete(hits, k)
-		}
-	}
-	return hits, err
+	return c.gets(ctx, keys, false)
 }
 
 // getMulti is GetMulti with negative entries among the hits.
 func (c *Client) getMulti(ctx context.Context, keys []string) (map[string][]byte, error) {
+	return c.gets(ctx, keys, true)
+}
+
+// gets is GetMulti, with or without the negative entries of GetOrLoad's
+// "not found" (see ErrNotFound) among the hits.
+func (c *Client) gets(ctx context.Context, keys []string, negatives bool) (map[string][]byte, error) {
 	st, now, err := c.beginMulti(ctx, keys)
 	if err != nil {
 		return nil, err
 	}
 	hits := make(map[string][]byte, len(keys))
-	keys = c.nearMulti(st, now, keys, func(k string, v []byte) { hits[k] = v }) // the keys held near (nearcache.go)
-	return hits, c.collect(ctx, st, now, keys, func(it *item, _ bool) { hits[it.Key] = it.Value })
+	put := func(k string, v []byte) {
+		if !negatives && loading.IsNegative(v) {
+			delete(hits, k) // a later report is current
+			return
+		}
+		hits[k] = v
+	}
+	keys = c.nearMulti(st, now, keys, put) // the keys held near (nearcache.go)
+	return hits, c.collect(ctx, st, now, keys, func(it *item, _ bool) { put(it.Key, it.Value) })
 }
 
 // beginMulti validates ctx and keys and loads the state to route them

@@ -176,11 +176,13 @@ const MaxValue = 512 << 20
 const maxArena = 64 << 10
 
 // Arena is where the values of one answer are cut from: buffers shared
-// with their neighbours, each value capped at its own length. A buffer is
-// twice the last one (1 KiB first, up to 64 KiB), or the value's own when
-// it is larger or the last the answer can hold (so that a single key's
-// value is one allocation of exactly its size). A value the caller keeps
-// keeps its buffer alive.
+// with their neighbours, each value capped at its own length. The first
+// buffer holds as many values of the first one's size as the answer can
+// still hold (1 KiB at least), each later one is twice the last; none is
+// over 64 KiB unless a value is larger, and the last value the answer can
+// hold gets a buffer of its own size (so that a single key's value is one
+// allocation of exactly its size). A value the caller keeps keeps its
+// buffer alive.
 type Arena struct {
 	buf   []byte
 	chunk int // the size of the last buffer
@@ -198,6 +200,9 @@ func (a *Arena) Read(r *bufio.Reader, size int) ([]byte, error) {
 	case a.buf != nil && size <= len(a.buf):
 	case a.left == 1:
 		a.buf = make([]byte, size)
+	case a.chunk == 0 && a.left > 0: // the first: room for the rest if they are this one's size
+		a.chunk = min(max(a.left*size, 1<<10), maxArena)
+		a.buf = make([]byte, max(a.chunk, size))
 	default:
 		a.chunk = min(max(2*a.chunk, 1<<10), maxArena)
 		a.buf = make([]byte, max(a.chunk, size))

@@ -169,29 +169,29 @@ func (bs *Batches) index(n ring.Node) int {
 
 // Read groups keys for a read round, key i going to node owner(i),
 // in two passes so that the batches' keys and positions are cut from one
-// allocation each, of the exact size.
+// allocation each, of the exact size. Each owner's client (and, for a
+// replica set, its first member) is looked up once per call, on its first
+// key: the batch of every later key of that owner is found by address.
 func Read(conns Conns, keys []string, owner func(i int) ring.Node) *Batches {
 	bs := New(conns)
 	which := make([]int32, len(keys)) // key i's batch, by index in bs.List
 	count := make([]int, 0, 8)
+	var seen owners
 	var sets []*replica.Set     // with replicas: key i's set, its batch its first member's
 	var firsts []replica.Member // and that member
 	for i := range keys {
-		n := owner(i)
-		if s, ok := conns.Conn(n).(*replica.Set); ok {
-			if m := s.First(); m != nil {
-				if sets == nil {
-					sets, firsts = make([]*replica.Set, len(keys)), make([]replica.Member, len(keys))
-				}
-				n, sets[i], firsts[i] = m.RingNode(), s, m
+		o := seen.of(bs, owner(i))
+		if o.set != nil {
+			if sets == nil {
+				sets, firsts = make([]*replica.Set, len(keys)), make([]replica.Member, len(keys))
 			}
+			sets[i], firsts[i] = o.set, o.first
 		}
-		j := bs.index(n)
-		if j == len(count) {
+		if o.batch == len(count) {
 			count = append(count, 0)
 		}
-		which[i] = int32(j)
-		count[j]++
+		which[i] = int32(o.batch)
+		count[o.batch]++
 	}
 	ks, idx := make([]string, len(keys)), make([]int, len(keys))
 	off := 0
@@ -210,6 +210,57 @@ func Read(conns Conns, keys []string, owner func(i int) ring.Node) *Batches {
 		}
 	}
 	return bs
+}
+
+// owner is what Read found for one owner: the position in Batches.List of
+// the batch its keys go to and, for a replica set read from its first
+// member, the set and that member.
+type owner struct {
+	addr  string
+	batch int
+	set   *replica.Set
+	first replica.Member
+}
+
+// owners are the owners a Read has seen, found by a scan of their
+// addresses (the placements' own strings: equal pointers compare at once)
+// while there are at most linearBatches, by a map beyond.
+type owners struct {
+	list   []owner
+	byAddr map[string]int
+}
+
+// of returns what is known of owner n, looked up in bs on its first key.
+func (os *owners) of(bs *Batches, n ring.Node) *owner {
+	if os.byAddr != nil {
+		if i, ok := os.byAddr[n.Addr]; ok {
+			return &os.list[i]
+		}
+	} else {
+		for i := range os.list {
+			if os.list[i].addr == n.Addr {
+				return &os.list[i]
+			}
+		}
+	}
+	o := owner{addr: n.Addr}
+	if s, ok := bs.conns.Conn(n).(*replica.Set); ok {
+		if m := s.First(); m != nil {
+			n, o.set, o.first = m.RingNode(), s, m
+		}
+	}
+	o.batch = bs.index(n)
+	os.list = append(os.list, o)
+	switch {
+	case os.byAddr != nil:
+		os.byAddr[o.addr] = len(os.list) - 1
+	case len(os.list) > linearBatches:
+		os.byAddr = make(map[string]int, 2*len(os.list))
+		for i, o := range os.list {
+			os.byAddr[o.addr] = i
+		}
+	}
+	return &os.list[len(os.list)-1]
 }
 
 // gets runs the multi-get of every batch (withTTL: with TTLs and flags, as

@@ -20,7 +20,7 @@ import (
 	"github.com/shardcache/shardcache/ring"
 )
 
-// batch is the part of a multi-key operation that goes to one node: one
+// Batch is the part of a multi-key operation that goes to one node: one
 // round trip, run in parallel with the other nodes' batches.
 type Batch struct {
 	Node  ring.Node
@@ -47,7 +47,7 @@ type Batch struct {
 	from replica.Member
 }
 
-// answer returns the read round's answer for b.Keys[i]: b.Got[i], or the
+// Answer returns the read round's answer for b.Keys[i]: b.Got[i], or the
 // answer made into scratch, which the next call reuses.
 func (b *Batch) Answer(i int, scratch *node.Item) *node.Item {
 	if b.Ans != nil {
@@ -57,10 +57,10 @@ func (b *Batch) Answer(i int, scratch *node.Item) *node.Item {
 	return &b.Got[i]
 }
 
-// answered is how many keys b's read round answered: all or none.
+// Answered is how many keys b's read round answered: all or none.
 func (b *Batch) Answered() int { return max(len(b.Got), len(b.Ans)) }
 
-// split divides a write batch by in(key): parts[1] holds the items whose
+// Split divides a write batch by in(key): parts[1] holds the items whose
 // key is in, parts[0] the others, each nil when empty; b itself when all
 // agree.
 func (b *Batch) Split(in func(string) bool) (parts [2]*Batch) {
@@ -110,7 +110,7 @@ func New(conns Conns) *Batches {
 	return &Batches{conns: conns}
 }
 
-// add puts a write of node.Item it into the batch of node n; old marks a
+// Add puts a write of node.Item it into the batch of node n; old marks a
 // migration's copy to an old owner.
 func (bs *Batches) Add(n ring.Node, it node.Item, idx int, old bool) {
 	b := bs.Get(n)
@@ -125,19 +125,19 @@ func (bs *Batches) Add(n ring.Node, it node.Item, idx int, old bool) {
 	}
 }
 
-// addKey puts a read of key into the batch of node n.
+// AddKey puts a read of key into the batch of node n.
 func (bs *Batches) AddKey(n ring.Node, key string, idx int) {
 	b := bs.Get(n)
 	b.Keys = append(b.Keys, key)
 	b.Idx = append(b.Idx, idx)
 }
 
-// linearBatches is the most batches get finds by a scan of the list, whose
+// linearBatches is the most batches Get finds by a scan of the list, whose
 // addresses are the placements' own strings (equal pointers compare at
 // once); beyond it, by a map.
 const linearBatches = 8
 
-// get returns the batch of node n, made on first use.
+// Get returns the batch of node n, made on first use.
 func (bs *Batches) Get(n ring.Node) *Batch { return bs.List[bs.index(n)] }
 
 // index returns the position in bs.List of node n's batch, made on first
@@ -263,7 +263,7 @@ func (os *owners) of(bs *Batches, n ring.Node) *owner {
 	return &os.list[len(os.list)-1]
 }
 
-// gets runs the multi-get of every batch (withTTL: with TTLs and flags, as
+// Gets runs the multi-get of every batch (withTTL: with TTLs and flags, as
 // node.GetMulti) and stores its answer in the batch. Without TTLs, every
 // node's request is sent before any answer is read, and the answers are
 // read on this goroutine, into one allocation for all of them: first on
@@ -416,7 +416,7 @@ func (b *Batch) readReplicas(ctx context.Context) {
 	}
 }
 
-// run calls fn on every batch, in parallel, and stores its error in the
+// Run calls fn on every batch, in parallel, and stores its error in the
 // batch.
 func (bs *Batches) Run(fn func(b *Batch) error) {
 	var wg sync.WaitGroup

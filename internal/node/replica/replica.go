@@ -230,7 +230,7 @@ func (s *Set) update(ctx context.Context, o node.Op, key string, op func(n node.
 	return err // the first's failure to answer: the update may have landed there
 }
 
-// rest reads keys from the members after from in read order (from's
+// Rest reads keys from the members after from in read order (from's
 // answered a miss, or failed: tried), and copies what it finds back to
 // the members that answered a miss. It returns one item per key; err is
 // a failure of every member tried, when nothing answered.

@@ -35,50 +35,102 @@ func (f *Failing) Fail(op Op) error {
 	return f.Err
 }
 
+// Get fails with Err, told to Obs as an OpGet.
 func (f *Failing) Get(context.Context, string) ([]byte, error) { return nil, f.Fail(OpGet) }
+
+// GetMulti fails with Err, told to Obs as an OpGetMulti.
 func (f *Failing) GetMulti(context.Context, []string, bool) ([]Item, error) {
 	return nil, f.Fail(OpGetMulti)
 }
+
+// Send tells Obs of a failed OpGetMulti and returns a Pending whose
+// Recv fails with Err.
 func (f *Failing) Send(context.Context, []string) Pending {
 	f.Fail(OpGetMulti)
 	return (*failedPending)(f)
 }
+
+// Set fails with Err, told to Obs as an OpSet.
 func (f *Failing) Set(context.Context, string, []byte, time.Duration) error { return f.Fail(OpSet) }
-func (f *Failing) SetMulti(context.Context, []Item) error                   { return f.Fail(OpSetMulti) }
+
+// SetMulti fails with Err, told to Obs as an OpSetMulti.
+func (f *Failing) SetMulti(context.Context, []Item) error { return f.Fail(OpSetMulti) }
+
+// Add fails with Err, told to Obs as an OpAdd.
 func (f *Failing) Add(context.Context, string, []byte, time.Duration) error { return f.Fail(OpAdd) }
+
+// AddMulti fails with Err, told to Obs as an OpAddMulti.
 func (f *Failing) AddMulti(context.Context, []Item) ([]bool, error) {
 	return nil, f.Fail(OpAddMulti)
 }
-func (f *Failing) Delete(context.Context, string) error        { return f.Fail(OpDelete) }
+
+// Delete fails with Err, told to Obs as an OpDelete.
+func (f *Failing) Delete(context.Context, string) error { return f.Fail(OpDelete) }
+
+// DeleteMulti fails with Err, told to Obs as an OpDeleteMulti.
 func (f *Failing) DeleteMulti(context.Context, []string) error { return f.Fail(OpDeleteMulti) }
+
+// Bury fails with Err, told to Obs as an OpDeleteMulti.
 func (f *Failing) Bury(context.Context, []string, time.Duration, TombKind) ([]bool, error) {
 	return nil, f.Fail(OpDeleteMulti)
 }
-func (f *Failing) Incr(context.Context, string, int64) (int64, error) { return 0, f.Fail(OpIncr) }
-func (f *Failing) Touch(context.Context, string, time.Duration) error { return f.Fail(OpTouch) }
-func (f *Failing) Ping(context.Context) error                         { return f.Err }
-func (f *Failing) Close() error                                       { return nil }
 
-func (f *Failing) GetItem(context.Context, string) (Item, error)     { return Item{}, f.Err }
-func (f *Failing) Store(context.Context, StoreOp, Item) error        { return f.Err }
+// Incr fails with Err, told to Obs as an OpIncr.
+func (f *Failing) Incr(context.Context, string, int64) (int64, error) { return 0, f.Fail(OpIncr) }
+
+// Touch fails with Err, told to Obs as an OpTouch.
+func (f *Failing) Touch(context.Context, string, time.Duration) error { return f.Fail(OpTouch) }
+
+// Ping returns Err without telling Obs.
+func (f *Failing) Ping(context.Context) error { return f.Err }
+
+// Close does nothing and returns nil: there is no connection to close.
+func (f *Failing) Close() error { return nil }
+
+// GetItem returns Err without telling Obs.
+func (f *Failing) GetItem(context.Context, string) (Item, error) { return Item{}, f.Err }
+
+// Store returns Err without telling Obs.
+func (f *Failing) Store(context.Context, StoreOp, Item) error { return f.Err }
+
+// DeleteFound returns Err without telling Obs.
 func (f *Failing) DeleteFound(context.Context, string) (bool, error) { return false, f.Err }
-func (f *Failing) Flush(context.Context) error                       { return f.Err }
+
+// Flush returns Err without telling Obs.
+func (f *Failing) Flush(context.Context) error { return f.Err }
+
+// GetAndTouch returns Err without telling Obs.
 func (f *Failing) GetAndTouch(context.Context, string, time.Duration) (Item, error) {
 	return Item{}, f.Err
 }
+
+// IncrDecr returns Err without telling Obs.
 func (f *Failing) IncrDecr(context.Context, string, uint64, bool) (uint64, error) { return 0, f.Err }
 
+// Scan returns Err without telling Obs.
 func (f *Failing) Scan(context.Context, string, int, func([]Item) error) error { return f.Err }
-func (f *Failing) Dump(context.Context, []Item) ([]Item, error)                { return nil, f.Err }
-func (f *Failing) Restore(context.Context, []Item) ([]bool, error)             { return nil, f.Err }
-func (f *Failing) Exists(context.Context, []string) ([]bool, error)            { return nil, f.Err }
-func (f *Failing) Size(context.Context) (int64, error)                         { return 0, f.Err }
 
+// Dump returns Err without telling Obs.
+func (f *Failing) Dump(context.Context, []Item) ([]Item, error) { return nil, f.Err }
+
+// Restore returns Err without telling Obs.
+func (f *Failing) Restore(context.Context, []Item) ([]bool, error) { return nil, f.Err }
+
+// Exists returns Err without telling Obs.
+func (f *Failing) Exists(context.Context, []string) ([]bool, error) { return nil, f.Err }
+
+// Size returns Err without telling Obs.
+func (f *Failing) Size(context.Context) (int64, error) { return 0, f.Err }
+
+// Usage returns Err without telling Obs.
 func (f *Failing) Usage(context.Context) (Usage, error) { return Usage{}, f.Err }
 
+// StoreLeased fails with Err, told to Obs as an OpLease.
 func (f *Failing) StoreLeased(context.Context, []Item, []string, string) ([]bool, error) {
 	return nil, f.Fail(OpLease)
 }
+
+// ReleaseLeases fails with Err, told to Obs as an OpLease.
 func (f *Failing) ReleaseLeases(context.Context, []string, string) error { return f.Fail(OpLease) }
 
 // failedPending is a multi-get that failed before it was sent.

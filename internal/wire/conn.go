@@ -262,13 +262,28 @@ type BytesConn struct {
 	R *bytes.Reader
 }
 
-func (c BytesConn) Read(p []byte) (int, error)     { return c.R.Read(p) }
-func (BytesConn) Write(p []byte) (int, error)      { return len(p), nil }
-func (BytesConn) Close() error                     { return nil }
-func (BytesConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
-func (BytesConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
-func (BytesConn) SetDeadline(time.Time) error      { return nil }
-func (BytesConn) SetReadDeadline(time.Time) error  { return nil }
+// Read reads from R.
+func (c BytesConn) Read(p []byte) (int, error) { return c.R.Read(p) }
+
+// Write discards p and reports it all written.
+func (BytesConn) Write(p []byte) (int, error) { return len(p), nil }
+
+// Close does nothing.
+func (BytesConn) Close() error { return nil }
+
+// LocalAddr returns an empty TCP address.
+func (BytesConn) LocalAddr() net.Addr { return &net.TCPAddr{} }
+
+// RemoteAddr returns an empty TCP address.
+func (BytesConn) RemoteAddr() net.Addr { return &net.TCPAddr{} }
+
+// SetDeadline does nothing: R never blocks.
+func (BytesConn) SetDeadline(time.Time) error { return nil }
+
+// SetReadDeadline does nothing: R never blocks.
+func (BytesConn) SetReadDeadline(time.Time) error { return nil }
+
+// SetWriteDeadline does nothing: writes never block.
 func (BytesConn) SetWriteDeadline(time.Time) error { return nil }
 
 // Stale reports whether err, a call's failure before any byte of its

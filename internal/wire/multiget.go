@@ -15,6 +15,7 @@ import (
 // Multi is a protocol's multi-get: how to write its request for keys, and
 // read the answer into out, one Answer per key in order.
 type Multi interface {
+	// WriteMulti writes the request for keys to w.
 	WriteMulti(w *bufio.Writer, keys []string)
 	// ReadMulti returns the number of keys found, even beside an error.
 	ReadMulti(c *Conn, keys []string, out []Answer) (found int, err error)

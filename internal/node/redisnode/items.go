@@ -12,6 +12,8 @@ import (
 // The item operations, where Redis has an equivalent: no flags, no CAS
 // ids, no append-only-if-present, no unsigned counters.
 
+// GetItem reads key with Get: the item has its value and no flags or CAS
+// id. A miss is node.ErrCacheMiss.
 func (n *Node) GetItem(ctx context.Context, key string) (node.Item, error) {
 	v, err := n.Get(ctx, key)
 	if err != nil {
@@ -20,6 +22,9 @@ func (n *Node) GetItem(ctx context.Context, key string) (node.Item, error) {
 	return node.Item{Key: key, Value: v, Found: true}, nil
 }
 
+// Store writes it as op says: StoreSet with Set, StoreAdd with Add,
+// StoreReplace with SET XX (node.ErrNotStored where key is absent). Other
+// ops, and items with flags, are node.ErrUnsupported.
 func (n *Node) Store(ctx context.Context, op node.StoreOp, it node.Item) error {
 	if it.Flags != 0 {
 		return unsupported("item flags")
@@ -39,6 +44,8 @@ func (n *Node) Store(ctx context.Context, op node.StoreOp, it node.Item) error {
 	return unsupported(op.String())
 }
 
+// GetAndTouch reads key and sets its expiry to d with GETEX; for d of 0
+// it then removes the expiry with PERSIST. A miss is node.ErrCacheMiss.
 func (n *Node) GetAndTouch(ctx context.Context, key string, d time.Duration) (node.Item, error) {
 	v, err := n.rdb.GetEx(live(ctx), key, ttl(d)).Bytes()
 	if err != nil {
@@ -52,15 +59,18 @@ func (n *Node) GetAndTouch(ctx context.Context, key string, d time.Duration) (no
 	return node.Item{Key: key, Value: v, Found: true}, nil
 }
 
+// IncrDecr is node.ErrUnsupported: Redis has no unsigned counters.
 func (n *Node) IncrDecr(context.Context, string, uint64, bool) (uint64, error) {
 	return 0, unsupported("unsigned incr/decr")
 }
 
+// DeleteFound deletes key with DEL and reports whether it was present.
 func (n *Node) DeleteFound(ctx context.Context, key string) (bool, error) {
 	deleted, err := n.rdb.Del(live(ctx), key).Result()
 	return deleted > 0, mapErr(ctx, err)
 }
 
+// Flush empties the node's database with FLUSHDB.
 func (n *Node) Flush(ctx context.Context) error {
 	return mapErr(ctx, n.rdb.FlushDB(live(ctx)).Err())
 }

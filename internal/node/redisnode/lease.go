@@ -89,6 +89,8 @@ func (n *Node) storeLeased(ctx context.Context, items []node.Item, lkeys []strin
 	return stored, nil
 }
 
+// ReleaseLeases deletes each lease key of lkeys that still holds token,
+// in one script; a lease taken since by another token is left alone.
 func (n *Node) ReleaseLeases(ctx context.Context, lkeys []string, token string) error {
 	return mapErr(ctx, releaseLeasesScript.Run(live(ctx), n.rdb, lkeys, token).Err())
 }

@@ -279,6 +279,8 @@ func withOp(ctx context.Context, op node.Op) context.Context {
 
 type opKey struct{}
 
+// Get reads key with GET, through the auto-pipeliner where there is one
+// and no near cache. A miss is node.ErrCacheMiss.
 func (n *Node) Get(ctx context.Context, key string) ([]byte, error) {
 	if n.ap != nil && n.near == nil {
 		return n.ap.get(ctx, n.rdb, key)
@@ -287,6 +289,9 @@ func (n *Node) Get(ctx context.Context, key string) ([]byte, error) {
 	return v, mapErr(ctx, err)
 }
 
+// GetMulti reads keys, one Item each in order (Found false for a miss):
+// without withTTL as the MGET of Send, with it as GET and PTTL of each key
+// in one pipeline, which the near cache neither answers nor fills.
 func (n *Node) GetMulti(ctx context.Context, keys []string, withTTL bool) ([]node.Item, error) {
 	items := make([]node.Item, len(keys))
 	if !withTTL {
@@ -325,6 +330,8 @@ func (n *Node) GetMulti(ctx context.Context, keys []string, withTTL bool) ([]nod
 	return items, nil
 }
 
+// Set writes key with SET, expiring after d (0: never), through the
+// auto-pipeliner where there is one.
 func (n *Node) Set(ctx context.Context, key string, value []byte, d time.Duration) error {
 	if n.ap != nil {
 		return n.ap.set(ctx, n.rdb, key, value, d)
@@ -332,6 +339,7 @@ func (n *Node) Set(ctx context.Context, key string, value []byte, d time.Duratio
 	return mapErr(ctx, n.rdb.Set(live(ctx), key, value, ttl(d)).Err())
 }
 
+// SetMulti writes each item with SET, in one pipeline.
 func (n *Node) SetMulti(ctx context.Context, items []node.Item) error {
 	ctx = withOp(ctx, node.OpSetMulti)
 	_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -343,6 +351,8 @@ func (n *Node) SetMulti(ctx context.Context, items []node.Item) error {
 	return mapErr(ctx, err)
 }
 
+// Add writes key with SET NX, through the auto-pipeliner where there is
+// one; a key already present is node.ErrNotStored.
 func (n *Node) Add(ctx context.Context, key string, value []byte, d time.Duration) error {
 	if n.ap != nil {
 		return n.ap.add(ctx, n.rdb, key, value, d)
@@ -354,6 +364,8 @@ func (n *Node) Add(ctx context.Context, key string, value []byte, d time.Duratio
 	return mapErr(ctx, err)
 }
 
+// Delete deletes key with DEL, through the auto-pipeliner where there is
+// one; a missing key is no error.
 func (n *Node) Delete(ctx context.Context, key string) error {
 	if n.ap != nil {
 		return n.ap.delete(ctx, n.rdb, key)
@@ -361,6 +373,7 @@ func (n *Node) Delete(ctx context.Context, key string) error {
 	return mapErr(ctx, n.rdb.Del(live(ctx), key).Err())
 }
 
+// DeleteMulti deletes keys with one DEL; missing keys are no error.
 func (n *Node) DeleteMulti(ctx context.Context, keys []string) error {
 	return mapErr(ctx, n.rdb.Del(live(ctx), keys...).Err())
 }
@@ -375,6 +388,9 @@ func (n *Node) Incr(ctx context.Context, key string, delta int64) (int64, error)
 	return v, mapErr(ctx, err)
 }
 
+// Touch sets key's expiry to d with PEXPIRE or, for d of 0 or less,
+// removes it with PERSIST and EXISTS in one pipeline. A missing key is
+// node.ErrCacheMiss.
 func (n *Node) Touch(ctx context.Context, key string, d time.Duration) error {
 	if d > 0 && n.ap != nil {
 		return n.ap.expire(ctx, n.rdb, key, d)
@@ -400,6 +416,7 @@ func (n *Node) Touch(ctx context.Context, key string, d time.Duration) error {
 	return mapErr(ctx, err)
 }
 
+// Ping sends PING.
 func (n *Node) Ping(ctx context.Context) error {
 	return mapErr(ctx, n.rdb.Ping(live(ctx)).Err())
 }

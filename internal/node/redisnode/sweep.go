@@ -13,6 +13,9 @@ import (
 // read each one whatever its type; RESTORE without REPLACE, in a script
 // that consults the key's tombstone (tomb.go), writes it only where absent.
 
+// Scan lists the keys that begin with prefix with SCAN MATCH (count:
+// its COUNT hint) and calls fn with each non-empty page, Items with only
+// Key set, leaving tombstones out. An error of fn ends the scan.
 func (n *Node) Scan(ctx context.Context, prefix string, count int, fn func(page []node.Item) error) error {
 	match := ""
 	if prefix != "" {
@@ -42,6 +45,8 @@ func (n *Node) Scan(ctx context.Context, prefix string, count int, fn func(page 
 	}
 }
 
+// Dump reads each key's DUMP payload and PTTL, in one pipeline; a key
+// missing, or expired since, comes back with Found false.
 func (n *Node) Dump(ctx context.Context, keys []node.Item) ([]node.Item, error) {
 	dumps := make([]*redis.StringCmd, len(keys))
 	ttls := make([]*redis.DurationCmd, len(keys))
@@ -68,6 +73,8 @@ func (n *Node) Dump(ctx context.Context, keys []node.Item) ([]node.Item, error) 
 	return items, nil
 }
 
+// Exists reports which keys are present, with EXISTS of each in one
+// pipeline.
 func (n *Node) Exists(ctx context.Context, keys []string) ([]bool, error) {
 	cmds := make([]*redis.IntCmd, len(keys))
 	ctx = withOp(ctx, node.OpExists)
@@ -87,6 +94,8 @@ func (n *Node) Exists(ctx context.Context, keys []string) ([]bool, error) {
 	return found, nil
 }
 
+// Size returns the number of keys in the node's database, tombstones
+// included, with DBSIZE.
 func (n *Node) Size(ctx context.Context) (int64, error) {
 	v, err := n.rdb.DBSize(live(ctx)).Result()
 	return v, mapErr(ctx, err)

@@ -119,6 +119,8 @@ func TombValue(k node.TombKind) string {
 	return "1"
 }
 
+// Bury deletes keys and sets each one's tombstone, of kind and expiring
+// after d, in one script; found[i] reports whether keys[i] was present.
 func (n *Node) Bury(ctx context.Context, keys []string, d time.Duration, kind node.TombKind) ([]bool, error) {
 	if len(keys) == 0 {
 		return nil, nil

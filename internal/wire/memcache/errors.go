@@ -53,6 +53,8 @@ type ServerError struct {
 	is  error // the sentinel the line means, if any
 }
 
+// Error returns the line with the command answered, noting when it means
+// the server requires authentication.
 func (e *ServerError) Error() string {
 	s := "shardcache/memcache: " + e.Cmd + ": "
 	if e.is == ErrAuth {

@@ -29,6 +29,7 @@ import (
 // IsPermissionError read it as theirs.
 type Error string
 
+// Error returns the reply's text.
 func (e Error) Error() string { return string(e) }
 
 // RedisError marks Error as a Redis error reply.

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/shardcache/shardcache/internal/lease"
@@ -55,4 +56,40 @@ func Example() {
 	// stored [true false]
 	// user:1 = "row of user:1", its lease key "shardcache:lease:user:1" gone: true
 	// user:2 = ""
+}
+
+// Two processes' loads miss the same key. The first takes the lease and
+// loads; the second waits, re-reading the key, until the first stores the
+// value under its lease.
+func ExampleWaiter() {
+	ctx := context.Background()
+	owner := nodetest.NewMap()
+	cfg := lease.Config{Term: 10 * time.Second, MaxKeyLength: 250}
+	var waits, cacheErrors atomic.Int64
+	waiter := lease.Waiter{
+		Config: cfg, Conns: conns{"a:1": owner}, Owner: ring.Node{Name: "a", Addr: "a:1"}, Every: time.Millisecond,
+		Get: func(ctx context.Context) ([]byte, error) { return owner.Get(ctx, "user:1") },
+		Release: func(ctx context.Context, l *lease.Lease) {
+			_ = owner.ReleaseLeases(ctx, []string{cfg.Key("user:1")}, l.Token)
+		},
+		Closed: func() bool { return false },
+		Waits:  &waits, CacheErrors: &cacheErrors,
+	}
+
+	first, _ := waiter.Wait(ctx, "user:1")
+	fmt.Println("first process loads:", first.Lease != nil)
+	second := make(chan lease.Got)
+	go func() {
+		got, _ := waiter.Wait(ctx, "user:1")
+		second <- got
+	}()
+	for waits.Load() == 0 { // the second process waits
+		time.Sleep(time.Millisecond)
+	}
+	_, _ = owner.StoreLeased(ctx, []node.Item{{Key: "user:1", Value: []byte("Ada")}}, []string{cfg.Key("user:1")}, first.Lease.Token)
+	got := <-second
+	fmt.Printf("second process reads %q (hit %v) after %d wait\n", got.Value, got.Hit, waits.Load())
+	// Output:
+	// first process loads: true
+	// second process reads "Ada" (hit true) after 1 wait
 }

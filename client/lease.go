@@ -31,9 +31,10 @@ import (
 // stored either. A lease taken then finds the key present if the value
 // landed meanwhile: a store sets the value before it clears the lease. How
 // each backend keeps, stores under and releases a lease, the batches that
-// do it one round trip per owner, and one key's wait for its lease or its
-// value (lease.Waiter), are package internal/lease's; the client decides
-// when to take a lease, on which node, and what to do with the answer. During a migration the copy to the old owner is written first
+// do it one round trip per owner, one key's wait for its lease or its
+// value (lease.Waiter) and a multi-key load's round (lease.Taker), are
+// package internal/lease's; the client decides when to take a lease, on
+// which node, how the keys are read, and what to do with the answer. During a migration the copy to the old owner is written first
 // and deleted again if the lease was lost (storeUnderLease), so a Delete
 // that clears the lease, then the old owner, then the new owner leaves
 // neither.
@@ -217,71 +218,33 @@ func (c *Client) leaseGets(ctx context.Context, st *state, now time.Time, keys [
 }
 
 // takeLeases is a round of GetMultiOrLoad's leases (loadLeased): it takes
-// the leases of keys under l and reads them, with Options.MetaLeases in
-// the reads themselves (one round trip per owner), otherwise, and on
-// owners without lease reads, with lease.Fleet.Acquire and then a read. found
-// holds the values read, got[i] is set when key i's lease is l's, failed[i]
-// when the key is to be loaded without a lease (its owner could not be
-// asked, or holds a migration's tombstone); a key in none is another's to
-// load. A nil found means the client is closed.
+// the leases of keys under l and reads them (lease.Taker), with
+// Options.MetaLeases in the reads themselves (one round trip per owner,
+// FailOpen applied as leaseGets does; a won miss of a moved key read on its
+// old owner), otherwise, and on owners without lease reads, with
+// lease.Fleet.Acquire and then getMulti. found holds the values read,
+// got[i] is set when key i's lease is l's, failed[i] when the key is to be
+// loaded without a lease; a key in none is another's to load. A nil found
+// means the client is closed.
 func (c *Client) takeLeases(ctx context.Context, st *state, now time.Time, keys []string, l *lease.Lease) (found map[string][]byte, got, failed []bool, err error) {
-	got, failed = make([]bool, len(keys)), make([]bool, len(keys))
-	classic := keys
-	var pos []int // classic[j] is keys[pos[j]]; nil: the same
-	var errs []error
-	found = make(map[string][]byte, len(keys))
-	if c.opts.MetaLeases {
-		ans, plain, unread, err := c.leaseGets(ctx, st, now, keys, l.Token, true, 0)
-		errs = append(errs, err)
-		serveStale := c.refreshWindow() > 0
-		var elsewhere []string // won misses of moved keys: the value may be on the old owner
-		var routes []migration.Route
-		classic, pos = nil, []int{}
-		for i, k := range keys {
-			switch a := ans[i]; {
-			case plain[i]:
-				classic, pos = append(classic, k), append(pos, i)
-			case unread[i]:
-				failed[i] = true
-			case a.Won:
-				got[i] = true
-				l.Meta[k] = a
-				if !a.Found && st.mig != nil {
-					if r := st.mig.Route(k, now); r.Fallback {
-						elsewhere, routes = append(elsewhere, k), append(routes, r)
-					}
+	t := lease.Taker{Fleet: c.fleet(st, now), Meta: c.opts.MetaLeases, ServeStale: c.refreshWindow() > 0,
+		Gets: func(ctx context.Context, keys []string, token string) ([]node.LeaseAnswer, []bool, []bool, error) {
+			return c.leaseGets(ctx, st, now, keys, token, true, 0)
+		},
+		Read: c.getMulti, CacheErrors: &c.loads.cacheErrors}
+	if st.mig != nil {
+		t.Elsewhere = func(ctx context.Context, keys []string, found func(*item)) {
+			var moved []string
+			var routes []migration.Route
+			for _, k := range keys {
+				if r := st.mig.Route(k, now); r.Fallback {
+					moved, routes = append(moved, k), append(routes, r)
 				}
-			case a.Found && (!a.Held || serveStale):
-				found[k] = a.Value
-			case !a.Held:
-				failed[i] = true // a tombstone: loaded without a lease
+			}
+			if len(moved) > 0 {
+				c.fromOld(ctx, st, now, moved, routes, copyRead, found)
 			}
 		}
-		if len(elsewhere) > 0 {
-			// The copy to the new owner stops at the placeholder: a value
-			// found on an old owner is answered, and its lease released.
-			c.fromOld(ctx, st, now, elsewhere, routes, copyRead, func(it *item) { found[it.Key] = it.Value })
-		}
 	}
-	if len(classic) > 0 {
-		cgot, cfailed, down := c.fleet(st, now).Acquire(ctx, classic, l.Token)
-		c.loads.cacheErrors.Add(int64(down))
-		// Read after the attempt, as GetOrLoad does (lease.Waiter).
-		more, err := c.getMulti(ctx, classic)
-		if more == nil {
-			return nil, nil, nil, err
-		}
-		errs = append(errs, err)
-		for k, v := range more {
-			found[k] = v
-		}
-		for j := range classic {
-			i := j
-			if pos != nil {
-				i = pos[j]
-			}
-			got[i], failed[i] = cgot[j], cfailed[j]
-		}
-	}
-	return found, got, failed, errors.Join(errs...)
+	return t.Take(ctx, keys, l)
 }

@@ -3,11 +3,12 @@
 // StaleWhileRevalidate and EarlyRefresh): the lease keys, the token a
 // process holds its leases with, the wait between looks at a lease
 // another process holds, one key's wait for its lease or its value
-// (Waiter), and the batches that take, read, store under, release and
-// clear leases, one round trip per owner (internal/node/fanout), over
-// node.Leaser and node.LeaseReader. The client decides when a load takes
-// a lease, on which node (Fleet.Owner, Waiter.Owner), how it reads the
-// key, what to do with a batch's answers, and what to count.
+// (Waiter), a multi-key load's round of them (Taker), and the batches that
+// take, read, store under, release and clear leases, one round trip per
+// owner (internal/node/fanout), over node.Leaser and node.LeaseReader. The
+// client decides when a load takes a lease, on which node (Fleet.Owner,
+// Waiter.Owner), how it reads the keys and where else they may be, and
+// what to count.
 //
 // A lease taken with Add is a lease key on the key's owner holding a
 // random token, set only if absent (Redis SET NX PX, Memcached add) and

@@ -93,9 +93,8 @@ func (w Waiter) byRead(ctx context.Context, key string) (Got, error) {
 			w.CacheErrors.Add(1)
 			return Got{At: at}, nil // loaded without a lease
 		}
-		a := ans[0]
-		switch {
-		case a.Won:
+		switch a := ans[0]; outcomeOf(a, w.ServeStale) {
+		case won:
 			l := Won(token, key, a)
 			if !a.Found && w.Fallback {
 				// The value may be on the old owner: read it there (the
@@ -106,9 +105,9 @@ func (w Waiter) byRead(ctx context.Context, key string) (Got, error) {
 				}
 			}
 			return Got{Lease: l, At: at}, nil
-		case a.Found && (!a.Held || w.ServeStale):
+		case answered:
 			return Got{Value: a.Value, Hit: true, At: at}, nil
-		case !a.Held:
+		case unleased:
 			return Got{At: at}, nil // a tombstone: loaded without a lease
 		}
 		if attempt == 0 {

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,5 +177,63 @@ func TestWaitRead(t *testing.T) {
 	f = newWait(&script{Map: nodetest.NewMap(), err: errors.New("reset")}, true)
 	if got, err = f.w.Wait(ctx, "k"); err != nil || got.Lease != nil || got.Hit || f.errs.Load() != 1 {
 		t.Fatalf("a read that fails: %+v, %v, %d errors", got, err, f.errs.Load())
+	}
+}
+
+// TestTake: with Meta, a read wins a miss's lease (its value then looked
+// for elsewhere), answers a value, leaves another's lease to wait on, and
+// fails the keys of an owner it could not read; an owner without lease
+// reads has its leases taken with an add and its keys read after; a closed
+// client answers nil.
+func TestTake(t *testing.T) {
+	ctx := t.Context()
+	f, a, b := fleet()
+	_ = a.Set(ctx, "a0", []byte("v0"), 0)
+	_ = a.Set(ctx, f.Key("a2"), []byte("another"), 0)
+	_ = b.Set(ctx, "b2", []byte("vb2"), 0)
+	var errs atomic.Int64
+	var elsewhere []string
+	tk := lease.Taker{Fleet: f, Meta: true, CacheErrors: &errs,
+		Gets: func(ctx context.Context, keys []string, token string) ([]node.LeaseAnswer, []bool, []bool, error) {
+			ans, plain, failed, down := f.Gets(ctx, keys, token, true, 0)
+			if len(down) > 0 {
+				return ans, plain, failed, down[0].Err
+			}
+			return ans, plain, failed, nil
+		},
+		Elsewhere: func(_ context.Context, keys []string, found func(*node.Item)) {
+			elsewhere = keys
+			found(&node.Item{Key: "a1", Value: []byte("on the old owner"), Found: true})
+		},
+		Read: func(ctx context.Context, keys []string) (map[string][]byte, error) {
+			out := map[string][]byte{}
+			for _, k := range keys {
+				if v := b.Value(k); v != nil {
+					out[k] = v
+				}
+			}
+			return out, nil
+		},
+	}
+	keys := []string{"a0", "a1", "a2", "b1", "b2", "d1"}
+	l := &lease.Lease{Token: "tok", Meta: map[string]node.LeaseAnswer{}}
+	found, got, failed, err := tk.Take(ctx, keys, l)
+	if !errors.Is(err, errBroken) || len(found) != 3 || string(found["a0"]) != "v0" || string(found["a1"]) != "on the old owner" || string(found["b2"]) != "vb2" {
+		t.Fatalf("found %q, %v", found, err)
+	}
+	if want := []bool{false, true, false, true, true, false}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	if want := []bool{false, false, false, false, false, true}; !slices.Equal(failed, want) {
+		t.Fatalf("failed %v, want %v", failed, want)
+	}
+	if !slices.Equal(elsewhere, []string{"a1"}) || !l.Meta["a1"].Won || string(b.Value(f.Key("b1"))) != "tok" || errs.Load() != 0 {
+		t.Fatalf("elsewhere %v, meta %+v, b1's lease %q, %d errors", elsewhere, l.Meta, b.Value(f.Key("b1")), errs.Load())
+	}
+
+	tk.Meta = false
+	tk.Read = func(context.Context, []string) (map[string][]byte, error) { return nil, node.ErrClosed }
+	if found, _, _, err := tk.Take(ctx, []string{"c1"}, &lease.Lease{Token: "t2"}); found != nil || err != node.ErrClosed || errs.Load() != 1 {
+		t.Fatalf("closed: %v, %v, %d errors (the owner down counted)", found, err, errs.Load())
 	}
 }

@@ -92,25 +92,8 @@ func (c *Client) NodeStats(ctx context.Context) ([]NodeUsage, error) {
 		return nil, ErrClosed
 	}
 	var out []NodeUsage
-	byAddr := map[string]int{}
-	add := func(nodes []ring.Node, current bool) {
-		for _, n := range nodes {
-			i, ok := byAddr[n.Addr]
-			if !ok {
-				i = len(out)
-				byAddr[n.Addr] = i
-				out = append(out, NodeUsage{Node: n})
-			}
-			if current {
-				out[i].Current = true
-			} else {
-				out[i].Old = true
-			}
-		}
-	}
-	add(st.placement.Nodes(), true)
-	if st.mig != nil {
-		add(st.mig.Old().Nodes(), false)
+	for _, p := range st.listed() {
+		out = append(out, NodeUsage{Node: p.Node, Current: p.current, Old: p.old})
 	}
 	var wg sync.WaitGroup
 	for i := range out {

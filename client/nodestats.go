@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -101,7 +100,7 @@ func (c *Client) NodeStats(ctx context.Context) ([]NodeUsage, error) {
 		wg.Go(func() {
 			nctx, cancel := context.WithTimeout(ctx, DefaultNodeStatsTimeout)
 			defer cancel()
-			nu, err := usageReporter(st.conn(u.Node)).Usage(nctx)
+			nu, err := node.UsageOf(st.conn(u.Node)).Usage(nctx)
 			if err != nil {
 				u.Err = &NodeError{Op: "node_stats", Node: u.Node, Err: err}
 				return
@@ -119,20 +118,4 @@ func (c *Client) NodeStats(ctx context.Context) ([]NodeUsage, error) {
 		}
 	}
 	return out, errors.Join(errs...)
-}
-
-// usageReporter returns n's usage capability; one that fails with
-// ErrUnsupported for a node without it.
-func usageReporter(n node.Node) node.UsageReporter {
-	if u, ok := n.(node.UsageReporter); ok {
-		return u
-	}
-	return unsupportedUsage{}
-}
-
-// unsupportedUsage is the usage capability of a node without one.
-type unsupportedUsage struct{}
-
-func (unsupportedUsage) Usage(context.Context) (node.Usage, error) {
-	return node.Usage{}, fmt.Errorf("%w: the node cannot read its server's usage", ErrUnsupported)
 }

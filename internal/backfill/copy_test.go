@@ -17,11 +17,6 @@ import (
 	"github.com/shardcache/shardcache/ring"
 )
 
-// byAddr is a client's routing: a node client per address.
-type byAddr map[string]node.Node
-
-func (c byAddr) Conn(n ring.Node) node.Node { return c[n.Addr] }
-
 // recorder is a Map that keeps the items of every AddMulti, and fails
 // them with addErr when it is set.
 type recorder struct {
@@ -103,7 +98,7 @@ func TestCopyCheck(t *testing.T) {
 	_ = old.Set(ctx, "a", []byte("old a"), time.Hour)
 	_ = old.Set(ctx, "b", []byte("old b"), time.Hour)
 	_ = nw.Set(ctx, "a", []byte("new a"), time.Hour)
-	cp := backfill.Copier{Migration: f.mig, Conns: byAddr{"a:1": old, "b:1": nw}, Now: f.now, Wrap: wrapped}
+	cp := backfill.Copier{Migration: f.mig, Conns: nodetest.Conns{"a:1": old, "b:1": nw}, Now: f.now, Wrap: wrapped}
 	var hits []string
 	how := backfill.How{Check: true, Sync: true, Strict: true}
 	if err := cp.Copy(ctx, []string{"a", "b"}, f.routes("a", "b"), how, func(it *node.Item) { hits = append(hits, it.Key) }); err != nil {
@@ -116,7 +111,7 @@ func TestCopyCheck(t *testing.T) {
 		t.Fatalf("counters %+v", s)
 	}
 
-	cp.Conns = byAddr{"a:1": old, "b:1": node.NewFailing(node.ErrNodeDown, nil)}
+	cp.Conns = nodetest.Conns{"a:1": old, "b:1": node.NewFailing(node.ErrNodeDown, nil)}
 	err := cp.Copy(ctx, []string{"b"}, f.routes("b"), how, nil)
 	if !errors.Is(err, node.ErrNodeDown) || err.Error() != "get b [b]: shardcache: node down" {
 		t.Fatalf("Copy with the new owner down = %v", err)
@@ -131,7 +126,7 @@ func TestCopyStrict(t *testing.T) {
 	ctx := t.Context()
 	down := node.NewFailing(node.ErrNodeDown, nil)
 	nw := &recorder{Map: nodetest.NewMap()}
-	cp := backfill.Copier{Migration: f.mig, Conns: byAddr{"a:1": down, "b:1": nw}, Now: f.now, Wrap: wrapped}
+	cp := backfill.Copier{Migration: f.mig, Conns: nodetest.Conns{"a:1": down, "b:1": nw}, Now: f.now, Wrap: wrapped}
 	keys := []string{"k1", "k2"}
 	if err := cp.Copy(ctx, keys, f.routes(keys...), backfill.How{Sync: true, Strict: true}, nil); err == nil ||
 		err.Error() != "get a [k1 k2]: shardcache: node down" {
@@ -147,7 +142,7 @@ func TestCopyStrict(t *testing.T) {
 	old := nodetest.NewMap()
 	_ = old.Set(ctx, "k1", []byte("v"), 0)
 	nw.addErr = errors.New("refused")
-	cp.Conns = byAddr{"a:1": old, "b:1": nw}
+	cp.Conns = nodetest.Conns{"a:1": old, "b:1": nw}
 	if err := cp.Copy(ctx, keys, f.routes(keys...), backfill.How{Sync: true, Strict: true}, nil); err == nil ||
 		err.Error() != "backfill b [k1]: refused" {
 		t.Fatalf("strict copy the new owner refuses = %v", err)
@@ -173,7 +168,7 @@ func TestCopyOverWritten(t *testing.T) {
 		f := newCopyFixture(t, 0)
 		old, nw := nodetest.NewMap(), &recorder{Map: nodetest.NewMap()}
 		_ = old.Set(ctx, "k", []byte("v"), time.Minute)
-		cp := backfill.Copier{Migration: f.mig, Conns: byAddr{"a:1": old, "b:1": nw}, Now: f.now, OverWritten: over}
+		cp := backfill.Copier{Migration: f.mig, Conns: nodetest.Conns{"a:1": old, "b:1": nw}, Now: f.now, OverWritten: over}
 		if err := cp.Copy(ctx, []string{"k"}, f.routes("k"), backfill.How{Reread: true}, func(*node.Item) {}); err != nil {
 			t.Fatal(err)
 		}
@@ -185,7 +180,7 @@ func TestCopyOverWritten(t *testing.T) {
 	old, nw := nodetest.NewMap(), &recorder{Map: nodetest.NewMap()}
 	_ = old.Set(ctx, "k", []byte("v"), 0)
 	found := 0
-	cp := backfill.Copier{Migration: f.mig, Conns: byAddr{"a:1": old, "b:1": nw}, Now: f.now}
+	cp := backfill.Copier{Migration: f.mig, Conns: nodetest.Conns{"a:1": old, "b:1": nw}, Now: f.now}
 	if err := cp.Copy(ctx, []string{"k"}, f.routes("k"), backfill.How{Reread: true}, func(*node.Item) { found++ }); err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +201,7 @@ func TestCopyQueue(t *testing.T) {
 	q := backfill.NewQueue(backfill.QueueConfig{Size: 4, Timeout: time.Minute, Now: func() time.Time { return f.now },
 		Logger: slog.New(slog.DiscardHandler)})
 	defer q.Close()
-	cp := backfill.Copier{Migration: f.mig, Conns: byAddr{"a:1": old, "b:1": g}, Now: f.now, Queue: q}
+	cp := backfill.Copier{Migration: f.mig, Conns: nodetest.Conns{"a:1": old, "b:1": g}, Now: f.now, Queue: q}
 	if err := cp.Copy(ctx, []string{"k1"}, f.routes("k1"), backfill.How{Reread: true}, func(*node.Item) {}); err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +234,7 @@ func TestCopyWhole(t *testing.T) {
 	old, nw := dumper{Map: nodetest.NewMap()}, dumper{Map: nodetest.NewMap()}
 	_ = old.Set(ctx, "h", []byte("a hash"), time.Hour)
 	found := false
-	cp := backfill.Copier{Migration: f.mig, Conns: byAddr{"a:1": old, "b:1": nw}, Now: f.now}
+	cp := backfill.Copier{Migration: f.mig, Conns: nodetest.Conns{"a:1": old, "b:1": nw}, Now: f.now}
 	how := backfill.How{Sync: true, Whole: true}
 	if err := cp.Copy(ctx, []string{"h"}, f.routes("h"), how, func(*node.Item) { found = true }); err != nil {
 		t.Fatal(err)
@@ -247,7 +242,7 @@ func TestCopyWhole(t *testing.T) {
 	if !found || string(nw.Value("h")) != "a hash" || nw.TTL("h") != time.Hour {
 		t.Fatalf("whole copy: found %v, new owner %q for %v", found, nw.Value("h"), nw.TTL("h"))
 	}
-	cp.Conns = byAddr{"a:1": nodetest.NewMap(), "b:1": nw}
+	cp.Conns = nodetest.Conns{"a:1": nodetest.NewMap(), "b:1": nw}
 	if err := cp.Copy(ctx, []string{"h"}, f.routes("h"), how, nil); err != nil {
 		t.Fatal(err)
 	}

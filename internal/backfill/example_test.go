@@ -57,7 +57,7 @@ func ExampleCopier() {
 	for i, k := range keys {
 		routes[i] = mig.Route(k, now) // from a to b, copies allowed
 	}
-	cp := backfill.Copier{Migration: mig, Conns: byAddr{"a:1": oldOwner, "b:1": newOwner}, Now: now}
+	cp := backfill.Copier{Migration: mig, Conns: nodetest.Conns{"a:1": oldOwner, "b:1": newOwner}, Now: now}
 	err := cp.Copy(ctx, keys, routes, backfill.How{Reread: true}, func(it *node.Item) {
 		fmt.Printf("%s %q\n", it.Key, it.Value)
 	})

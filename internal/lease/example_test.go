@@ -13,11 +13,6 @@ import (
 	"github.com/shardcache/shardcache/ring"
 )
 
-// conns is a client's routing: a node client per address.
-type conns map[string]node.Node
-
-func (c conns) Conn(n ring.Node) node.Node { return c[n.Addr] }
-
 // Two processes miss the same keys at once. The first takes their leases
 // and loads; the second finds them held and waits. A Delete clears one
 // lease during the load, so only the other key's value is stored.
@@ -27,7 +22,7 @@ func Example() {
 	nodes := map[string]ring.Node{"user:1": {Name: "a", Addr: "a:1"}, "user:2": {Name: "b", Addr: "b:1"}}
 	f := lease.Fleet{
 		Config: lease.Config{Term: 10 * time.Second, MaxKeyLength: 250},
-		Conns:  conns{"a:1": a, "b:1": b},
+		Conns:  nodetest.Conns{"a:1": a, "b:1": b},
 		Owner:  func(key string) ring.Node { return nodes[key] },
 	}
 	keys := []string{"user:1", "user:2"}
@@ -67,7 +62,7 @@ func ExampleWaiter() {
 	cfg := lease.Config{Term: 10 * time.Second, MaxKeyLength: 250}
 	var waits, cacheErrors atomic.Int64
 	waiter := lease.Waiter{
-		Config: cfg, Conns: conns{"a:1": owner}, Owner: ring.Node{Name: "a", Addr: "a:1"}, Every: time.Millisecond,
+		Config: cfg, Conns: nodetest.Conns{"a:1": owner}, Owner: ring.Node{Name: "a", Addr: "a:1"}, Every: time.Millisecond,
 		Get: func(ctx context.Context) ([]byte, error) { return owner.Get(ctx, "user:1") },
 		Release: func(ctx context.Context, l *lease.Lease) {
 			_ = owner.ReleaseLeases(ctx, []string{cfg.Key("user:1")}, l.Token)

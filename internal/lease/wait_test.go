@@ -28,7 +28,7 @@ func newWait(n node.Node, meta bool) *waitFixture {
 	f := &waitFixture{}
 	a := ring.Node{Name: "a", Addr: "a:1"}
 	f.w = lease.Waiter{
-		Config: lease.Config{Term: time.Minute, MaxKeyLength: 250}, Conns: conns{"a:1": n}, Owner: a,
+		Config: lease.Config{Term: time.Minute, MaxKeyLength: 250}, Conns: nodetest.Conns{"a:1": n}, Owner: a,
 		Every: time.Millisecond, Meta: meta,
 		Get:     func(ctx context.Context) ([]byte, error) { return n.Get(ctx, "k") },
 		Release: func(_ context.Context, l *lease.Lease) { f.released = append(f.released, l) },

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardcache/shardcache/internal/backfill"
 	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/ring"
 )
@@ -142,15 +143,7 @@ func (c *Client) GetItemsFunc(ctx context.Context, keys []string, hit func(Item)
 		for i, k := range copied {
 			again.AddKey(st.placement.Locate(k), k, i)
 		}
-		again.Gets(ctx, false)
-		var scratch item
-		for _, b := range again.List {
-			for i := range b.Answered() {
-				if it := b.Answer(i, &scratch); it.Found {
-					hit(export(it))
-				}
-			}
-		}
+		backfill.ReadBack(ctx, again, func(it *item) { hit(export(it)) })
 	}
 	return err
 }

@@ -165,17 +165,25 @@ func (c Copier) Copy(ctx context.Context, keys []string, routes []migration.Rout
 		}
 	}
 	if len(newer.List) > 0 {
-		newer.Gets(ctx, false)
-		var scratch node.Item
-		for _, b := range newer.List {
-			for j := range b.Answered() {
-				if it := b.Answer(j, &scratch); it.Found {
-					hit(it)
-				}
+		ReadBack(ctx, newer, hit)
+	}
+	return nil
+}
+
+// ReadBack reads the keys of bs, batches of new owners, after their copies
+// were written or refused, and calls hit with each key found there: for a
+// read that must answer with the new owner's item (the newer value that
+// beat a copy, or a copy's CAS id there).
+func ReadBack(ctx context.Context, bs *fanout.Batches, hit func(*node.Item)) {
+	bs.Gets(ctx, false)
+	var scratch node.Item
+	for _, b := range bs.List {
+		for j := range b.Answered() {
+			if it := b.Answer(j, &scratch); it.Found {
+				hit(it)
 			}
 		}
 	}
-	return nil
 }
 
 // wrap is Wrap's error, err itself without one.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shardcache/shardcache/internal/backfill"
 	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/internal/node/fanout"
 	"github.com/shardcache/shardcache/internal/node/nodetest"
 	"github.com/shardcache/shardcache/migration"
 	"github.com/shardcache/shardcache/ring"
@@ -248,5 +249,22 @@ func TestCopyWhole(t *testing.T) {
 	}
 	if e := f.mig.Counters.FallbackErrors.Load(); e != 1 {
 		t.Fatalf("an old owner without Dump: %d errors counted", e)
+	}
+}
+
+// TestReadBack: the keys of each batch are read from their node, and only
+// those found there are reported, with the node's value.
+func TestReadBack(t *testing.T) {
+	ctx := t.Context()
+	nw := nodetest.NewMap()
+	_ = nw.Set(ctx, "copied", []byte("on the new owner"), 0)
+	b := ring.Node{Name: "b", Addr: "b:1"}
+	bs := fanout.New(nodetest.Conns{"b:1": nw})
+	bs.AddKey(b, "copied", 0)
+	bs.AddKey(b, "expired since", 1)
+	var got []string
+	backfill.ReadBack(ctx, bs, func(it *node.Item) { got = append(got, it.Key+"="+string(it.Value)) })
+	if !slices.Equal(got, []string{"copied=on the new owner"}) {
+		t.Fatalf("ReadBack reported %q", got)
 	}
 }

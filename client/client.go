@@ -428,6 +428,40 @@ func (st *state) first(key string, now time.Time) ring.Node {
 	return st.mig.Route(key, now).New
 }
 
+// placed is a node the client routes to, and which of a state's
+// placements list it.
+type placed struct {
+	ring.Node
+	current, old bool
+}
+
+// listed returns the nodes of st's placements, each once by address, the
+// current placement's first, in their order (Stats, NodeStats, Ping).
+func (st *state) listed() []placed {
+	var out []placed
+	byAddr := map[string]int{}
+	add := func(nodes []ring.Node, current bool) {
+		for _, n := range nodes {
+			i, ok := byAddr[n.Addr]
+			if !ok {
+				i = len(out)
+				byAddr[n.Addr] = i
+				out = append(out, placed{Node: n})
+			}
+			if current {
+				out[i].current = true
+			} else {
+				out[i].old = true
+			}
+		}
+	}
+	add(st.placement.Nodes(), true)
+	if st.mig != nil {
+		add(st.mig.Old().Nodes(), false)
+	}
+	return out
+}
+
 // New connects a client. It dials nothing: connections are made on first use.
 func New(opts Options) (*Client, error) {
 	maxValueSet := opts.MaxValueSize != 0

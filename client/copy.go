@@ -11,10 +11,10 @@ import (
 
 // Copies from old owners to new ones, during a migration. Every copy the
 // client makes goes through fromOld (a read's fallback and backfill, the
-// copy an Incr or a Touch depends on, RedisDo's copy of any type), which
-// writes them with package internal/backfill (at once, or through its queue
-// with Options.AsyncBackfill), or through the sweep's restore
-// (internal/sweep).
+// copy an Incr or a Touch depends on, RedisDo's copy of any type), whose
+// reads and writes are package internal/backfill's (backfill.Copier: at
+// once, or through its queue with Options.AsyncBackfill), or through the
+// sweep's restore (internal/sweep). This file decides how each copies.
 //
 // A copy must never be seen by another reader once a Delete or a newer
 // write of its key has been acknowledged. Three rules make it so, for
@@ -114,152 +114,27 @@ func (c *Client) writeBound() time.Duration {
 	return 2*(o.DialTimeout+o.WriteTimeout+o.ReadTimeout) + o.ReadTimeout + time.Second
 }
 
-// copyHow says how fromOld copies.
-type copyHow struct {
-	// check asks the new owners first which keys they hold: those are not
-	// copied (they are current).
-	check bool
-	// sync copies synchronously whatever Options.AsyncBackfill says.
-	sync bool
-	// strict returns a failure to read the old owner or to write the copy:
-	// the caller's operation depends on the copy and would otherwise start
-	// from nothing. Otherwise a failure is counted and the key reads as a
-	// miss.
-	strict bool
-	// whole copies any type with its remaining TTL, as the sweep does
-	// (node.Sweeper's Dump and Restore), rather than a value.
-	whole bool
-	// reread: where a newer value beat the copy to the new owner, read it
-	// and report it, for a read that must return the current value.
-	reread bool
-}
-
 var (
 	// copyRead is a read's fallback and backfill (Get, GetMulti, GetItem).
-	copyRead = copyHow{reread: true}
+	copyRead = backfill.How{Reread: true}
 	// copyStrict brings a key over before an operation that depends on its
 	// value (Incr, Touch, Store of an existing key, GetAndTouch).
-	copyStrict = copyHow{check: true, sync: true, strict: true}
+	copyStrict = backfill.How{Check: true, Sync: true, Strict: true}
 	// copyWhole brings a key of any type over for RedisDo, whose caller
 	// asked the new owner already.
-	copyWhole = copyHow{sync: true, whole: true}
+	copyWhole = backfill.How{Sync: true, Whole: true}
 )
 
 // fromOld copies keys, key i routed by routes[i] (all dual), from their
-// old owners to their new ones as how says, one round trip per node for
-// each step. hit, when set, is told of each value found on an old owner
-// and, with reread, of the newer value found on a new one instead; a key
-// may be reported twice, the later report current. Values keep their
-// remaining TTL where the server tells it (none stays none), cut to the
-// migration's window (migration.BackfillTTL).
-func (c *Client) fromOld(ctx context.Context, st *state, now time.Time, keys []string, routes []migration.Route, how copyHow, hit func(*item)) error {
-	cs := st.mig.Counters
-	want := make([]bool, len(keys))
-	for i := range want {
-		want[i] = true
-	}
-	if how.check {
-		news := newBatches(st)
-		for i, k := range keys {
-			news.AddKey(routes[i].New, k, i)
-		}
-		news.Run(func(b *batch) error {
-			found, err := backfill.Holds(ctx, b.Conn, b.Keys)
-			for j, f := range found {
-				want[b.Idx[j]] = !f
-			}
-			return err
-		})
-		for _, b := range news.List {
-			if b.Err != nil {
-				return nodeErr("get", b.Node, b.Keys, b.Err)
-			}
-		}
-		for _, w := range want {
-			if !w {
-				cs.NewHits.Add(1)
-			}
-		}
-	}
-	olds := newBatches(st)
-	for i, k := range keys {
-		if want[i] {
-			olds.AddKey(routes[i].Old, k, i)
-		}
-	}
-	if how.whole {
-		olds.Run(func(b *batch) (err error) {
-			sn := node.SweeperOf(b.Conn)
-			if sn == nil {
-				return ErrSweepUnsupported
-			}
-			in := make([]item, len(b.Keys))
-			for j, k := range b.Keys {
-				in[j].Key = k
-			}
-			b.Got, err = sn.Dump(ctx, in)
-			return err
-		})
-	} else {
-		olds.Gets(ctx, true)
-	}
-	copies := newBatches(st)
-	for _, b := range olds.List {
-		if b.Err != nil {
-			cs.FallbackErrors.Add(int64(len(b.Keys)))
-			if how.strict {
-				return nodeErr("get", b.Node, b.Keys, b.Err)
-			}
-			continue
-		}
-		for j := range b.Got {
-			it := &b.Got[j]
-			if !it.Found {
-				cs.FallbackMisses.Add(1)
-				continue
-			}
-			cs.FallbackHits.Add(1)
-			if hit != nil {
-				hit(it)
-			}
-			i := b.Idx[j]
-			var ok bool
-			if it.TTL, ok = st.mig.BackfillTTL(it.Key, now, it.TTL, it.TTLKnown); ok && routes[i].Backfill {
-				it.OverWritten = c.replacesWritten(st, now) // read after every write the old owner alone took
-				copies.Add(routes[i].New, *it, i, false)
-			}
-		}
-	}
-	if c.queue != nil && !how.sync {
-		for _, b := range copies.List {
-			c.queue.Add(st.mig, st, b.Node, b.Items)
-		}
-		return nil
-	}
-	newer := newBatches(st)
-	for _, b := range copies.List {
-		stored, err := backfill.Write(ctx, cs, st.conn(b.Node), b.Items, how.whole, bugBackfillSet)
-		if err != nil && how.strict {
-			return nodeErr("backfill", b.Node, b.Keys, err)
-		}
-		if err == nil && how.reread {
-			for j, s := range stored {
-				if !s {
-					newer.AddKey(b.Node, b.Keys[j], b.Idx[j])
-				}
-			}
-		}
-	}
-	if len(newer.List) > 0 {
-		newer.Gets(ctx, false)
-		var scratch item
-		for _, b := range newer.List {
-			for j := range b.Answered() {
-				if it := b.Answer(j, &scratch); it.Found {
-					hit(it)
-				}
-			}
-		}
-	}
-	return nil
+// old owners to their new ones as how says (backfill.Copier.Copy), one
+// round trip per node for each step: with the queue of
+// Options.AsyncBackfill unless how is Sync, the copies replacing the
+// tombstones of writes when their reads begin past the handover. hit, when
+// set, is told of each value found on an old owner and, with Reread, of
+// the newer value found on a new one instead; a key may be reported twice,
+// the later report current.
+func (c *Client) fromOld(ctx context.Context, st *state, now time.Time, keys []string, routes []migration.Route, how backfill.How, hit func(*item)) error {
+	cp := backfill.Copier{Migration: st.mig, Conns: st, Now: now, OverWritten: c.replacesWritten(st, now),
+		Queue: c.queue, Overwrite: bugBackfillSet, Wrap: nodeErr}
+	return cp.Copy(ctx, keys, routes, how, hit)
 }

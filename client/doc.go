@@ -63,8 +63,8 @@
 // meanwhile, with its type and remaining TTL, so a resharding moves keys
 // without losing them, those without expiry included, and the window need
 // only cover the rollout and the sweep (the walk of each old node is
-// package internal/sweep's, the copies' writes and the AsyncBackfill queue
-// internal/backfill's). Options.MigrateFrom resumes a
+// package internal/sweep's, the copies from old owners, their writes and
+// the AsyncBackfill queue internal/backfill's). Options.MigrateFrom resumes a
 // migration in a process started during its window. A copy never
 // overwrites a value the new owner got meanwhile (add, SET NX, RESTORE
 // without REPLACE), nor a key deleted meanwhile: a Delete of a moved key

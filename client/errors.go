@@ -102,10 +102,7 @@ func nodeErr(op string, n ring.Node, keys []string, err error) error {
 
 // keyError describes a rejected key.
 func keyError(key, why string) error {
-	if len(key) > 64 {
-		key = key[:61] + "..."
-	}
-	return fmt.Errorf("%w: %q: %s", ErrMalformedKey, key, why)
+	return fmt.Errorf("%w: %q: %s", ErrMalformedKey, truncKey(key), why)
 }
 
 // checkCtx refuses a nil context.

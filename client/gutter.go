@@ -3,8 +3,6 @@ package client
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/shardcache/shardcache/internal/node"
@@ -19,9 +17,9 @@ import (
 // TTL capped at Options.GutterTTL, so that a dead node's keys are cached
 // for a while instead of all falling on the database. Its keys are never
 // sent to another regular node, and go home again once the node is back.
-// The stand-in (gutter.Node) and the hints (gutter.Hints) are package
-// internal/node/gutter's; this file decides when the gutter stands in, and
-// replays the hints on the node's return.
+// The stand-in (gutter.Node), the hints (gutter.Hints) and their replay on
+// the node's return (gutter.Return) are package internal/node/gutter's;
+// this file decides when the gutter stands in, and when the replay runs.
 //
 // A node that was paused or cut off, not restarted, comes back with the
 // values it held, which the writes sent to the gutter meanwhile replaced:
@@ -52,9 +50,6 @@ const DefaultGutterTTL = 10 * time.Second
 // DefaultGutterHints is how many keys written through the gutter a node's
 // hints hold; beyond, the node is flushed when it comes back.
 const DefaultGutterHints = gutter.MaxHints
-
-// hintChunk is how many hinted keys one round trip deletes.
-const hintChunk = 1000
 
 // initGutter acquires the gutter pool's nodes, once, for the client's
 // life; the nodes dialed after it get their gutter (dial).
@@ -102,111 +97,29 @@ func (c *Client) gutterOf(n ring.Node, m *member) *gutter.Node {
 	return gutter.New(m, g, ttl)
 }
 
-// comePasses bounds comeUp's replays without the lock: writes may keep
-// landing on the gutter while it replays.
-const comePasses = 8
+// back is m's way back once it was held down (gutter.Return): its hints
+// replayed at home and on its gutter before it is marked up.
+func (m *member) back() gutter.Return {
+	return gutter.Return{Home: m.Node, Gutter: m.gutter, Hints: &m.hints, Health: m.h, Tomb: m.tomb}
+}
 
 // comeUp is the probe's last step once m answers again (health.Observer.ComeUp):
-// it replays the hints without their lock while there are many, then the
-// last of them under it and marks m up with it: a write through the gutter
-// that lands meanwhile waits for that one round trip, then finds m up and
-// deletes its key at home itself (Wrote). A replay that fails leaves m
-// down for the next probe.
+// a replica first lets the server run what it had read before its pause,
+// then m's hints are replayed and m marked up (gutter.Return.ComeUp). A
+// replay that fails leaves m down for the next probe.
 func (m *member) comeUp(ctx context.Context) {
 	if m.gutter == nil { // a replica: let the server run what it had read before its pause
 		if sleep(ctx, replaySettle) != nil || m.Node.Ping(ctx) != nil {
 			return
 		}
 	}
-	for range comePasses {
-		keys, overflow := m.hints.Take()
-		if len(keys) == 0 && !overflow {
-			break
-		}
-		if err := m.replay(ctx, keys, overflow); err != nil {
-			m.hints.PutBack(keys, overflow)
-			m.notReplayed(len(keys), overflow, err)
-			return
-		}
-	}
-	m.hints.Lock()
-	keys, overflow := m.hints.TakeLocked()
-	err := m.replay(ctx, keys, overflow)
-	up := false
-	if err != nil {
-		m.hints.PutBackLocked(keys, overflow)
-	} else {
-		up = m.h.Success()
-	}
-	m.hints.Unlock()
-	switch {
-	case err != nil:
-		m.notReplayed(len(keys), overflow, err)
-	case up:
-		m.h.MarkedUp()
-	}
-}
-
-// notReplayed logs a probe's replay that failed: m answers, and is held
-// down.
-func (m *member) notReplayed(keys int, flush bool, err error) {
-	m.h.Warn("shardcache: node answers, held down: the writes it missed not replayed",
-		slog.Int("keys", keys), slog.Bool("flush", flush), slog.Any("cause", err))
-}
-
-// replay deletes hinted keys at home (flushes it on overflow), then on
-// its gutter if it has one, so that a later outage does not read its
-// copies again (a gutter that cannot be reached keeps them until
-// GutterTTL).
-func (m *member) replay(ctx context.Context, keys []string, overflow bool) error {
-	if overflow {
-		return items(m.Node).Flush(ctx)
-	}
-	for chunk := range slices.Chunk(keys, hintChunk) {
-		if err := m.Node.DeleteMulti(ctx, chunk); err != nil {
-			return err
-		}
-		if m.gutter != nil {
-			m.gutter.Forget(ctx, chunk)
-		}
-	}
-	return nil
+	m.back().ComeUp(ctx)
 }
 
 // Wrote records keys written while m missed them: as hints while m is
-// down, under the lock the probe flips it up under, or, if it came back
-// meanwhile (its probe replayed the hints before this write's), deleted
-// at home now, past the caller's context; a delete that fails holds m
-// down again for the probe.
-func (m *member) Wrote(ctx context.Context, keys ...string) {
-	if len(keys) == 0 {
-		return
-	}
-	m.hints.Lock()
-	m.hints.AddLocked(keys...)
-	down := m.h.Down()
-	var late []string
-	var overflow bool
-	if !down {
-		late, overflow = m.hints.TakeLocked()
-	}
-	m.hints.Unlock()
-	if down {
-		return
-	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.h.Timeout())
-	defer cancel()
-	var err error
-	if m.tomb > 0 && !overflow {
-		_, err = m.Node.Bury(dctx, late, m.tomb, node.TombDeleted)
-	} else {
-		err = m.replay(dctx, late, overflow)
-	}
-	if err != nil {
-		m.hints.PutBack(late, overflow)
-		m.h.HoldDown("a hint not replayed", err)
-	}
-}
+// down, or deleted at home now if it came back meanwhile
+// (gutter.Return.Wrote).
+func (m *member) Wrote(ctx context.Context, keys ...string) { m.back().Wrote(ctx, keys...) }
 
 // A member is the home of its gutter, and a gutter node of the pool
 // (gutter.Home, gutter.Target).

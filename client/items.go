@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
+	"github.com/shardcache/shardcache/internal/backfill"
 	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/ring"
 )
@@ -143,15 +143,7 @@ func (c *Client) GetItemsFunc(ctx context.Context, keys []string, hit func(Item)
 		for i, k := range copied {
 			again.AddKey(st.placement.Locate(k), k, i)
 		}
-		again.Gets(ctx, false)
-		var scratch item
-		for _, b := range again.List {
-			for i := range b.Answered() {
-				if it := b.Answer(i, &scratch); it.Found {
-					hit(export(it))
-				}
-			}
-		}
+		backfill.ReadBack(ctx, again, func(it *item) { hit(export(it)) })
 	}
 	return err
 }
@@ -366,31 +358,22 @@ func (c *Client) Ping(ctx context.Context) error {
 	return c.eachNode("ping", func(n node.Node) error { return n.Ping(ctx) })
 }
 
-// eachNode runs fn on every node of the current state, in parallel.
+// eachNode runs fn on every node of the current state (state.listed), in
+// parallel.
 func (c *Client) eachNode(op string, fn func(node.Node) error) error {
 	st, _ := c.load()
 	if st == nil {
 		return ErrClosed
 	}
-	nodes := st.placement.Nodes()
-	if st.mig != nil {
-		nodes = slices.Concat(nodes, st.mig.Old().Nodes())
-	}
-	seen := make(map[string]bool, len(nodes))
+	nodes := st.listed()
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
-		if seen[n.Addr] {
-			continue
-		}
-		seen[n.Addr] = true
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := fn(st.conn(n)); err != nil {
-				errs[i] = &NodeError{Op: op, Node: n, Err: err}
+		wg.Go(func() {
+			if err := fn(st.conn(n.Node)); err != nil {
+				errs[i] = &NodeError{Op: op, Node: n.Node, Err: err}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"slices"
 	"time"
@@ -31,10 +30,11 @@ import (
 // paper's leases prevent. A value loaded under a lease that expired is not
 // stored either. A lease taken then finds the key present if the value
 // landed meanwhile: a store sets the value before it clears the lease. How
-// each backend keeps, stores under and releases a lease, and the batches
-// that do it one round trip per owner, are package internal/lease's; the
-// client decides when to take a lease, on which node, and what to do with
-// the answer. During a migration the copy to the old owner is written first
+// each backend keeps, stores under and releases a lease, the batches that
+// do it one round trip per owner, one key's wait for its lease or its
+// value (lease.Waiter) and a multi-key load's round (lease.Taker), are
+// package internal/lease's; the client decides when to take a lease, on
+// which node, how the keys are read, and what to do with the answer. During a migration the copy to the old owner is written first
 // and deleted again if the lease was lost (storeUnderLease), so a Delete
 // that clears the lease, then the old owner, then the new owner leaves
 // neither.
@@ -70,106 +70,19 @@ func (c *Client) fleet(st *state, now time.Time) lease.Fleet {
 	return lease.Fleet{Config: c.leases, Conns: st, Owner: func(k string) ring.Node { return st.first(k, now) }}
 }
 
-// metaLeaseOrValue is leaseOrValue with the lease taken by the read
-// (node.LeaseReader), one round trip: the owner's add of a placeholder and
-// its read on Memcached, a script on Redis. A node without lease reads
-// takes leaseOrValue's.
-func (c *Client) metaLeaseOrValue(ctx context.Context, r route, key string) (l *lease.Lease, v []byte, hit bool, at time.Time, err error) {
-	lr := lease.Reader(r.st.conn(r.New))
-	if lr == nil {
-		return c.leaseOrValue(ctx, r, key)
-	}
-	token := rand.Text()
-	rd := c.leases.Read([]string{key}, token, true, 0)
-	retry := lease.Retry{Every: c.opts.LeaseRetry}
-	defer retry.Stop()
-	serveStale := c.opts.StaleWhileRevalidate > 0 || c.opts.EarlyRefresh > 0
-	for attempt := 0; ; attempt++ {
-		if c.state.Load() == nil {
-			return nil, nil, false, at, ErrClosed
-		}
-		at = time.Now()
-		ans, err := lr.LeaseGet(ctx, []string{key}, rd)
-		switch {
-		case err == node.ErrUnsupported:
-			return c.leaseOrValue(ctx, r, key)
-		case err != nil:
-			c.loads.cacheErrors.Add(1)
-			return nil, nil, false, at, nil // loaded without a lease
-		}
-		a := ans[0]
-		switch {
-		case a.Won:
-			l := lease.Won(token, key, a)
-			if !a.Found && r.Fallback {
-				// The value may be on the old owner: read it there (the
-				// copy to the new owner stops at the placeholder).
-				if v, err := c.get(ctx, r, key); err == nil {
-					c.releaseLeases(ctx, r.st, r.now, []string{key}, l)
-					return nil, v, true, at, nil
-				}
-			}
-			return l, nil, false, at, nil
-		case a.Found && (!a.Held || serveStale):
-			return nil, a.Value, true, at, nil
-		case !a.Held:
-			return nil, nil, false, at, nil // a tombstone: loaded without a lease
-		}
-		if attempt == 0 {
-			c.loads.leaseWaits.Add(1)
-		}
-		retry.Backoff(ctx, attempt) // ctx has no end: the load's outlives its callers
-	}
-}
-
-// leaseOrValue takes the lease on key, or waits for the value that the
-// holder of the lease loads. It returns the value when it is in the cache
-// (hit), or the lease to load under. A nil lease without a hit means the
-// lease could not be taken for a failure of the cache: the load goes on
-// without one.
-func (c *Client) leaseOrValue(ctx context.Context, r route, key string) (l *lease.Lease, v []byte, hit bool, at time.Time, err error) {
-	cand := &lease.Lease{Token: rand.Text()}
-	lkey := c.leases.Key(key)
-	var lerr error
-	retry := lease.Retry{Every: c.opts.LeaseRetry}
-	defer retry.Stop()
-	for waited := false; ; waited = true {
-		if c.state.Load() == nil {
-			return nil, nil, false, at, ErrClosed // no load for a closed client
-		}
-		got := false
-		if lerr == nil {
-			switch lerr = r.st.conn(r.New).Add(ctx, lkey, []byte(cand.Token), c.opts.Lease); lerr {
-			case nil:
-				got = true
-			case ErrNotStored:
-				lerr = nil
-			}
-		}
-		// Read after the attempt: a store sets the value before it clears
-		// the lease, so a lease just taken finds a value that just landed.
-		at = time.Now()
-		v, err := c.get(ctx, r, key)
-		switch {
-		case err == nil:
-			if got {
-				c.releaseLeases(ctx, r.st, r.now, []string{key}, cand)
-			}
-			return nil, v, true, at, nil
-		case err != ErrCacheMiss:
-			c.loads.cacheErrors.Add(1)
-		}
-		if got {
-			return cand, nil, false, at, nil
-		}
-		if lerr != nil {
-			c.loads.cacheErrors.Add(1)
-			return nil, nil, false, at, nil
-		}
-		if !waited {
-			c.loads.leaseWaits.Add(1)
-		}
-		retry.Wait(ctx) // ctx has no end: the load's outlives its callers
+// leaseWaiter is how GetOrLoad's load of key, routed by r, waits for the
+// key's lease or its value (lease.Waiter): the lease on r.New, taken by the
+// read itself with Options.MetaLeases, the key read as get reads it (with
+// its fallback to the old owner), the waits and failures counted in
+// LoadStats.
+func (c *Client) leaseWaiter(r route, key string) lease.Waiter {
+	return lease.Waiter{
+		Config: c.leases, Conns: r.st, Owner: r.New, Every: c.opts.LeaseRetry, Meta: c.opts.MetaLeases,
+		ServeStale: c.refreshWindow() > 0, Fallback: r.Fallback,
+		Get:     func(ctx context.Context) ([]byte, error) { return c.get(ctx, r, key) },
+		Release: func(ctx context.Context, l *lease.Lease) { c.releaseLeases(ctx, r.st, r.now, []string{key}, l) },
+		Closed:  func() bool { return c.state.Load() == nil },
+		Waits:   &c.loads.leaseWaits, CacheErrors: &c.loads.cacheErrors,
 	}
 }
 
@@ -305,71 +218,33 @@ func (c *Client) leaseGets(ctx context.Context, st *state, now time.Time, keys [
 }
 
 // takeLeases is a round of GetMultiOrLoad's leases (loadLeased): it takes
-// the leases of keys under l and reads them, with Options.MetaLeases in
-// the reads themselves (one round trip per owner), otherwise, and on
-// owners without lease reads, with lease.Fleet.Acquire and then a read. found
-// holds the values read, got[i] is set when key i's lease is l's, failed[i]
-// when the key is to be loaded without a lease (its owner could not be
-// asked, or holds a migration's tombstone); a key in none is another's to
-// load. A nil found means the client is closed.
+// the leases of keys under l and reads them (lease.Taker), with
+// Options.MetaLeases in the reads themselves (one round trip per owner,
+// FailOpen applied as leaseGets does; a won miss of a moved key read on its
+// old owner), otherwise, and on owners without lease reads, with
+// lease.Fleet.Acquire and then getMulti. found holds the values read,
+// got[i] is set when key i's lease is l's, failed[i] when the key is to be
+// loaded without a lease; a key in none is another's to load. A nil found
+// means the client is closed.
 func (c *Client) takeLeases(ctx context.Context, st *state, now time.Time, keys []string, l *lease.Lease) (found map[string][]byte, got, failed []bool, err error) {
-	got, failed = make([]bool, len(keys)), make([]bool, len(keys))
-	classic := keys
-	var pos []int // classic[j] is keys[pos[j]]; nil: the same
-	var errs []error
-	found = make(map[string][]byte, len(keys))
-	if c.opts.MetaLeases {
-		ans, plain, unread, err := c.leaseGets(ctx, st, now, keys, l.Token, true, 0)
-		errs = append(errs, err)
-		serveStale := c.refreshWindow() > 0
-		var elsewhere []string // won misses of moved keys: the value may be on the old owner
-		var routes []migration.Route
-		classic, pos = nil, []int{}
-		for i, k := range keys {
-			switch a := ans[i]; {
-			case plain[i]:
-				classic, pos = append(classic, k), append(pos, i)
-			case unread[i]:
-				failed[i] = true
-			case a.Won:
-				got[i] = true
-				l.Meta[k] = a
-				if !a.Found && st.mig != nil {
-					if r := st.mig.Route(k, now); r.Fallback {
-						elsewhere, routes = append(elsewhere, k), append(routes, r)
-					}
+	t := lease.Taker{Fleet: c.fleet(st, now), Meta: c.opts.MetaLeases, ServeStale: c.refreshWindow() > 0,
+		Gets: func(ctx context.Context, keys []string, token string) ([]node.LeaseAnswer, []bool, []bool, error) {
+			return c.leaseGets(ctx, st, now, keys, token, true, 0)
+		},
+		Read: c.getMulti, CacheErrors: &c.loads.cacheErrors}
+	if st.mig != nil {
+		t.Elsewhere = func(ctx context.Context, keys []string, found func(*item)) {
+			var moved []string
+			var routes []migration.Route
+			for _, k := range keys {
+				if r := st.mig.Route(k, now); r.Fallback {
+					moved, routes = append(moved, k), append(routes, r)
 				}
-			case a.Found && (!a.Held || serveStale):
-				found[k] = a.Value
-			case !a.Held:
-				failed[i] = true // a tombstone: loaded without a lease
+			}
+			if len(moved) > 0 {
+				c.fromOld(ctx, st, now, moved, routes, copyRead, found)
 			}
 		}
-		if len(elsewhere) > 0 {
-			// The copy to the new owner stops at the placeholder: a value
-			// found on an old owner is answered, and its lease released.
-			c.fromOld(ctx, st, now, elsewhere, routes, copyRead, func(it *item) { found[it.Key] = it.Value })
-		}
 	}
-	if len(classic) > 0 {
-		cgot, cfailed, down := c.fleet(st, now).Acquire(ctx, classic, l.Token)
-		c.loads.cacheErrors.Add(int64(down))
-		// Read after the attempt, as GetOrLoad does (leaseOrValue).
-		more, err := c.getMulti(ctx, classic)
-		if more == nil {
-			return nil, nil, nil, err
-		}
-		errs = append(errs, err)
-		for k, v := range more {
-			found[k] = v
-		}
-		for j := range classic {
-			i := j
-			if pos != nil {
-				i = pos[j]
-			}
-			got[i], failed[i] = cgot[j], cfailed[j]
-		}
-	}
-	return found, got, failed, errors.Join(errs...)
+	return t.Take(ctx, keys, l)
 }

@@ -245,19 +245,14 @@ func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Dur
 	}
 	var l *lease.Lease
 	if c.opts.Lease > 0 {
-		var v []byte
-		var hit bool
-		var at time.Time
-		take := c.leaseOrValue
-		if c.opts.MetaLeases {
-			take = c.metaLeaseOrValue
-		}
-		if l, v, hit, at, err = take(ctx, r, key); err != nil {
+		got, err := c.leaseWaiter(r, key).Wait(ctx, key) // ctx has no end: the load's outlives its callers
+		if err != nil {
 			return nil, err
 		}
-		if hit {
-			return cached(v, at)
+		if got.Hit {
+			return cached(got.Value, got.At)
 		}
+		l = got.Lease
 	} else if !r.st.heldDown(r.New) { // a node held down was just read as a miss (FailOpen) or failed
 		at := time.Now()
 		v, err := c.get(ctx, r, key)

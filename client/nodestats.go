@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -92,25 +91,8 @@ func (c *Client) NodeStats(ctx context.Context) ([]NodeUsage, error) {
 		return nil, ErrClosed
 	}
 	var out []NodeUsage
-	byAddr := map[string]int{}
-	add := func(nodes []ring.Node, current bool) {
-		for _, n := range nodes {
-			i, ok := byAddr[n.Addr]
-			if !ok {
-				i = len(out)
-				byAddr[n.Addr] = i
-				out = append(out, NodeUsage{Node: n})
-			}
-			if current {
-				out[i].Current = true
-			} else {
-				out[i].Old = true
-			}
-		}
-	}
-	add(st.placement.Nodes(), true)
-	if st.mig != nil {
-		add(st.mig.Old().Nodes(), false)
+	for _, p := range st.listed() {
+		out = append(out, NodeUsage{Node: p.Node, Current: p.current, Old: p.old})
 	}
 	var wg sync.WaitGroup
 	for i := range out {
@@ -118,7 +100,7 @@ func (c *Client) NodeStats(ctx context.Context) ([]NodeUsage, error) {
 		wg.Go(func() {
 			nctx, cancel := context.WithTimeout(ctx, DefaultNodeStatsTimeout)
 			defer cancel()
-			nu, err := usageReporter(st.conn(u.Node)).Usage(nctx)
+			nu, err := node.UsageOf(st.conn(u.Node)).Usage(nctx)
 			if err != nil {
 				u.Err = &NodeError{Op: "node_stats", Node: u.Node, Err: err}
 				return
@@ -136,20 +118,4 @@ func (c *Client) NodeStats(ctx context.Context) ([]NodeUsage, error) {
 		}
 	}
 	return out, errors.Join(errs...)
-}
-
-// usageReporter returns n's usage capability; one that fails with
-// ErrUnsupported for a node without it.
-func usageReporter(n node.Node) node.UsageReporter {
-	if u, ok := n.(node.UsageReporter); ok {
-		return u
-	}
-	return unsupportedUsage{}
-}
-
-// unsupportedUsage is the usage capability of a node without one.
-type unsupportedUsage struct{}
-
-func (unsupportedUsage) Usage(context.Context) (node.Usage, error) {
-	return node.Usage{}, fmt.Errorf("%w: the node cannot read its server's usage", ErrUnsupported)
 }

@@ -208,34 +208,15 @@ func (c *Client) Stats() Stats {
 	if st == nil {
 		return s
 	}
-	byAddr := map[string]int{}
-	add := func(nodes []ring.Node, current bool) {
-		for _, n := range nodes {
-			i, ok := byAddr[n.Addr]
-			if !ok {
-				i = len(s.Nodes)
-				byAddr[n.Addr] = i
-				s.Nodes = append(s.Nodes, NodeStats{Node: n, Up: true})
-			}
-			if current {
-				s.Nodes[i].Current = true
-			} else {
-				s.Nodes[i].Old = true
-			}
-		}
-	}
-	add(st.placement.Nodes(), true)
-	if st.mig != nil {
-		add(st.mig.Old().Nodes(), false)
-	}
-	for i := range s.Nodes {
-		ns := &s.Nodes[i]
+	for _, p := range st.listed() {
+		ns := NodeStats{Node: p.Node, Up: true, Current: p.current, Old: p.old}
 		if m := st.conns[ns.Node.Addr]; m != nil {
 			ns.Up = !m.h.Down()
 			for _, c := range m.h.Ops() {
 				ns.Ops = append(ns.Ops, opStats(c))
 			}
 		}
+		s.Nodes = append(s.Nodes, ns)
 	}
 	slices.SortFunc(s.Nodes, func(a, b NodeStats) int { return strings.Compare(a.Node.Name, b.Node.Name) })
 	return s

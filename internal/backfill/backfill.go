@@ -1,11 +1,15 @@
-// Package backfill writes a migration's copies from old owners to new
+// Package backfill makes a migration's copies from old owners to new
 // ones (the client's read fallbacks, the copies an update depends on):
-// the write itself, only where the key is neither present nor buried,
-// counted in the migration's counters, and the queue of
-// Options.AsyncBackfill, whose worker writes the copies after the reads
+// the copy of an operation's keys (Copier: the new owners asked first if
+// need be, the old owners read, the copies written, the newer values that
+// beat them read back), the write itself, only where the key is neither
+// present nor buried, counted in the migration's counters, and the queue
+// of Options.AsyncBackfill, whose worker writes the copies after the reads
 // that found them and drops them when it is full. The client decides what
-// to copy, from where, and when (its copy.go).
+// to copy, from where, how (How) and when (its copy.go).
 //
+//	cp := backfill.Copier{Migration: mig, Conns: conns, Now: now}
+//	err := cp.Copy(ctx, keys, routes, backfill.How{Reread: true}, hit)
 //	stored, err := backfill.Write(ctx, mig.Counters, newOwner, copies, false, false)
 //	q := backfill.NewQueue(backfill.QueueConfig{Size: 4096, Timeout: time.Second, Now: time.Now, Logger: logger})
 //	q.Add(mig, conns, n, copies) // written later, or dropped and counted

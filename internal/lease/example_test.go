@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/shardcache/shardcache/internal/lease"
@@ -11,11 +12,6 @@ import (
 	"github.com/shardcache/shardcache/internal/node/nodetest"
 	"github.com/shardcache/shardcache/ring"
 )
-
-// conns is a client's routing: a node client per address.
-type conns map[string]node.Node
-
-func (c conns) Conn(n ring.Node) node.Node { return c[n.Addr] }
 
 // Two processes miss the same keys at once. The first takes their leases
 // and loads; the second finds them held and waits. A Delete clears one
@@ -26,7 +22,7 @@ func Example() {
 	nodes := map[string]ring.Node{"user:1": {Name: "a", Addr: "a:1"}, "user:2": {Name: "b", Addr: "b:1"}}
 	f := lease.Fleet{
 		Config: lease.Config{Term: 10 * time.Second, MaxKeyLength: 250},
-		Conns:  conns{"a:1": a, "b:1": b},
+		Conns:  nodetest.Conns{"a:1": a, "b:1": b},
 		Owner:  func(key string) ring.Node { return nodes[key] },
 	}
 	keys := []string{"user:1", "user:2"}
@@ -55,4 +51,40 @@ func Example() {
 	// stored [true false]
 	// user:1 = "row of user:1", its lease key "shardcache:lease:user:1" gone: true
 	// user:2 = ""
+}
+
+// Two processes' loads miss the same key. The first takes the lease and
+// loads; the second waits, re-reading the key, until the first stores the
+// value under its lease.
+func ExampleWaiter() {
+	ctx := context.Background()
+	owner := nodetest.NewMap()
+	cfg := lease.Config{Term: 10 * time.Second, MaxKeyLength: 250}
+	var waits, cacheErrors atomic.Int64
+	waiter := lease.Waiter{
+		Config: cfg, Conns: nodetest.Conns{"a:1": owner}, Owner: ring.Node{Name: "a", Addr: "a:1"}, Every: time.Millisecond,
+		Get: func(ctx context.Context) ([]byte, error) { return owner.Get(ctx, "user:1") },
+		Release: func(ctx context.Context, l *lease.Lease) {
+			_ = owner.ReleaseLeases(ctx, []string{cfg.Key("user:1")}, l.Token)
+		},
+		Closed: func() bool { return false },
+		Waits:  &waits, CacheErrors: &cacheErrors,
+	}
+
+	first, _ := waiter.Wait(ctx, "user:1")
+	fmt.Println("first process loads:", first.Lease != nil)
+	second := make(chan lease.Got)
+	go func() {
+		got, _ := waiter.Wait(ctx, "user:1")
+		second <- got
+	}()
+	for waits.Load() == 0 { // the second process waits
+		time.Sleep(time.Millisecond)
+	}
+	_, _ = owner.StoreLeased(ctx, []node.Item{{Key: "user:1", Value: []byte("Ada")}}, []string{cfg.Key("user:1")}, first.Lease.Token)
+	got := <-second
+	fmt.Printf("second process reads %q (hit %v) after %d wait\n", got.Value, got.Hit, waits.Load())
+	// Output:
+	// first process loads: true
+	// second process reads "Ada" (hit true) after 1 wait
 }

@@ -2,11 +2,13 @@
 // (Options.Lease, Options.MetaLeases, and the refreshes of
 // StaleWhileRevalidate and EarlyRefresh): the lease keys, the token a
 // process holds its leases with, the wait between looks at a lease
-// another process holds, and the batches that take, read, store under,
-// release and clear leases, one round trip per owner
-// (internal/node/fanout), over node.Leaser and node.LeaseReader. The
-// client decides when a load takes a lease, on which node (Fleet.Owner),
-// what to do with each answer, and what to count.
+// another process holds, one key's wait for its lease or its value
+// (Waiter), a multi-key load's round of them (Taker), and the batches that
+// take, read, store under, release and clear leases, one round trip per
+// owner (internal/node/fanout), over node.Leaser and node.LeaseReader. The
+// client decides when a load takes a lease, on which node (Fleet.Owner,
+// Waiter.Owner), how it reads the keys and where else they may be, and
+// what to count.
 //
 // A lease taken with Add is a lease key on the key's owner holding a
 // random token, set only if absent (Redis SET NX PX, Memcached add) and
@@ -29,6 +31,7 @@
 // deleted (at worst, one more load), and a lease lasts whole seconds, at
 // least one.
 //
+//	got, err := lease.Waiter{Config: cfg, Conns: conns, Owner: n, Get: get, ...}.Wait(ctx, key)
 //	f := lease.Fleet{Config: cfg, Conns: conns, Owner: owner}
 //	l := &lease.Lease{Token: rand.Text()}
 //	got, failed, _ := f.Acquire(ctx, keys, l.Token)

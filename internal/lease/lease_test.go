@@ -75,7 +75,7 @@ func (r reader) LeaseRelease(ctx context.Context, _ []string, _ []node.LeaseAnsw
 // k lives on the node named by its first letter.
 func fleet() (lease.Fleet, *nodetest.Map, *nodetest.Map) {
 	a, b := nodetest.NewMap(), nodetest.NewMap()
-	cs := conns{"a:1": reader{a, nil}, "b:1": b, "c:1": node.NewFailing(node.ErrNodeDown, nil), "d:1": reader{nodetest.NewMap(), errBroken}}
+	cs := nodetest.Conns{"a:1": reader{a, nil}, "b:1": b, "c:1": node.NewFailing(node.ErrNodeDown, nil), "d:1": reader{nodetest.NewMap(), errBroken}}
 	return lease.Fleet{
 		Config: lease.Config{Term: time.Minute, MaxKeyLength: 250},
 		Conns:  cs,

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -24,6 +25,15 @@ func LeaserOf(n Node) Leaser {
 	return unsupported{}
 }
 
+// UsageOf returns n's usage capability, or one whose Usage fails with
+// ErrUnsupported.
+func UsageOf(n Node) UsageReporter {
+	if u, ok := n.(UsageReporter); ok {
+		return u
+	}
+	return unsupported{}
+}
+
 // SweeperOf returns n's sweep capability, nil without one.
 func SweeperOf(n Node) Sweeper {
 	sn, _ := n.(Sweeper)
@@ -39,7 +49,8 @@ func ItemKeys(items []Item) []string {
 	return keys
 }
 
-// unsupported is the item and lease capability of a node without them.
+// unsupported is the item, lease and usage capability of a node without
+// them.
 type unsupported struct{}
 
 func (unsupported) GetItem(context.Context, string) (Item, error) { return Item{}, ErrUnsupported }
@@ -56,3 +67,6 @@ func (unsupported) StoreLeased(context.Context, []Item, []string, string) ([]boo
 	return nil, ErrUnsupported
 }
 func (unsupported) ReleaseLeases(context.Context, []string, string) error { return ErrUnsupported }
+func (unsupported) Usage(context.Context) (Usage, error) {
+	return Usage{}, fmt.Errorf("%w: the node cannot read its server's usage", ErrUnsupported)
+}

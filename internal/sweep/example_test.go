@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/internal/node/nodetest"
 	"github.com/shardcache/shardcache/internal/sweep"
 	"github.com/shardcache/shardcache/migration"
 	"github.com/shardcache/shardcache/ring"
@@ -107,11 +108,6 @@ func (p byPrefix) Locate(key string) ring.Node {
 
 func (p byPrefix) Nodes() []ring.Node { return p }
 
-// conns is a client's routing: a node client per address.
-type conns map[string]node.Node
-
-func (c conns) Conn(n ring.Node) node.Node { return c[n.Addr] }
-
 var (
 	a, b = ring.Node{Name: "a", Addr: "a:1"}, ring.Node{Name: "b", Addr: "b:1"}
 	t0   = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -135,7 +131,7 @@ func Example() {
 	joined := newStore(map[string]string{"b:2": "copied before", "b:3": "written since"})
 	mig, now := migrating()
 
-	sw := sweep.New(sweep.Config{Migration: mig, Conns: conns{"a:1": old, "b:1": joined}, Now: now, Rate: -1})
+	sw := sweep.New(sweep.Config{Migration: mig, Conns: nodetest.Conns{"a:1": old, "b:1": joined}, Now: now, Rate: -1})
 	sw.Estimate(ctx, []ring.Node{a})
 	if err := sw.Node(ctx, a); err != nil {
 		fmt.Println(err)

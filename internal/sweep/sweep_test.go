@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/internal/node/nodetest"
 	"github.com/shardcache/shardcache/internal/sweep"
 	"github.com/shardcache/shardcache/ring"
 )
@@ -41,7 +42,7 @@ func TestPagesCounted(t *testing.T) {
 	mig, now := migrating()
 	var progress []int64
 	var before []string
-	sw := sweep.New(sweep.Config{Migration: mig, Conns: conns{"a:1": old, "b:1": joined}, Now: now, Prefix: "b:",
+	sw := sweep.New(sweep.Config{Migration: mig, Conns: nodetest.Conns{"a:1": old, "b:1": joined}, Now: now, Prefix: "b:",
 		Progress:   func(s sweep.Status) { progress = append(progress, s.Scanned) },
 		BeforeCopy: func(keys []string) { before = append(before, keys...) },
 	})
@@ -63,7 +64,7 @@ func TestDumpFails(t *testing.T) {
 	old := newStore(map[string]string{"a:1": "stays", "b:1": "moves", "b:2": "moves"})
 	old.dumpErr = errors.New("i/o timeout")
 	mig, now := migrating()
-	sw := sweep.New(sweep.Config{Migration: mig, Conns: conns{"a:1": old, "b:1": newStore(nil)}, Now: now, Wrap: wrap})
+	sw := sweep.New(sweep.Config{Migration: mig, Conns: nodetest.Conns{"a:1": old, "b:1": newStore(nil)}, Now: now, Wrap: wrap})
 	if err := sw.Node(t.Context(), a); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestRestoreFails(t *testing.T) {
 	old := newStore(map[string]string{"b:1": "moves"})
 	mig, now := migrating()
 	down := node.NewFailing(node.ErrNodeDown, nil)
-	sw := sweep.New(sweep.Config{Migration: mig, Conns: conns{"a:1": old, "b:1": down}, Now: now, Wrap: wrap})
+	sw := sweep.New(sweep.Config{Migration: mig, Conns: nodetest.Conns{"a:1": old, "b:1": down}, Now: now, Wrap: wrap})
 	if err := sw.Node(t.Context(), a); err != nil {
 		t.Fatal(err)
 	}
@@ -102,18 +103,18 @@ func TestNodeStops(t *testing.T) {
 	mig, _ := migrating()
 	old := newStore(map[string]string{"b:1": "moves"})
 	late := func() time.Time { return t0.Add(2 * time.Hour) }
-	sw := sweep.New(sweep.Config{Migration: mig, Conns: conns{"a:1": old, "b:1": newStore(nil)}, Now: late})
+	sw := sweep.New(sweep.Config{Migration: mig, Conns: nodetest.Conns{"a:1": old, "b:1": newStore(nil)}, Now: late})
 	if err := sw.Node(t.Context(), a); !errors.Is(err, sweep.ErrWindowOver) || !errors.Is(err, sweep.ErrNoMigration) {
 		t.Fatalf("past the window: %v", err)
 	}
-	sw = sweep.New(sweep.Config{Migration: mig, Conns: conns{"a:1": nil}, Now: late})
+	sw = sweep.New(sweep.Config{Migration: mig, Conns: nodetest.Conns{"a:1": nil}, Now: late})
 	if err := sw.Node(t.Context(), a); !errors.Is(err, node.ErrSweepUnsupported) {
 		t.Fatalf("a node without Sweeper: %v", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, now := migrating()
-	sw = sweep.New(sweep.Config{Migration: mig, Conns: conns{"a:1": old, "b:1": newStore(nil)}, Now: now, Rate: 1})
+	sw = sweep.New(sweep.Config{Migration: mig, Conns: nodetest.Conns{"a:1": old, "b:1": newStore(nil)}, Now: now, Rate: 1})
 	if err := sw.Node(ctx, a); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
 	}
@@ -128,7 +129,7 @@ func TestRedisPayload(t *testing.T) {
 		old := newStore(map[string]string{"b:1": payload + "\x0b\x00CHECKSUM"})
 		joined := newStore(map[string]string{"b:1": payload + "\x0c\x00checksum"})
 		mig, now := migrating()
-		sw := sweep.New(sweep.Config{Migration: mig, Conns: conns{"a:1": old, "b:1": joined}, Now: now, Redis: redis})
+		sw := sweep.New(sweep.Config{Migration: mig, Conns: nodetest.Conns{"a:1": old, "b:1": joined}, Now: now, Redis: redis})
 		if err := sw.Node(t.Context(), a); err != nil {
 			t.Fatal(err)
 		}

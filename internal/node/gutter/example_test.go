@@ -3,10 +3,12 @@ package gutter_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/internal/node/gutter"
+	"github.com/shardcache/shardcache/internal/node/health"
 	"github.com/shardcache/shardcache/internal/node/nodetest"
 )
 
@@ -48,4 +50,27 @@ func Example() {
 	// shardcache: node down
 	// [user:42] false
 	// 2 calls sent to the gutter
+}
+
+// A node held down comes back: before it is marked up, the keys written
+// through its gutter meanwhile are deleted at home, where it still holds
+// their values from before, and on the gutter, which a later outage would
+// read again.
+func ExampleReturn() {
+	ctx := context.Background()
+	obs := health.New(health.Config{Name: "a", Addr: "a:1", Threshold: 1, Logger: slog.New(slog.DiscardHandler)})
+	defer obs.Close()
+	obs.SetDown(true) // the breaker holds it down
+	homeNode, gutterNode := nodetest.NewMap(), nodetest.NewMap()
+	_ = homeNode.Set(ctx, "user:42", []byte("Ada"), 0)
+	r := gutter.Return{Home: homeNode, Gutter: gutter.New(nil, target{gutterNode}, 10*time.Second), Hints: &gutter.Hints{}, Health: obs}
+
+	_ = gutterNode.Set(ctx, "user:42", []byte("Ada Lovelace"), 10*time.Second) // a write through the gutter
+	r.Wrote(ctx, "user:42")
+	fmt.Printf("down %v, home %q\n", obs.Down(), homeNode.Value("user:42"))
+	r.ComeUp(ctx) // the probe found it
+	fmt.Printf("down %v, home %q, gutter %q\n", obs.Down(), homeNode.Value("user:42"), gutterNode.Value("user:42"))
+	// Output:
+	// down true, home "Ada"
+	// down false, home "", gutter ""
 }

@@ -3,9 +3,10 @@
 // Facebook", NSDI 2013): a Node sends home's reads and writes to one node
 // of the pool, its Target, every TTL capped, and tells home of each key it
 // wrote (Home.Wrote), which the client keeps as Hints and deletes at home
-// before home serves again. When to route to the gutter, and the replay on
-// home's return, are the client's policy (its gutter.go); this package is
-// the wrapper and the set of hints.
+// before home serves again (Return, which a replica's hints take too).
+// When to route to the gutter, and when home's replay runs, are the
+// client's policy (its gutter.go); this package is the wrapper, the set of
+// hints and their replay.
 //
 // Counters do not move to the gutter: an Incr there would restart from
 // nothing, so it fails with home's error (Home.Fail), as a Flush does: it
@@ -13,6 +14,7 @@
 //
 //	g := gutter.New(home, target, 10*time.Second)
 //	err := g.Set(ctx, "user:42", v, time.Hour) // on the target for 10s; home.Wrote(ctx, "user:42")
+//	gutter.Return{Home: n, Gutter: g, Hints: &hints, Health: obs}.ComeUp(ctx) // hints deleted, then up
 package gutter
 
 import (

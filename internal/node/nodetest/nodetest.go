@@ -1,7 +1,8 @@
 // Package nodetest holds conformance tests that every node.Node
 // implementation runs against its real server: what the client relies on
-// whatever the backend; and Map, a node over a map, for the examples and
-// tests of the packages that wrap nodes.
+// whatever the backend; and Map, a node over a map, and Conns, a routing
+// of such nodes by address, for the examples and tests of the packages
+// that wrap nodes.
 package nodetest
 
 import (

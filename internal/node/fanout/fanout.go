@@ -101,8 +101,8 @@ type Conns interface {
 type Batches struct {
 	conns Conns
 	// List holds one batch per node, in the order of the nodes' first key.
-	List   []*Batch
-	byAddr map[string]int // positions in List by address, once it is long
+	List  []*Batch
+	index addrs // List's positions by address
 }
 
 // New returns no batches yet, whose nodes' clients conns gives.
@@ -132,39 +132,58 @@ func (bs *Batches) AddKey(n ring.Node, key string, idx int) {
 	b.Idx = append(b.Idx, idx)
 }
 
-// linearBatches is the most batches Get finds by a scan of the list, whose
-// addresses are the placements' own strings (equal pointers compare at
-// once); beyond it, by a map.
+// linearBatches is the most positions addrs finds by a scan of its
+// addresses, the placements' own strings (equal pointers compare at once);
+// beyond it, by a map.
 const linearBatches = 8
 
-// Get returns the batch of node n, made on first use.
-func (bs *Batches) Get(n ring.Node) *Batch { return bs.List[bs.index(n)] }
+// addrs finds the position of an address in a list that grows by one at a
+// time: by a scan while it is short, by a map once it is long.
+type addrs struct {
+	list   []string
+	byAddr map[string]int
+}
 
-// index returns the position in bs.List of node n's batch, made on first
+// find returns the position of addr, or false when it is not listed.
+func (x *addrs) find(addr string) (int, bool) {
+	if x.byAddr != nil {
+		i, ok := x.byAddr[addr]
+		return i, ok
+	}
+	for i, a := range x.list {
+		if a == addr {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// add lists addr, which is not listed yet, and returns its position.
+func (x *addrs) add(addr string) int {
+	x.list = append(x.list, addr)
+	switch {
+	case x.byAddr != nil:
+		x.byAddr[addr] = len(x.list) - 1
+	case len(x.list) > linearBatches:
+		x.byAddr = make(map[string]int, 2*len(x.list))
+		for i, a := range x.list {
+			x.byAddr[a] = i
+		}
+	}
+	return len(x.list) - 1
+}
+
+// Get returns the batch of node n, made on first use.
+func (bs *Batches) Get(n ring.Node) *Batch { return bs.List[bs.batch(n)] }
+
+// batch returns the position in bs.List of node n's batch, made on first
 // use.
-func (bs *Batches) index(n ring.Node) int {
-	if bs.byAddr != nil {
-		if i, ok := bs.byAddr[n.Addr]; ok {
-			return i
-		}
-	} else {
-		for i, b := range bs.List {
-			if b.Node.Addr == n.Addr {
-				return i
-			}
-		}
+func (bs *Batches) batch(n ring.Node) int {
+	if i, ok := bs.index.find(n.Addr); ok {
+		return i
 	}
 	bs.List = append(bs.List, &Batch{Node: n, Conn: bs.conns.Conn(n)})
-	switch {
-	case bs.byAddr != nil:
-		bs.byAddr[n.Addr] = len(bs.List) - 1
-	case len(bs.List) > linearBatches:
-		bs.byAddr = make(map[string]int, 2*len(bs.List))
-		for i, b := range bs.List {
-			bs.byAddr[b.Node.Addr] = i
-		}
-	}
-	return len(bs.List) - 1
+	return bs.index.add(n.Addr)
 }
 
 // Read groups keys for a read round, key i going to node owner(i),
@@ -216,51 +235,31 @@ func Read(conns Conns, keys []string, owner func(i int) ring.Node) *Batches {
 // the batch its keys go to and, for a replica set read from its first
 // member, the set and that member.
 type owner struct {
-	addr  string
 	batch int
 	set   *replica.Set
 	first replica.Member
 }
 
-// owners are the owners a Read has seen, found by a scan of their
-// addresses (the placements' own strings: equal pointers compare at once)
-// while there are at most linearBatches, by a map beyond.
+// owners are the owners a Read has seen, by address.
 type owners struct {
-	list   []owner
-	byAddr map[string]int
+	list  []owner
+	index addrs
 }
 
 // of returns what is known of owner n, looked up in bs on its first key.
 func (os *owners) of(bs *Batches, n ring.Node) *owner {
-	if os.byAddr != nil {
-		if i, ok := os.byAddr[n.Addr]; ok {
-			return &os.list[i]
-		}
-	} else {
-		for i := range os.list {
-			if os.list[i].addr == n.Addr {
-				return &os.list[i]
-			}
-		}
+	if i, ok := os.index.find(n.Addr); ok {
+		return &os.list[i]
 	}
-	o := owner{addr: n.Addr}
+	addr, o := n.Addr, owner{}
 	if s, ok := bs.conns.Conn(n).(*replica.Set); ok {
 		if m := s.First(); m != nil {
 			n, o.set, o.first = m.RingNode(), s, m
 		}
 	}
-	o.batch = bs.index(n)
+	o.batch = bs.batch(n)
 	os.list = append(os.list, o)
-	switch {
-	case os.byAddr != nil:
-		os.byAddr[o.addr] = len(os.list) - 1
-	case len(os.list) > linearBatches:
-		os.byAddr = make(map[string]int, 2*len(os.list))
-		for i, o := range os.list {
-			os.byAddr[o.addr] = i
-		}
-	}
-	return &os.list[len(os.list)-1]
+	return &os.list[os.index.add(addr)]
 }
 
 // Gets runs the multi-get of every batch (withTTL: with TTLs and flags, as

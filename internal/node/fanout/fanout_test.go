@@ -49,6 +49,16 @@ func TestManyNodes(t *testing.T) {
 		keys[i] = "k" + strconv.Itoa(i)
 	}
 	rd := fanout.Read(cs, keys, func(i int) ring.Node { return nodes[i%len(nodes)] })
+	if len(rd.List) != len(nodes) {
+		t.Fatalf("read: %d batches for %d nodes", len(rd.List), len(nodes))
+	}
+	for _, b := range rd.List {
+		for j, i := range b.Idx {
+			if b.Node != nodes[i%len(nodes)] || b.Keys[j] != keys[i] || j > 0 && i <= b.Idx[j-1] {
+				t.Fatalf("read: key %d (%s) in the batch of %s at %d", i, b.Keys[j], b.Node.Name, j)
+			}
+		}
+	}
 	rd.Gets(ctx, true)
 	var scratch node.Item
 	found := 0

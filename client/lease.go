@@ -91,8 +91,9 @@ func (c *Client) leaseWaiter(r route, key string) lease.Waiter {
 // copies to old owners are written first, as dual writes, and deleted again
 // where the lease was lost, so that a Delete that clears the lease, then the
 // old owner, then the new owner leaves neither (see above). lost reports
-// that a lease was found lost (a Delete or a write cleared it meanwhile):
-// that value must not be served to a read that began after the load.
+// that a lease was found lost (a Delete or a write cleared it meanwhile),
+// or is not known to be held (the store failed, or never ran): that value
+// must not be served to a read that began after the load.
 func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, items []item, l *lease.Lease) (lost bool) {
 	for _, it := range items {
 		c.follower.Wrote(it.Key) // before the state is looked at again: see beginWrite
@@ -102,12 +103,12 @@ func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, 
 	}
 	for st != nil && st.hold {
 		if waitRelease(ctx, st) != nil {
-			return false
+			return true
 		}
 		st, now = c.load()
 	}
 	if st == nil {
-		return false
+		return true
 	}
 	routes := make([]migration.Route, len(items))
 	news, olds, tombs := newBatches(st), newBatches(st), newBatches(st)
@@ -143,6 +144,7 @@ func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, 
 	for _, b := range news.List {
 		if b.Err != nil {
 			c.loads.cacheErrors.Add(1) // its items may or may not be stored
+			lost = true                // nor is it known whether a Delete cleared the lease
 			continue
 		}
 		for _, i := range b.Idx {

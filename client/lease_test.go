@@ -161,6 +161,45 @@ func TestLeaseLostNotServedLater(t *testing.T) {
 	})
 }
 
+// TestLeaseStoreFailedNotServedLater: as TestLeaseLostNotServedLater, but
+// the load's store fails (the server is gone by then), so nothing says
+// whether the Delete cleared its lease: a caller that began after the
+// Delete still gets a load of its own, not the value loaded before it.
+func TestLeaseStoreFailedNotServedLater(t *testing.T) {
+	forEachCluster(t, 1, func(t *testing.T, cl *cluster) {
+		ctx := t.Context()
+		c := cl.client(t, Options{MetaLeases: metaLeases, Lease: testLease})
+		other := cl.client(t, Options{MetaLeases: metaLeases, Lease: testLease})
+		before := newLoader("before", nil)
+		first := make(chan string, 1)
+		go func() {
+			v, err := c.GetOrLoad(ctx, "k", time.Hour, before.load)
+			first <- fmt.Sprintf("%s %v", v, err)
+		}()
+		<-before.entered
+		if err := other.Delete(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+		later := make(chan string, 1)
+		go func() {
+			v, err := c.GetOrLoad(ctx, "k", time.Hour, openLoader("after", nil).load)
+			later <- fmt.Sprintf("%s %v", v, err)
+		}()
+		waitFor(t, "the later caller to wait on the load", func() bool { return c.LoadStats().Misses == 2 })
+		cl.stop(0)
+		close(before.release)
+		if got := <-first; got != "before <nil>" {
+			t.Errorf("the caller that started the load got %q, want what it loaded", got)
+		}
+		if got := <-later; got != "after <nil>" {
+			t.Errorf("a GetOrLoad begun after the Delete got %q, want a load of its own (\"after\")", got)
+		}
+		if st := c.LoadStats(); st.CacheErrors == 0 {
+			t.Errorf("the failed store was not counted: %+v", st)
+		}
+	})
+}
+
 // TestLeaseDuringMigration: with leases during a migration, a Delete during
 // the load leaves the value on neither owner, and a load that completes is
 // stored on both.

@@ -288,9 +288,10 @@ func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Dur
 		v = []byte{}
 	}
 	if c.store(ctx, r, l, key, v, c.hardTTL(ttl)) {
-		// The lease was lost: a Delete or a write of the key cleared it
-		// during the load. The value may be what it deleted, so a caller
-		// that began after the load did asks a flight of its own.
+		// The lease was lost (a Delete or a write of the key cleared it
+		// during the load), or its store failed and nobody knows. The value
+		// may be what a Delete deleted, so a caller that began after the
+		// load did asks a flight of its own.
 		return flown{v, began}, nil
 	}
 	return flown{v: v}, nil
@@ -299,7 +300,8 @@ func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Dur
 // store writes a loaded value (or a negative entry) as Set does, both owners
 // during a migration; with a lease, only if the lease is still held (see
 // lease.go). A failure is counted: the value has been loaded and is
-// returned all the same. lost reports a lease found lost (storeUnderLease).
+// returned all the same. lost reports a lease found lost or not known to be
+// held (storeUnderLease).
 func (c *Client) store(ctx context.Context, r route, l *lease.Lease, key string, v []byte, ttl time.Duration) (lost bool) {
 	if l != nil {
 		return c.storeUnderLease(ctx, r.st, r.now, []item{{Key: key, Value: v, TTL: ttl}}, l)

@@ -131,32 +131,7 @@ func TestLeaseDeleteDuringLoad(t *testing.T) {
 // Delete, gets what it loaded.
 func TestLeaseLostNotServedLater(t *testing.T) {
 	forEachCluster(t, 3, func(t *testing.T, cl *cluster) {
-		ctx := t.Context()
-		c := cl.client(t, Options{MetaLeases: metaLeases, Lease: testLease})
-		other := cl.client(t, Options{MetaLeases: metaLeases, Lease: testLease})
-		before := newLoader("before", nil)
-		first := make(chan string, 1)
-		go func() {
-			v, err := c.GetOrLoad(ctx, "k", time.Hour, before.load)
-			first <- fmt.Sprintf("%s %v", v, err)
-		}()
-		<-before.entered
-		if err := other.Delete(ctx, "k"); err != nil {
-			t.Fatal(err)
-		}
-		later := make(chan string, 1)
-		go func() {
-			v, err := c.GetOrLoad(ctx, "k", time.Hour, openLoader("after", nil).load)
-			later <- fmt.Sprintf("%s %v", v, err)
-		}()
-		waitFor(t, "the later caller to wait on the load", func() bool { return c.LoadStats().Misses == 2 })
-		close(before.release)
-		if got := <-first; got != "before <nil>" {
-			t.Errorf("the caller that started the load got %q, want what it loaded", got)
-		}
-		if got := <-later; got != "after <nil>" {
-			t.Errorf("a GetOrLoad begun after the Delete got %q, want a load of its own (\"after\")", got)
-		}
+		c := notServedLater(t, cl, nil)
 		mustGet(t, c, "k", "after")
 	})
 }
@@ -167,37 +142,50 @@ func TestLeaseLostNotServedLater(t *testing.T) {
 // Delete still gets a load of its own, not the value loaded before it.
 func TestLeaseStoreFailedNotServedLater(t *testing.T) {
 	forEachCluster(t, 1, func(t *testing.T, cl *cluster) {
-		ctx := t.Context()
-		c := cl.client(t, Options{MetaLeases: metaLeases, Lease: testLease})
-		other := cl.client(t, Options{MetaLeases: metaLeases, Lease: testLease})
-		before := newLoader("before", nil)
-		first := make(chan string, 1)
-		go func() {
-			v, err := c.GetOrLoad(ctx, "k", time.Hour, before.load)
-			first <- fmt.Sprintf("%s %v", v, err)
-		}()
-		<-before.entered
-		if err := other.Delete(ctx, "k"); err != nil {
-			t.Fatal(err)
-		}
-		later := make(chan string, 1)
-		go func() {
-			v, err := c.GetOrLoad(ctx, "k", time.Hour, openLoader("after", nil).load)
-			later <- fmt.Sprintf("%s %v", v, err)
-		}()
-		waitFor(t, "the later caller to wait on the load", func() bool { return c.LoadStats().Misses == 2 })
-		cl.stop(0)
-		close(before.release)
-		if got := <-first; got != "before <nil>" {
-			t.Errorf("the caller that started the load got %q, want what it loaded", got)
-		}
-		if got := <-later; got != "after <nil>" {
-			t.Errorf("a GetOrLoad begun after the Delete got %q, want a load of its own (\"after\")", got)
-		}
+		c := notServedLater(t, cl, func() { cl.stop(0) })
 		if st := c.LoadStats(); st.CacheErrors == 0 {
 			t.Errorf("the failed store was not counted: %+v", st)
 		}
 	})
+}
+
+// notServedLater starts a load of "k", deletes the key from another client
+// meanwhile, starts a second GetOrLoad of it that joins the load, runs
+// fault (if any) and lets the load end: the first caller must get what it
+// loaded ("before"), the second a load of its own ("after"). It returns
+// the client of both.
+func notServedLater(t *testing.T, cl *cluster, fault func()) *Client {
+	t.Helper()
+	ctx := t.Context()
+	c := cl.client(t, Options{MetaLeases: metaLeases, Lease: testLease})
+	other := cl.client(t, Options{MetaLeases: metaLeases, Lease: testLease})
+	before := newLoader("before", nil)
+	first := make(chan string, 1)
+	go func() {
+		v, err := c.GetOrLoad(ctx, "k", time.Hour, before.load)
+		first <- fmt.Sprintf("%s %v", v, err)
+	}()
+	<-before.entered
+	if err := other.Delete(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	later := make(chan string, 1)
+	go func() {
+		v, err := c.GetOrLoad(ctx, "k", time.Hour, openLoader("after", nil).load)
+		later <- fmt.Sprintf("%s %v", v, err)
+	}()
+	waitFor(t, "the later caller to wait on the load", func() bool { return c.LoadStats().Misses == 2 })
+	if fault != nil {
+		fault()
+	}
+	close(before.release)
+	if got := <-first; got != "before <nil>" {
+		t.Errorf("the caller that started the load got %q, want what it loaded", got)
+	}
+	if got := <-later; got != "after <nil>" {
+		t.Errorf("a GetOrLoad begun after the Delete got %q, want a load of its own (\"after\")", got)
+	}
+	return c
 }
 
 // TestLeaseDuringMigration: with leases during a migration, a Delete during

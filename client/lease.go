@@ -34,10 +34,10 @@ import (
 // do it one round trip per owner, one key's wait for its lease or its
 // value (lease.Waiter) and a multi-key load's round (lease.Taker), are
 // package internal/lease's; the client decides when to take a lease, on
-// which node, how the keys are read, and what to do with the answer. During a migration the copy to the old owner is written first
-// and deleted again if the lease was lost (storeUnderLease), so a Delete
-// that clears the lease, then the old owner, then the new owner leaves
-// neither.
+// which node, how the keys are read, and what to do with the answer.
+// During a migration the copy to the old owner is written first and
+// deleted again if the lease was lost (storeUnderLease), so a Delete that
+// clears the lease, then the old owner, then the new owner leaves neither.
 //
 // Every process sharing the cache must agree on Lease: a Delete from a
 // process without leases does not clear them. Processes that disagree on the

@@ -9,7 +9,7 @@ import (
 )
 
 // The sweep on Memcached: lru_crawler metadump lists the keys with their
-// absolute expiry, streamed; mg reads each one's value, flags and
+// absolute expiry, spooled to disk as they stream; mg reads each one's value, flags and
 // remaining TTL (a multi-get and the listing's expiry where the server has
 // no mg); add writes it only where absent, with that TTL.
 
@@ -17,11 +17,13 @@ import (
 const DefaultPage = 100
 
 // Scan lists the node's keys that start with prefix, n at a time, calling
-// fn with each page as the listing streams (memcache.Client.Metadump):
-// the node's memory for it does not grow with the node. Each item has its
-// key and the listing's TTL (TTLKnown). The listing is observed as one
-// OpSweep; fn's own error ends it, and is returned, but is no outcome of
-// the node's. While fn runs, the node's crawler waits (see Metadump).
+// fn with each page. The listing (memcache.Client.Metadump) is read whole
+// first, as fast as the server sends it, into a spool on disk (see spool:
+// about len(key)+6 bytes a key), then paged through fn: a slow fn never
+// holds the server's crawler, and the node's memory for it does not grow
+// with the node. Each item has its key and the listing's TTL (TTLKnown).
+// The listing is observed as one OpSweep; fn's own error ends the Scan, and
+// is returned, but is no outcome of the node's; nor is the spool's.
 func (n *Node) Scan(ctx context.Context, prefix string, count int, fn func(page []node.Item) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -29,22 +31,42 @@ func (n *Node) Scan(ctx context.Context, prefix string, count int, fn func(page 
 	if count <= 0 {
 		count = DefaultPage
 	}
-	var fnErr error
+	sp, err := newSpool()
+	if err != nil {
+		return err
+	}
+	defer sp.close()
+	var spoolErr error
+	pfx := []byte(prefix)
+	start := n.obs.Begin()
+	err = n.mc.Metadump(ctx, func(key []byte, exp int64) error {
+		if bytes.HasPrefix(key, pfx) {
+			spoolErr = sp.add(key, exp)
+		}
+		return spoolErr
+	})
+	if spoolErr != nil {
+		n.obs.Done(ctx, node.OpSweep, start, nil)
+		return spoolErr
+	}
+	err = nodeErr(err)
+	n.obs.Done(ctx, node.OpSweep, start, err)
+	if err != nil {
+		return err
+	}
 	page := make([]node.Item, 0, count)
-	now := time.Now() // per page: a listing that waits for fn must not age its TTLs
+	now := time.Now() // per page: a slow fn must not age the next page's TTLs
 	flush := func() error {
 		if len(page) == 0 {
 			return nil
 		}
-		fnErr = fn(page)
+		err := fn(page)
 		page, now = make([]node.Item, 0, count), time.Now()
-		return fnErr
+		return err
 	}
-	pfx := []byte(prefix)
-	start := n.obs.Begin()
-	err := n.mc.Metadump(ctx, func(key []byte, exp int64) error {
-		if !bytes.HasPrefix(key, pfx) {
-			return nil
+	err = sp.each(func(key []byte, exp int64) error {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 		it := node.Item{Key: string(key), TTLKnown: true}
 		if exp >= 0 {
@@ -58,16 +80,10 @@ func (n *Node) Scan(ctx context.Context, prefix string, count int, fn func(page 
 		}
 		return nil
 	})
-	if err == nil {
-		err = flush()
+	if err != nil {
+		return err
 	}
-	if fnErr != nil {
-		n.obs.Done(ctx, node.OpSweep, start, nil)
-		return fnErr
-	}
-	err = nodeErr(err)
-	n.obs.Done(ctx, node.OpSweep, start, err)
-	return err
+	return flush()
 }
 
 // Dump reads the keys' values, flags and remaining TTLs in one round trip

@@ -116,6 +116,46 @@ func TestScan(t *testing.T) {
 	}
 }
 
+// TestScanHoldsNoLock: while a Scan's fn works on a page, the server
+// answers another client's reads of every key at once: the listing was read
+// whole before the first page. A listing left unread holds memcached's
+// crawler, and before 1.6.39 an item lock with it, so that a read of a key
+// under that lock waits until the listing is read on (here: never).
+func TestScanHoldsNoLock(t *testing.T) {
+	const keys = 100_000 // a listing of several MB: more than the sockets buffer
+	s := testserver.MemcachedArgs(t, 1, "-m", "256")[0]
+	n, _ := newNode(t, s, Config{})
+	other, _ := newNode(t, s, Config{ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second, DialTimeout: 3 * time.Second})
+	fill(t, n, "lock:", 0, keys, 0)
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = fmt.Sprintf("lock:%d", i)
+	}
+	ctx := t.Context()
+	pages, listed := 0, 0
+	err := n.Scan(ctx, "", 1000, func(page []node.Item) error {
+		listed += len(page)
+		if pages++; pages > 1 {
+			return nil
+		}
+		for i := 0; i < keys; i += 1000 {
+			got, err := other.GetMulti(ctx, names[i:i+1000], false)
+			if err != nil {
+				return fmt.Errorf("another client's read of keys %d+ while the Scan's fn runs: %w", i, err)
+			}
+			for _, it := range got {
+				if !it.Found {
+					return fmt.Errorf("%s not found while the Scan's fn runs", it.Key)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil || listed != keys {
+		t.Fatalf("Scan listed %d of %d keys: %v", listed, keys, err)
+	}
+}
+
 // TestScanMemoryFlat: a Scan's memory does not grow with the node: the
 // heap it keeps live (measured after a collection every 10 pages) while
 // listing ten times the keys is about the same, far below what holding the

@@ -330,6 +330,61 @@ func TestNoMeta(t *testing.T) {
 	}
 }
 
+// TestMetadumpWaits: a listing is put off while the server says its hash
+// table expands (stats), and retried after "ERROR locked" (memcached
+// 1.6.28 and later, while it expands) as after BUSY; the "OK" that
+// memcached 1.6.43 sends before the keys is no key and no refusal.
+func TestMetadumpWaits(t *testing.T) {
+	var mu sync.Mutex
+	var reqs []string
+	dumps := 0
+	c := fakeClient(t, wire.Config{}, func(_ int, r *bufio.Reader, w io.Writer) {
+		for {
+			l, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			reqs = append(reqs, strings.TrimSpace(l))
+			n := len(reqs)
+			if l == "lru_crawler metadump hash\r\n" {
+				dumps++
+			}
+			d := dumps
+			mu.Unlock()
+			switch {
+			case l == "stats\r\n" && n == 1:
+				io.WriteString(w, "STAT pid 1\r\nSTAT hash_is_expanding 1\r\nEND\r\n")
+			case l == "stats\r\n":
+				io.WriteString(w, "STAT hash_is_expanding 0\r\nEND\r\n")
+			case d == 1:
+				io.WriteString(w, "ERROR locked try again later\r\n")
+			case d == 2:
+				io.WriteString(w, "OK\r\nERROR locked try again later\r\n")
+			case d == 3:
+				io.WriteString(w, "BUSY currently processing crawler request\r\n")
+			default:
+				io.WriteString(w, "OK\r\nkey=a exp=-1 la=1 cas=2 fetch=no cls=1 size=60\r\nkey=b exp=-1 la=1\r\nEND\r\n")
+			}
+		}
+	})
+	var got []string
+	err := c.Metadump(context.Background(), func(key []byte, exp int64) error {
+		got = append(got, string(key))
+		return nil
+	})
+	if err != nil || strings.Join(got, ",") != "a,b" {
+		t.Fatalf("listing: %v, %v; want a and b", got, err)
+	}
+	want := "stats,stats,lru_crawler metadump hash,stats,lru_crawler metadump hash,stats,lru_crawler metadump hash,stats,lru_crawler metadump hash"
+	if strings.Join(reqs, ",") != want {
+		t.Errorf("requests\n%q; want\n%q", strings.Join(reqs, ","), want)
+	}
+	if st := c.Pool().Stats(); st.Dials != 1 {
+		t.Errorf("%d dials; want one connection, in step throughout", st.Dials)
+	}
+}
+
 // TestMetadumpRefused: a server that refuses "metadump hash" is asked
 // "metadump all", and remembered; one that refuses both gives
 // ErrNoMetadump, and the connection stays in step.
@@ -369,8 +424,8 @@ func TestMetadumpRefused(t *testing.T) {
 			t.Fatalf("listing: %v, %v", got, err)
 		}
 	}
-	if strings.Join(reqs, ",") != "lru_crawler metadump hash,lru_crawler metadump all,lru_crawler metadump all" {
-		t.Errorf("requests %q; want hash once, then all", reqs)
+	if strings.Join(reqs, ",") != "stats,lru_crawler metadump hash,lru_crawler metadump all,lru_crawler metadump all" {
+		t.Errorf("requests %q; want stats and hash once, then all", reqs)
 	}
 	d := fakeClient(t, wire.Config{}, answer("ERROR\r\n"))
 	if err := d.Metadump(ctx, func([]byte, int64) error { return nil }); !errors.Is(err, ErrNoMetadump) {

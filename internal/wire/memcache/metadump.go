@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/shardcache/shardcache/internal/wire"
 )
 
 // Bounds of a listing's retries while the server's crawler is busy with
@@ -24,13 +26,16 @@ const (
 // It walks the hash table ("metadump hash", memcached 1.6): a walk of the
 // LRUs ("metadump all", the fallback of older servers, remembered) misses
 // keys that reads move between LRU segments meanwhile. While another crawl
-// runs (BUSY) it retries, within ctx, 600 times 50 ms at most, then returns
-// ErrBusy. A server that cannot list (a proxy, memcached older than
+// runs (BUSY), or while the server's hash table expands, it retries,
+// within ctx, 600 times 50 ms at most, then returns ErrBusy. A server that cannot list (a proxy, memcached older than
 // 1.4.31) gives ErrNoMetadump.
 //
 // The listing holds one connection of the pool, and the server's crawler,
-// until it ends: while fn is slow, memcached waits for the client to read,
-// which holds back its hash table's growth meanwhile.
+// until it ends. fn must be quick: while the client does not read,
+// memcached's crawler waits, which holds back its hash table's growth;
+// before 1.6.39 it waits holding an item lock, so that commands to the keys
+// of that lock, from any client, wait with it. A caller with slow work per
+// key spools the listing first (mcnode's Scan does).
 func (c *Client) Metadump(ctx context.Context, fn func(key []byte, exp int64) error) error {
 	for attempt := 0; ; attempt++ {
 		hash := !c.noHashDump.Load()
@@ -61,6 +66,12 @@ func (c *Client) metadumpOnce(ctx context.Context, hash bool, fn func(key []byte
 	cmd := "lru_crawler metadump all"
 	if hash {
 		cmd = "lru_crawler metadump hash"
+		// Before 1.6.28 the hash walk waits, holding the crawler, for a
+		// hash table expansion to end, and can deadlock with one about
+		// to start; a server that says it is expanding is left for now.
+		if err := c.expanding(ctx, call); err != nil {
+			return false, err
+		}
 	}
 	call.W.WriteString(cmd)
 	call.W.WriteString("\r\n")
@@ -72,6 +83,7 @@ func (c *Client) metadumpOnce(ctx context.Context, hash bool, fn func(key []byte
 	timeout := c.cfg.ReadTimeout
 	renewAt := time.Now().Add(timeout / 4)
 	var buf []byte
+	began := false
 	for {
 		if now := time.Now(); now.After(renewAt) {
 			call.SetReadDeadline(now.Add(timeout))
@@ -92,7 +104,12 @@ func (c *Client) metadumpOnce(ctx context.Context, hash bool, fn func(key []byte
 				return listed, call.End(nil, true)
 			case listed:
 				return listed, call.End(protoErr(cmd, l), false)
-			case bytes.HasPrefix(l, []byte("BUSY")):
+			case string(l) == "OK" && !began:
+				began = true // memcached 1.6.43 begins a listing with OK
+				continue
+			case bytes.HasPrefix(l, []byte("BUSY")), bytes.HasPrefix(l, []byte("ERROR locked")):
+				// Another crawl runs (BUSY), or, from 1.6.28, the hash
+				// table is expanding ("ERROR locked try again later").
 				return false, call.End(ErrBusy, true)
 			}
 			err := fmt.Errorf("%w: %s: %q", ErrNoMetadump, cmd, truncLine(l))
@@ -174,4 +191,28 @@ func unhex(c byte) (byte, bool) {
 		return c - 'A' + 10, true
 	}
 	return 0, false
+}
+
+// expanding asks the server, on call's connection, whether its hash table
+// is expanding (stats: hash_is_expanding), and ends call with ErrBusy if
+// so. A server whose stats do not say, or that refuses them, is taken as
+// not expanding.
+func (c *Client) expanding(ctx context.Context, call *wire.Call) error {
+	call.W.WriteString("stats\r\n")
+	err := call.Flush()
+	busy := false
+	if err == nil {
+		err = readStats(call.R, "stats", func(name, value []byte) {
+			busy = busy || string(name) == "hash_is_expanding" && string(value) == "1"
+		})
+	}
+	switch {
+	case err == nil && busy:
+		return call.End(ErrBusy, true)
+	case err != nil && inStep(err, false):
+		return nil // stats refused (a proxy): the listing will tell
+	case err != nil:
+		return call.End(err, false)
+	}
+	return nil
 }

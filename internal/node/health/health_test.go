@@ -152,6 +152,12 @@ func TestObserverProbe(t *testing.T) {
 	if !h.Down() || h.Downs.Load() != 1 || h.Failures.Load() != 3 {
 		t.Fatalf("after 2 failures in a row: down %v, downs %d, failures %d", h.Down(), h.Downs.Load(), h.Failures.Load())
 	}
+	// A call answered before the node went down, observed after: it says
+	// nothing of the node since, and leaves it down for the probe.
+	h.Done(context.Background(), node.OpGet, time.Time{}, nil)
+	if !h.Down() {
+		t.Fatal("marked up by a call's answer while down; only the probe marks it up")
+	}
 	(<-pings) <- refused // the first probe fails
 	if !h.Down() {
 		t.Fatal("up after a failed probe")

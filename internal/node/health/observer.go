@@ -106,10 +106,11 @@ func (h *Observer) Done(ctx context.Context, o node.Op, start time.Time, err err
 	}
 	switch Classify(ctx, err) {
 	case Answered:
-		if h.ComeUp != nil {
-			h.fails.Store(0) // only the probe marks it up
-		} else if h.Success() {
-			h.MarkedUp()
+		// Only the probe marks the node up: a call answered while it is
+		// down began before it went down (the rest fail at once), and
+		// says nothing of the node since.
+		if h.fails.Load() != 0 {
+			h.fails.Store(0)
 		}
 	case Unreachable:
 		h.Failures.Add(1)

@@ -106,9 +106,10 @@ func (h *Observer) Done(ctx context.Context, o node.Op, start time.Time, err err
 	}
 	switch Classify(ctx, err) {
 	case Answered:
-		// Only the probe marks the node up: a call answered while it is
-		// down began before it went down (the rest fail at once), and
-		// says nothing of the node since.
+		// Only the probe marks the node up: an answer counted while it
+		// is down is mostly one begun before it went down (the façade's
+		// calls fail at once; c.Redis(key)'s own calls do not), and says
+		// nothing certain of the node since.
 		if h.fails.Load() != 0 {
 			h.fails.Store(0)
 		}

@@ -23,8 +23,8 @@ import (
 // when a sweep may copy, which nodes it sweeps and how many at once, and
 // holds their connections meanwhile.
 
-// DefaultSweepRate is the default of SweepOptions.Rate: keys read per second
-// from each old node.
+// DefaultSweepRate is the default of SweepOptions.Rate: listed keys
+// handled per second on each old node.
 const DefaultSweepRate = 10000
 
 var (
@@ -34,24 +34,35 @@ var (
 	// older than 1.4.31 (no lru_crawler metadump), or one started with the
 	// LRU crawler disabled.
 	ErrSweepUnsupported = node.ErrSweepUnsupported
+	// ErrSweepSpool means a Memcached node's sweep could not write its key
+	// listing to a file in SweepOptions.SpoolDir, or read it back: the
+	// directory is missing, read-only or full. The node is not at fault.
+	ErrSweepSpool = node.ErrSpool
 )
 
 // SweepOptions configures a Sweep. The zero value is usable.
 type SweepOptions struct {
-	// Rate is the most keys read per second from each old node, so that
-	// the old nodes keep serving traffic. Default DefaultSweepRate; a
-	// negative Rate removes the limit.
+	// Rate is the most listed keys handled per second on each old node
+	// (each moved one read there and written to its new owner), so that
+	// the nodes keep serving traffic. Default DefaultSweepRate; negative:
+	// no limit. On Memcached it paces the work through the spooled
+	// listing, which is itself read at the server's pace (see Sweep).
 	Rate int
 	// Concurrency is how many old nodes are swept at once. Default all of
 	// them.
 	Concurrency int
 	// Progress, when set, is called with the totals so far after each page
-	// of keys, by one goroutine at a time.
+	// of keys, by one goroutine at a time (on Memcached, not while a node's
+	// listing is being spooled: see Sweep).
 	Progress func(SweepStatus)
 	// Prefix, when set, limits the sweep to the keys that start with it
 	// (Redis SCAN MATCH; Memcached filters its listing): one application's
 	// keys on shared servers.
 	Prefix string
+	// SpoolDir is where a Memcached node's key listing is written before
+	// it is copied, about len(key)+6 bytes a key. Default os.TempDir(); it
+	// must be writable, and on disk for the sweep's memory to stay flat.
+	SpoolDir string
 
 	// beforeCopy, for tests, is called with the keys of each page after
 	// they are read from the old owner and before they are copied.
@@ -81,6 +92,15 @@ type SweepStatus = sweep.Status
 // others; ctx's error if it was cancelled; ErrNoMigration without a
 // migration, or when the window ends before the sweep does. The window must
 // cover the sweep: at its end the old nodes are dropped.
+//
+// On Memcached each old node's listing (lru_crawler metadump) is read whole
+// into a file in SpoolDir before any of its keys is copied, as fast as the
+// server sends it: a listing left unread holds the server's crawler, and,
+// before memcached 1.6.39, an item lock that other clients' commands wait
+// on. Rate then paces the work through the spooled keys, and Scanned counts
+// them as they are handled. A listing that fails partway copies the keys it listed, then
+// the node's error is returned. A SpoolDir that cannot be written fails
+// each Memcached node's sweep before it lists anything.
 func (c *Client) Sweep(ctx context.Context, opts SweepOptions) (SweepStatus, error) {
 	if err := checkCtx(ctx); err != nil {
 		return SweepStatus{}, err
@@ -141,7 +161,7 @@ func (c *Client) Sweep(ctx context.Context, opts SweepOptions) (SweepStatus, err
 		opts.Concurrency = len(olds)
 	}
 	sw := sweep.New(sweep.Config{
-		Migration: st.mig, Conns: st, Now: c.opts.Now, Rate: opts.Rate, Prefix: opts.Prefix,
+		Migration: st.mig, Conns: st, Now: c.opts.Now, Rate: opts.Rate, Prefix: opts.Prefix, SpoolDir: opts.SpoolDir,
 		OverWritten: func(now time.Time) bool { return c.replacesWritten(st, now) },
 		Redis:       c.opts.Backend == Redis, Progress: opts.Progress, BeforeCopy: opts.beforeCopy,
 		Wrap: func(op string, n ring.Node, keys []string, err error) error {

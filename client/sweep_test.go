@@ -669,3 +669,21 @@ func TestSweepPartialRestore(t *testing.T) {
 		t.Fatalf("%d moved keys on their new owner, the sweep says %d", copied, s.Copied)
 	}
 }
+
+// TestSweepSpoolDir: a Memcached sweep spools each old node's listing in
+// SweepOptions.SpoolDir; one it cannot write fails each node's sweep with
+// ErrSweepSpool before anything is copied, and the sweep run again with a
+// directory it can write copies every moved key.
+func TestSweepSpoolDir(t *testing.T) {
+	cl := newCluster(t, "memcached", 8)
+	c, _, moved := sweepSetup(t, cl, "spool", 1000)
+	s, err := c.Sweep(t.Context(), SweepOptions{Rate: -1, SpoolDir: t.TempDir() + "/missing"})
+	var ne *NodeError
+	if !errors.Is(err, ErrSweepSpool) || !errors.As(err, &ne) || s.Scanned != 0 || s.Copied != 0 {
+		t.Fatalf("sweep with a missing SpoolDir: %+v, %v; want ErrSweepSpool from every node, nothing copied", s, err)
+	}
+	s, err = c.Sweep(t.Context(), SweepOptions{Rate: -1, SpoolDir: t.TempDir()})
+	if err != nil || s.Copied != int64(len(moved)) {
+		t.Fatalf("sweep with a writable SpoolDir: %+v, %v; want %d copied", s, err, len(moved))
+	}
+}

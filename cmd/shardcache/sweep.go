@@ -23,7 +23,9 @@ is open in the application: after the new node list reaches every process,
 before the window ends. It is safe to interrupt and run again, and to run
 from several machines at once: what is already copied is skipped. First it
 asks each server which protocol it speaks ("version"), and stops if that is
-not --backend's.`
+not --backend's. On Memcached each old node's listing is first written whole
+to a file in --spool-dir (about the key's length plus 6 bytes a key), so that
+the server's crawler is never held while keys are copied.`
 
 // sweepTimeout is the sweep command's default read and write timeout.
 const sweepTimeout = 5 * time.Second
@@ -37,7 +39,8 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	backend := fs.String("backend", "redis", "the servers' protocol: redis or memcached")
 	from := fs.String("from", "", "the nodes before the change: a node `list` (see below)")
 	to := fs.String("to", "", "the nodes after the change: a node `list`")
-	rate := fs.Int("rate", client.DefaultSweepRate, "the most keys read per second from each old node; 0 for no limit")
+	rate := fs.Int("rate", client.DefaultSweepRate, "the most listed keys handled per second on each old node; 0 for no limit")
+	spoolDir := fs.String("spool-dir", "", "Memcached: the `directory` each old node's key listing is written to before it is copied (default the system's temporary directory)")
 	concurrency := fs.Int("concurrency", 0, "old nodes swept at once; 0 for all")
 	vnodes := fs.Int("vnodes", ring.DefaultVnodes, "ring points per unit of weight, as the client's Options.Vnodes")
 	equalize := addEqualizeFlag(fs.FlagSet)
@@ -100,7 +103,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer c.Close()
 
-	sweep := client.SweepOptions{Rate: *rate, Concurrency: *concurrency}
+	sweep := client.SweepOptions{Rate: *rate, Concurrency: *concurrency, SpoolDir: *spoolDir}
 	if *rate == 0 {
 		sweep.Rate = -1
 	}

@@ -108,7 +108,7 @@ func (f *Failing) GetAndTouch(context.Context, string, time.Duration) (Item, err
 func (f *Failing) IncrDecr(context.Context, string, uint64, bool) (uint64, error) { return 0, f.Err }
 
 // Scan returns Err without telling Obs.
-func (f *Failing) Scan(context.Context, string, int, func([]Item) error) error { return f.Err }
+func (f *Failing) Scan(context.Context, ScanOptions, func([]Item) error) error { return f.Err }
 
 // Dump returns Err without telling Obs.
 func (f *Failing) Dump(context.Context, []Item) ([]Item, error) { return nil, f.Err }

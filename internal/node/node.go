@@ -64,6 +64,10 @@ var (
 	// ErrSweepUnsupported means the server cannot list its keys for a
 	// sweep (Memcached older than 1.4.31, or a proxy).
 	ErrSweepUnsupported = errors.New("shardcache: node cannot be swept")
+	// ErrSpool means a sweep could not write a node's key listing to its
+	// spool file, or read it back (ScanOptions.SpoolDir): a failure of the
+	// local file, not of the node.
+	ErrSpool = errors.New("shardcache: spooling a node's key listing")
 	// ErrPoolTimeout means every connection to the node stayed busy while
 	// the call waited for one: it says nothing about the node itself.
 	ErrPoolTimeout = wire.ErrPoolTimeout
@@ -201,12 +205,11 @@ type Items interface {
 // Sweeper is what a sweep needs of a node: list its keys, and copy them
 // whole, any type, with their remaining TTL.
 type Sweeper interface {
-	// Scan lists the node's keys that start with prefix, a page of about n
-	// at a time, calling fn with each page until the listing ends or fn
-	// fails. A page's items have their key and, where the listing tells
-	// it, their TTL (TTLKnown). The listing streams: its memory does not
-	// grow with the node.
-	Scan(ctx context.Context, prefix string, n int, fn func(page []Item) error) error
+	// Scan lists the node's keys that start with o.Prefix, a page of about
+	// o.Page at a time, calling fn with each page until the listing ends or
+	// fn fails. A page's items have their key and, where the listing tells
+	// it, their TTL (TTLKnown). Its memory does not grow with the node.
+	Scan(ctx context.Context, o ScanOptions, fn func(page []Item) error) error
 	// Dump reads the keys' values with their type, flags and remaining
 	// TTL, in one round trip; a key gone meanwhile is not Found. The
 	// values are the node's own serialization (Redis DUMP), for Restore.
@@ -219,6 +222,20 @@ type Sweeper interface {
 	Exists(ctx context.Context, keys []string) ([]bool, error)
 	// Size estimates how many keys the node holds.
 	Size(ctx context.Context) (int64, error)
+}
+
+// DefaultPage is a Scan's page when ScanOptions.Page is not positive.
+const DefaultPage = 100
+
+// ScanOptions shape a Sweeper's Scan.
+type ScanOptions struct {
+	// Prefix limits the listing to the keys that start with it.
+	Prefix string
+	// Page is about how many keys each page has; 0 or less: DefaultPage.
+	Page int
+	// SpoolDir is where a node that spools its listing before paging it
+	// (Memcached's, see mcnode.Node.Scan) writes it; "": os.TempDir().
+	SpoolDir string
 }
 
 // Leaser is what leases need of a node beside Add, which takes them.

@@ -39,17 +39,19 @@ func (s *store) value(k string) string {
 	return string(s.kv[k])
 }
 
-func (s *store) Scan(ctx context.Context, prefix string, n int, fn func([]node.Item) error) error {
+var _ node.Sweeper = (*store)(nil)
+
+func (s *store) Scan(ctx context.Context, o node.ScanOptions, fn func([]node.Item) error) error {
 	s.mu.Lock()
 	var keys []string
 	for k := range s.kv {
-		if strings.HasPrefix(k, prefix) {
+		if strings.HasPrefix(k, o.Prefix) {
 			keys = append(keys, k)
 		}
 	}
 	s.mu.Unlock()
 	slices.Sort(keys)
-	for page := range slices.Chunk(keys, n) {
+	for page := range slices.Chunk(keys, max(o.Page, 1)) {
 		items := make([]node.Item, len(page))
 		for i, k := range page {
 			items[i].Key = k

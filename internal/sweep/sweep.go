@@ -74,6 +74,9 @@ type Config struct {
 	Rate int
 	// Prefix limits the sweep to the keys that start with it.
 	Prefix string
+	// SpoolDir is where an old node that spools its listing writes it
+	// (node.ScanOptions); "": os.TempDir().
+	SpoolDir string
 	// OverWritten reports whether a dump read at now may replace the
 	// tombstones of writes before the migration's start (node.TombWritten):
 	// it is past the handover. Nil: never.
@@ -165,7 +168,7 @@ func (sw *Sweep) Node(ctx context.Context, n ring.Node) error {
 	if sw.cfg.Rate > 0 {
 		lim = rate.NewLimiter(rate.Limit(sw.cfg.Rate), PageSize)
 	}
-	return sn.Scan(ctx, sw.cfg.Prefix, PageSize, func(page []node.Item) error {
+	return sn.Scan(ctx, node.ScanOptions{Prefix: sw.cfg.Prefix, Page: PageSize, SpoolDir: sw.cfg.SpoolDir}, func(page []node.Item) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

@@ -158,6 +158,7 @@ func TestObserverProbe(t *testing.T) {
 	if !h.Down() {
 		t.Fatal("marked up by a call's answer while down; only the probe marks it up")
 	}
+	early := h.Begin()   // a call begun during the outage, which fails after the node is up
 	(<-pings) <- refused // the first probe fails
 	if !h.Down() {
 		t.Fatal("up after a failed probe")
@@ -166,6 +167,15 @@ func TestObserverProbe(t *testing.T) {
 	h.wg.Wait()      // and the probe goroutine ends
 	if h.Down() {
 		t.Fatal("still down after a probe answered")
+	}
+	for range 2 {
+		h.Done(context.Background(), node.OpGet, early, refused)
+	}
+	if h.Down() || h.Downs.Load() != 1 {
+		t.Fatalf("down %v, downs %d: marked down again by calls begun before the probe found the node", h.Down(), h.Downs.Load())
+	}
+	if h.Begin().IsZero() {
+		t.Fatal("Begin is zero on a node that can go down, without stats")
 	}
 
 	// Down again: a probe that never succeeds ends with close.

@@ -45,9 +45,9 @@ type Observer struct {
 	// Flush, when set, drops the node's idle connections when it goes
 	// down: after a restart they are all dead, and each would fail one call.
 	Flush func()
-	// ComeUp, when set, runs once a probe finds the node, and marks it up
-	// itself (Success, then MarkedUp) or leaves it down: then only the
-	// probe marks the node up, never another call's answer.
+	// ComeUp, when set, runs once a probe finds the node and decides
+	// whether it is up: it marks it up itself (Success, then MarkedUp), or
+	// leaves it down for the next probe (a write it missed not replayed).
 	ComeUp func(ctx context.Context)
 
 	// Failures counts the connection-level failures of the node's calls;
@@ -56,6 +56,9 @@ type Observer struct {
 	// calls sent to its gutter, the writes it missed as a replica.
 	Failures, Downs, Dropped, Missed, Guttered, ReplicaMissed atomic.Int64
 	since                                                     atomic.Int64 // Unix ns when marked down; 0 while up
+	// found is when the probe that last found the node began, in Unix ns:
+	// a failure of a call begun before it is the outage's, not news.
+	found atomic.Int64
 
 	stats *Counters // nil: not counted
 	log   *slog.Logger
@@ -89,9 +92,14 @@ func New(c Config) *Observer {
 	return h
 }
 
-// Begin returns the start of a call, to give Done; zero when its time is
-// not counted.
-func (h *Observer) Begin() time.Time { return h.stats.Begin() }
+// Begin returns the start of a call, to give Done; zero when neither its
+// time is counted nor the node can go down.
+func (h *Observer) Begin() time.Time {
+	if h.enabled {
+		return time.Now()
+	}
+	return h.stats.Begin()
+}
 
 // Keys counts the keys a multi-key read found and missed.
 func (h *Observer) Keys(o node.Op, hits, misses int) { h.stats.Keys(o, hits, misses) }
@@ -115,6 +123,11 @@ func (h *Observer) Done(ctx context.Context, o node.Op, start time.Time, err err
 		}
 	case Unreachable:
 		h.Failures.Add(1)
+		if !start.IsZero() && start.UnixNano() < h.found.Load() {
+			// Begun before the probe found the node: a failure of the
+			// outage already counted, which must not mark it down again.
+			return
+		}
 		if h.Failure() {
 			h.wentDown(slog.Int("threshold", int(h.threshold)), slog.Any("cause", err))
 		}
@@ -199,9 +212,13 @@ func (h *Observer) probeLoop() {
 		case <-t.C:
 		}
 		if h.Down() {
+			began := time.Now()
 			ctx, cancel := context.WithTimeout(h.ctx, h.timeout)
 			err := h.Ping(ctx)
 			cancel()
+			if Classify(nil, err) == Answered {
+				h.found.Store(began.UnixNano())
+			}
 			switch {
 			case Classify(nil, err) != Answered:
 			case h.ComeUp != nil:

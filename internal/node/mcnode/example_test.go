@@ -52,7 +52,7 @@ func ExampleNode_Scan() {
 	ctx := context.Background()
 	n := mcnode.New(mcnode.Config{Addr: "127.0.0.1:11211"})
 	defer n.Close()
-	err := n.Scan(ctx, "user:", 500, func(page []node.Item) error {
+	err := n.Scan(ctx, node.ScanOptions{Prefix: "user:", Page: 500}, func(page []node.Item) error {
 		dumped, err := n.Dump(ctx, page) // values, flags and remaining TTLs
 		_ = dumped
 		return err

@@ -3,6 +3,7 @@ package mcnode
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"strconv"
@@ -111,7 +112,7 @@ func TestNoMeta(t *testing.T) {
 		t.Errorf("%d lines sent for three multi-gets; want one pipeline of mg, then gets only", got)
 	}
 	var listed []node.Item
-	err := n.Scan(ctx, "", 10, func(page []node.Item) error {
+	err := n.Scan(ctx, node.ScanOptions{Page: 10}, func(page []node.Item) error {
 		listed = append(listed, page...)
 		return nil
 	})
@@ -122,5 +123,50 @@ func TestNoMeta(t *testing.T) {
 	dumped, err := n.Dump(ctx, listed[:1])
 	if err != nil || !dumped[0].Found || !dumped[0].TTLKnown || dumped[0].TTL != time.Hour {
 		t.Fatalf("Dump = %+v, %v; want the listing's TTL", dumped, err)
+	}
+}
+
+// TestScanPartial: a listing cut off partway still pages the keys it
+// listed to fn, then returns the node's error; a spool directory that
+// cannot be written fails the Scan before anything is listed.
+func TestScanPartial(t *testing.T) {
+	var listings atomic.Int32
+	n := fakeNode(t, Config{}, func(_ int, r *bufio.Reader, w io.Writer) {
+		for {
+			l, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			switch l {
+			case "stats\r\n":
+				io.WriteString(w, "STAT hash_is_expanding 0\r\nEND\r\n")
+			case "lru_crawler metadump hash\r\n":
+				listings.Add(1)
+				for i := range 25 {
+					io.WriteString(w, "key=k"+strconv.Itoa(i)+" exp=-1 la=1 cas=1 fetch=no cls=1 size=60\r\n")
+				}
+				return // the connection closes mid-listing
+			default:
+				io.WriteString(w, "ERROR\r\n")
+			}
+		}
+	})
+	var pages, keys int
+	err := n.Scan(t.Context(), node.ScanOptions{Page: 10}, func(page []node.Item) error {
+		pages++
+		keys += len(page)
+		return nil
+	})
+	if err == nil || !node.Unreachable(err) || pages != 3 || keys != 25 {
+		t.Fatalf("Scan of a listing cut off after 25 keys: %d pages, %d keys, %v; want 3 pages, 25 keys and a connection error", pages, keys, err)
+	}
+
+	missing := t.TempDir() + "/missing"
+	err = n.Scan(t.Context(), node.ScanOptions{SpoolDir: missing}, func([]node.Item) error {
+		t.Error("fn called without a spool")
+		return nil
+	})
+	if !errors.Is(err, node.ErrSpool) || !strings.Contains(err.Error(), missing) || listings.Load() != 1 {
+		t.Fatalf("Scan with an unwritable spool directory: %v, after %d listings; want ErrSpool naming it, before any listing", err, listings.Load())
 	}
 }

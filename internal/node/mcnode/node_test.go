@@ -110,7 +110,7 @@ func TestObservedOps(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("Size", node.OpSweep)
-	must(n.Scan(ctx, "", 10, func([]node.Item) error { return nil }))
+	must(n.Scan(ctx, node.ScanOptions{Page: 10}, func([]node.Item) error { return nil }))
 	check("Scan", node.OpSweep)
 	dumped, err := n.Dump(ctx, []node.Item{{Key: "a"}})
 	must(err)

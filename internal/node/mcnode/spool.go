@@ -3,10 +3,11 @@ package mcnode
 import (
 	"bufio"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/shardcache/shardcache/internal/node"
 )
 
 // A spool holds a node's listing while the sweep works through it, so that
@@ -16,10 +17,14 @@ import (
 // lock, and every command to that lock's keys, from any client, waits with
 // it (a sweep's own reads of the old node among them).
 //
-// The keys go to an unnamed temporary file (os.TempDir, removed as soon as
-// it is made where the system allows), a uvarint length, the key and a
-// varint expiry each: about len(key)+6 bytes per key on disk, and a fixed
-// 64 KiB of buffers in memory, whatever the node's size.
+// The keys go to a temporary file in the sweep's spool directory (default
+// os.TempDir()), a uvarint length, the key and a varint expiry each: about
+// len(key)+6 bytes per key on disk, and a fixed 64 KiB of buffers in
+// memory, whatever the node's size. On Unix the file is unlinked as soon
+// as it is made, so that nothing is left behind even by a crash; where an
+// open file cannot be removed (Windows) it is removed when the Scan ends.
+// A directory on tmpfs (a memory-backed /tmp, a Kubernetes emptyDir with
+// medium Memory) holds the spool in memory after all.
 type spool struct {
 	f    *os.File
 	name string // set while the file still has a name to remove
@@ -27,13 +32,11 @@ type spool struct {
 	tmp  [2 * binary.MaxVarintLen64]byte
 }
 
-// errSpool marks a failure of the spool's file, not of the node.
-var errSpool = errors.New("shardcache/mcnode: spooling the listing")
-
-func newSpool() (*spool, error) {
-	f, err := os.CreateTemp("", "shardcache-listing-*")
+// newSpool makes a spool in dir; "": os.TempDir().
+func newSpool(dir string) (*spool, error) {
+	f, err := os.CreateTemp(dir, "shardcache-listing-*")
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errSpool, err)
+		return nil, fmt.Errorf("%w: %w", node.ErrSpool, err)
 	}
 	s := &spool{f: f, w: bufio.NewWriterSize(f, 32<<10)}
 	if os.Remove(f.Name()) != nil {
@@ -49,7 +52,7 @@ func (s *spool) add(key []byte, exp int64) error {
 	s.w.Write(key)
 	n = binary.PutVarint(s.tmp[:], exp)
 	if _, err := s.w.Write(s.tmp[:n]); err != nil {
-		return fmt.Errorf("%w: %w", errSpool, err)
+		return fmt.Errorf("%w: %w", node.ErrSpool, err)
 	}
 	return nil
 }
@@ -58,10 +61,10 @@ func (s *spool) add(key []byte, exp int64) error {
 // during the call. fn's error ends it and is returned.
 func (s *spool) each(fn func(key []byte, exp int64) error) error {
 	if err := s.w.Flush(); err != nil {
-		return fmt.Errorf("%w: %w", errSpool, err)
+		return fmt.Errorf("%w: %w", node.ErrSpool, err)
 	}
 	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("%w: %w", errSpool, err)
+		return fmt.Errorf("%w: %w", node.ErrSpool, err)
 	}
 	r := bufio.NewReaderSize(s.f, 32<<10)
 	var key []byte
@@ -85,7 +88,7 @@ func (s *spool) each(fn func(key []byte, exp int64) error) error {
 			exp, err = binary.ReadVarint(r)
 		}
 		if err != nil {
-			return fmt.Errorf("%w: reading it back: %w", errSpool, err)
+			return fmt.Errorf("%w: reading it back: %w", node.ErrSpool, err)
 		}
 		if err := fn(key, exp); err != nil {
 			return err

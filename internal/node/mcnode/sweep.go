@@ -9,37 +9,39 @@ import (
 )
 
 // The sweep on Memcached: lru_crawler metadump lists the keys with their
-// absolute expiry, spooled to disk as they stream; mg reads each one's value, flags and
-// remaining TTL (a multi-get and the listing's expiry where the server has
-// no mg); add writes it only where absent, with that TTL.
+// absolute expiry, spooled to disk as they arrive; mg reads each one's
+// value, flags and remaining TTL (a multi-get and the listing's expiry
+// where the server has no mg); add writes it only where absent, with that
+// TTL.
 
-// DefaultPage is Scan's page when n is not positive.
-const DefaultPage = 100
-
-// Scan lists the node's keys that start with prefix, n at a time, calling
-// fn with each page. The listing (memcache.Client.Metadump) is read whole
-// first, as fast as the server sends it, into a spool on disk (see spool:
-// about len(key)+6 bytes a key), then paged through fn: a slow fn never
-// holds the server's crawler, and the node's memory for it does not grow
-// with the node. Each item has its key and the listing's TTL (TTLKnown).
-// The listing is observed as one OpSweep; fn's own error ends the Scan, and
-// is returned, but is no outcome of the node's; nor is the spool's.
-func (n *Node) Scan(ctx context.Context, prefix string, count int, fn func(page []node.Item) error) error {
+// Scan lists the node's keys that start with o.Prefix, o.Page at a time,
+// calling fn with each page. The listing (memcache.Client.Metadump) is
+// read whole first, as fast as the server sends it, into a spool file in
+// o.SpoolDir (see spool: about len(key)+6 bytes a key), then paged through
+// fn: a slow fn never holds the server's crawler, and the memory for it
+// does not grow with the node. Each item has its key and the listing's
+// TTL (TTLKnown). A listing that fails partway still pages the keys it
+// listed, then returns its error.
+//
+// The listing is observed as one OpSweep; fn's own error ends the Scan,
+// and is returned, but is no outcome of the node's; nor is the spool's.
+func (n *Node) Scan(ctx context.Context, o node.ScanOptions, fn func(page []node.Item) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	count := o.Page
 	if count <= 0 {
-		count = DefaultPage
+		count = node.DefaultPage
 	}
-	sp, err := newSpool()
+	sp, err := newSpool(o.SpoolDir)
 	if err != nil {
 		return err
 	}
 	defer sp.close()
 	var spoolErr error
-	pfx := []byte(prefix)
+	pfx := []byte(o.Prefix)
 	start := n.obs.Begin()
-	err = n.mc.Metadump(ctx, func(key []byte, exp int64) error {
+	listErr := n.mc.Metadump(ctx, func(key []byte, exp int64) error {
 		if bytes.HasPrefix(key, pfx) {
 			spoolErr = sp.add(key, exp)
 		}
@@ -49,11 +51,8 @@ func (n *Node) Scan(ctx context.Context, prefix string, count int, fn func(page 
 		n.obs.Done(ctx, node.OpSweep, start, nil)
 		return spoolErr
 	}
-	err = nodeErr(err)
-	n.obs.Done(ctx, node.OpSweep, start, err)
-	if err != nil {
-		return err
-	}
+	listErr = nodeErr(listErr)
+	n.obs.Done(ctx, node.OpSweep, start, listErr)
 	page := make([]node.Item, 0, count)
 	now := time.Now() // per page: a slow fn must not age the next page's TTLs
 	flush := func() error {
@@ -80,10 +79,13 @@ func (n *Node) Scan(ctx context.Context, prefix string, count int, fn func(page 
 		}
 		return nil
 	})
+	if err == nil {
+		err = flush()
+	}
 	if err != nil {
 		return err
 	}
-	return flush()
+	return listErr
 }
 
 // Dump reads the keys' values, flags and remaining TTLs in one round trip

@@ -55,7 +55,7 @@ func TestScan(t *testing.T) {
 	}
 	var pages []int
 	var all []node.Item
-	err := src.Scan(ctx, "keep:", 100, func(page []node.Item) error {
+	err := src.Scan(ctx, node.ScanOptions{Prefix: "keep:", Page: 100}, func(page []node.Item) error {
 		pages = append(pages, len(page))
 		all = append(all, page...)
 		return nil
@@ -75,7 +75,7 @@ func TestScan(t *testing.T) {
 		}
 	}
 	stop := errors.New("stop")
-	if err := src.Scan(ctx, "", 10, func([]node.Item) error { return stop }); err != stop {
+	if err := src.Scan(ctx, node.ScanOptions{Page: 10}, func([]node.Item) error { return stop }); err != stop {
 		t.Errorf("Scan whose fn fails: %v", err)
 	}
 	dumped, err := src.Dump(ctx, all)
@@ -133,7 +133,7 @@ func TestScanHoldsNoLock(t *testing.T) {
 	}
 	ctx := t.Context()
 	pages, listed := 0, 0
-	err := n.Scan(ctx, "", 1000, func(page []node.Item) error {
+	err := n.Scan(ctx, node.ScanOptions{Page: 1000}, func(page []node.Item) error {
 		listed += len(page)
 		if pages++; pages > 1 {
 			return nil
@@ -180,7 +180,7 @@ func TestScanMemoryFlat(t *testing.T) {
 			base, top = ms.HeapInuse, ms.HeapInuse
 		}
 		listed, pages := 0, 0
-		err := n.Scan(t.Context(), "", 1000, func(page []node.Item) error {
+		err := n.Scan(t.Context(), node.ScanOptions{Page: 1000}, func(page []node.Item) error {
 			listed += len(page)
 			if pages++; collect && pages%10 == 0 {
 				runtime.GC()

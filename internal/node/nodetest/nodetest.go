@@ -145,7 +145,7 @@ func Tombstones(t *testing.T, n node.Node, prefix string) {
 		}
 		// A listing may name a tombstone (memcached's metadump does), but
 		// its dump finds none.
-		must(sw.Scan(ctx, prefix, 100, func(page []node.Item) error {
+		must(sw.Scan(ctx, node.ScanOptions{Prefix: prefix, Page: 100}, func(page []node.Item) error {
 			got, err := sw.Dump(ctx, page)
 			if err != nil {
 				return err

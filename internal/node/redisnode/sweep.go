@@ -13,13 +13,18 @@ import (
 // read each one whatever its type; RESTORE without REPLACE, in a script
 // that consults the key's tombstone (tomb.go), writes it only where absent.
 
-// Scan lists the keys that begin with prefix with SCAN MATCH (count:
+// Scan lists the keys that begin with o.Prefix with SCAN MATCH (o.Page:
 // its COUNT hint) and calls fn with each non-empty page, Items with only
-// Key set, leaving tombstones out. An error of fn ends the scan.
-func (n *Node) Scan(ctx context.Context, prefix string, count int, fn func(page []node.Item) error) error {
+// Key set, leaving tombstones out. An error of fn ends the scan. The
+// listing streams: SCAN's cursor holds nothing on the server.
+func (n *Node) Scan(ctx context.Context, o node.ScanOptions, fn func(page []node.Item) error) error {
 	match := ""
-	if prefix != "" {
-		match = globEscape.Replace(prefix) + "*"
+	if o.Prefix != "" {
+		match = globEscape.Replace(o.Prefix) + "*"
+	}
+	count := o.Page
+	if count <= 0 {
+		count = node.DefaultPage
 	}
 	var cursor uint64
 	for {

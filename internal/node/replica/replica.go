@@ -722,7 +722,7 @@ func (s *Set) Flush(ctx context.Context) error {
 }
 
 // Scan is not a set's: a sweep lists the physical nodes.
-func (s *Set) Scan(context.Context, string, int, func([]node.Item) error) error {
+func (s *Set) Scan(context.Context, node.ScanOptions, func([]node.Item) error) error {
 	return fmt.Errorf("%w: listing a replica set", node.ErrUnsupported)
 }
 

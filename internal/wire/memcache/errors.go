@@ -20,7 +20,10 @@ var (
 	// ErrNoMeta means the server does not know the meta commands
 	// (memcached older than 1.6, or a proxy): it answered ERROR.
 	ErrNoMeta = errors.New("shardcache/memcache: server without meta commands")
-	// ErrBusy means the server's LRU crawler is busy with another listing.
+	// ErrBusy means the server cannot list its keys for now, and did not
+	// within Metadump's bounds: its LRU crawler is busy with another
+	// listing (BUSY), or its hash table is expanding (stats
+	// hash_is_expanding 1, or from memcached 1.6.28 "ERROR locked").
 	ErrBusy = errors.New("shardcache/memcache: crawler busy")
 	// ErrNoMetadump means the server cannot list its keys (lru_crawler
 	// metadump: memcached 1.4.31 and later, not proxies).

@@ -330,43 +330,49 @@ func TestNoMeta(t *testing.T) {
 	}
 }
 
+// serveLines is a fake server's loop: each line the client sends, in
+// order, is answered with answer's text, until the connection closes.
+func serveLines(r *bufio.Reader, w io.Writer, answer func(line string) string) {
+	for {
+		l, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		io.WriteString(w, answer(l))
+	}
+}
+
 // TestMetadumpWaits: a listing is put off while the server says its hash
 // table expands (stats), and retried after "ERROR locked" (memcached
 // 1.6.28 and later, while it expands) as after BUSY; the "OK" that
-// memcached 1.6.43 sends before the keys is no key and no refusal.
+// memcached 1.6.43 sends before the keys is no key and no refusal. An
+// expansion that outlasts the wait's budget gives ErrBusy.
 func TestMetadumpWaits(t *testing.T) {
 	var mu sync.Mutex
 	var reqs []string
 	dumps := 0
 	c := fakeClient(t, wire.Config{}, func(_ int, r *bufio.Reader, w io.Writer) {
-		for {
-			l, err := r.ReadString('\n')
-			if err != nil {
-				return
-			}
+		serveLines(r, w, func(l string) string {
 			mu.Lock()
+			defer mu.Unlock()
 			reqs = append(reqs, strings.TrimSpace(l))
-			n := len(reqs)
 			if l == "lru_crawler metadump hash\r\n" {
 				dumps++
 			}
-			d := dumps
-			mu.Unlock()
 			switch {
-			case l == "stats\r\n" && n == 1:
-				io.WriteString(w, "STAT pid 1\r\nSTAT hash_is_expanding 1\r\nEND\r\n")
+			case l == "stats\r\n" && len(reqs) == 1:
+				return "STAT pid 1\r\nSTAT hash_is_expanding 1\r\nEND\r\n"
 			case l == "stats\r\n":
-				io.WriteString(w, "STAT hash_is_expanding 0\r\nEND\r\n")
-			case d == 1:
-				io.WriteString(w, "ERROR locked try again later\r\n")
-			case d == 2:
-				io.WriteString(w, "OK\r\nERROR locked try again later\r\n")
-			case d == 3:
-				io.WriteString(w, "BUSY currently processing crawler request\r\n")
-			default:
-				io.WriteString(w, "OK\r\nkey=a exp=-1 la=1 cas=2 fetch=no cls=1 size=60\r\nkey=b exp=-1 la=1\r\nEND\r\n")
+				return "STAT hash_is_expanding 0\r\nEND\r\n"
+			case dumps == 1:
+				return "ERROR locked try again later\r\n"
+			case dumps == 2:
+				return "OK\r\nERROR locked try again later\r\n"
+			case dumps == 3:
+				return "BUSY currently processing crawler request\r\n"
 			}
-		}
+			return "OK\r\nkey=a exp=-1 la=1 cas=2 fetch=no cls=1 size=60\r\nkey=b exp=-1 la=1\r\nEND\r\n"
+		})
 	})
 	var got []string
 	err := c.Metadump(context.Background(), func(key []byte, exp int64) error {
@@ -383,6 +389,24 @@ func TestMetadumpWaits(t *testing.T) {
 	if st := c.Pool().Stats(); st.Dials != 1 {
 		t.Errorf("%d dials; want one connection, in step throughout", st.Dials)
 	}
+
+	var asked atomic.Int32
+	e := fakeClient(t, wire.Config{}, func(_ int, r *bufio.Reader, w io.Writer) {
+		serveLines(r, w, func(string) string {
+			asked.Add(1)
+			return "STAT hash_is_expanding 1\r\nEND\r\n"
+		})
+	})
+	e.expandFor = 200 * time.Millisecond
+	err = e.Metadump(context.Background(), func([]byte, int64) error {
+		t.Error("a key listed while expanding")
+		return nil
+	})
+	// Asked at 0, 50, 150 and 350 ms, the wait doubling: the budget is
+	// spent by the fourth (fewer where the timers run late, never more).
+	if !errors.Is(err, ErrBusy) || asked.Load() < 2 || asked.Load() > 4 {
+		t.Fatalf("an expansion past the budget: %v after %d stats; want ErrBusy after at most 4", err, asked.Load())
+	}
 }
 
 // TestMetadumpRefused: a server that refuses "metadump hash" is asked
@@ -393,23 +417,18 @@ func TestMetadumpRefused(t *testing.T) {
 	var mu sync.Mutex
 	answer := func(all string) func(int, *bufio.Reader, io.Writer) {
 		return func(_ int, r *bufio.Reader, w io.Writer) {
-			for {
-				l, err := r.ReadString('\n')
-				if err != nil {
-					return
-				}
+			serveLines(r, w, func(l string) string {
 				mu.Lock()
 				reqs = append(reqs, strings.TrimSpace(l))
 				mu.Unlock()
 				switch l {
 				case "lru_crawler metadump hash\r\n":
-					io.WriteString(w, "BADCLASS invalid class id\r\n")
+					return "BADCLASS invalid class id\r\n"
 				case "lru_crawler metadump all\r\n":
-					io.WriteString(w, all)
-				default:
-					io.WriteString(w, "END\r\n")
+					return all
 				}
-			}
+				return "END\r\n"
+			})
 		}
 	}
 	ctx := context.Background()

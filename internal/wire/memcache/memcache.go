@@ -29,6 +29,7 @@ import (
 	"crypto/tls"
 	"net"
 	"sync/atomic"
+	"time"
 
 	"github.com/shardcache/shardcache/internal/wire"
 )
@@ -63,9 +64,10 @@ type Client struct {
 	pool *wire.Pool
 	cfg  Config
 
-	meta       atomic.Int32 // metaUnknown, metaYes or metaNo
-	noHashDump atomic.Bool  // the server refused "lru_crawler metadump hash"
-	limits     limits       // the server's item limit, learned lazily (stats.go)
+	meta       atomic.Int32  // metaUnknown, metaYes or metaNo
+	noHashDump atomic.Bool   // the server refused "lru_crawler metadump hash"
+	expandFor  time.Duration // tests: Metadump's wait for an expansion; 0: expandBudget
+	limits     limits        // the server's item limit, learned lazily (stats.go)
 	// window is the most requests of a pipeline sent before their replies
 	// are read: no bound (the whole pipeline at once) in plain TCP;
 	// tlsWindow over TLS. memcached serves at most reqs_per_event (-R, 20

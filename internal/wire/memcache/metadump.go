@@ -17,6 +17,17 @@ const (
 	busyWait    = 50 * time.Millisecond
 )
 
+// Bounds of a listing's wait for the server's hash table to end an
+// expansion, which can take minutes on a large server: a wait that
+// doubles from busyWait to expandWaitMax, 5 minutes in all.
+const (
+	expandWaitMax = time.Second
+	expandBudget  = 5 * time.Minute
+)
+
+// errExpanding is ErrBusy because the server's hash table is expanding.
+var errExpanding = fmt.Errorf("%w: hash table expanding", ErrBusy)
+
 // Metadump lists every key of the server with "lru_crawler metadump",
 // calling fn with each as its line is read: the key, URI-decoded (valid
 // only during the call), and its expiry in Unix seconds, -1 for none. The
@@ -26,9 +37,11 @@ const (
 // It walks the hash table ("metadump hash", memcached 1.6): a walk of the
 // LRUs ("metadump all", the fallback of older servers, remembered) misses
 // keys that reads move between LRU segments meanwhile. While another crawl
-// runs (BUSY), or while the server's hash table expands, it retries,
-// within ctx, 600 times 50 ms at most, then returns ErrBusy. A server that
-// cannot list (a proxy, memcached older than 1.4.31) gives ErrNoMetadump.
+// runs (BUSY) it retries, within ctx, every 50 ms for 30 s at most; while
+// the server's hash table expands ("stats" says hash_is_expanding, or from
+// memcached 1.6.28 "ERROR locked"), with a wait that doubles up to 1 s,
+// for 5 minutes at most; then it returns ErrBusy. A server that cannot
+// list (a proxy, memcached older than 1.4.31) gives ErrNoMetadump.
 //
 // The listing holds one connection of the pool, and the server's crawler,
 // until it ends. fn must be quick: while the client does not read,
@@ -37,17 +50,31 @@ const (
 // of that lock, from any client, wait with it. A caller with slow work per
 // key spools the listing first (mcnode's Scan does).
 func (c *Client) Metadump(ctx context.Context, fn func(key []byte, exp int64) error) error {
-	for attempt := 0; ; attempt++ {
+	busy, wait := 0, time.Duration(0)
+	var expandSince time.Time
+	for {
 		hash := !c.noHashDump.Load()
 		listed, err := c.metadumpOnce(ctx, hash, fn)
-		if !listed && hash && errors.Is(err, ErrNoMetadump) {
+		switch {
+		case !listed && hash && errors.Is(err, ErrNoMetadump):
 			c.noHashDump.Store(true)
 			continue
-		}
-		if err != ErrBusy || attempt == busyRetries {
+		case err == errExpanding:
+			if expandSince.IsZero() {
+				expandSince, wait = time.Now(), busyWait
+			} else {
+				wait = min(2*wait, expandWaitMax)
+			}
+			if time.Since(expandSince) >= c.expandBudget() {
+				return err
+			}
+		case err == ErrBusy && busy < busyRetries:
+			busy++
+			wait = busyWait
+		default:
 			return err
 		}
-		t := time.NewTimer(busyWait)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -108,10 +135,12 @@ func (c *Client) metadumpOnce(ctx context.Context, hash bool, fn func(key []byte
 			case string(l) == "OK" && !began:
 				began = true // memcached 1.6.43 begins a listing with OK
 				continue
-			case bytes.HasPrefix(l, []byte("BUSY")), bytes.HasPrefix(l, []byte("ERROR locked")):
-				// Another crawl runs (BUSY), or, from 1.6.28, the hash
-				// table is expanding ("ERROR locked try again later").
+			case bytes.HasPrefix(l, []byte("BUSY")): // another crawl runs
 				return false, call.End(ErrBusy, true)
+			case bytes.HasPrefix(l, []byte("ERROR locked")):
+				// From 1.6.28: the hash table is expanding ("ERROR locked
+				// try again later").
+				return false, call.End(errExpanding, true)
 			}
 			err := fmt.Errorf("%w: %s: %q", ErrNoMetadump, cmd, truncLine(l))
 			if se, ok := parseError(cmd, l); ok && se.is == ErrAuth {
@@ -159,6 +188,14 @@ func ParseMetadumpLine(l, buf []byte) (key []byte, exp int64, err error) {
 	return key, exp, nil
 }
 
+// expandBudget is how long a listing waits for an expansion to end.
+func (c *Client) expandBudget() time.Duration {
+	if c.expandFor > 0 {
+		return c.expandFor
+	}
+	return expandBudget
+}
+
 // unescape appends s, URI-decoded (%XX), to dst.
 func unescape(dst, s []byte) ([]byte, error) {
 	for i := 0; i < len(s); i++ {
@@ -195,8 +232,8 @@ func unhex(c byte) (byte, bool) {
 }
 
 // expanding asks the server, on call's connection, whether its hash table
-// is expanding (stats: hash_is_expanding), and ends call with ErrBusy if
-// so. A server whose stats do not say, or that refuses them, is taken as
+// is expanding (stats: hash_is_expanding), and ends call with errExpanding
+// if so. A server whose stats do not say, or that refuses them, is taken as
 // not expanding.
 func (c *Client) expanding(call *wire.Call) error {
 	call.W.WriteString("stats\r\n")
@@ -209,7 +246,7 @@ func (c *Client) expanding(call *wire.Call) error {
 	}
 	switch {
 	case err == nil && busy:
-		return call.End(ErrBusy, true)
+		return call.End(errExpanding, true)
 	case err != nil && inStep(err, false):
 		return nil // stats refused (a proxy): the listing will tell
 	case err != nil:

@@ -34,6 +34,10 @@ var (
 	// older than 1.4.31 (no lru_crawler metadump), or one started with the
 	// LRU crawler disabled.
 	ErrSweepUnsupported = node.ErrSweepUnsupported
+	// ErrSweepBusy means a Memcached node could not list its keys for the
+	// sweep: another listing ran for 30 s, or its hash table expanded for
+	// 5 minutes. Sweep again later.
+	ErrSweepBusy = node.ErrSweepBusy
 	// ErrSweepSpool means a Memcached node's sweep could not write its key
 	// listing to a file in SweepOptions.SpoolDir, or read it back: the
 	// directory is missing, read-only or full. The node is not at fault.

@@ -64,6 +64,10 @@ var (
 	// ErrSweepUnsupported means the server cannot list its keys for a
 	// sweep (Memcached older than 1.4.31, or a proxy).
 	ErrSweepUnsupported = errors.New("shardcache: node cannot be swept")
+	// ErrSweepBusy means the server could not list its keys for now, and
+	// did not within the node's bounds: another listing runs, or its hash
+	// table is expanding (Memcached). A later sweep may succeed.
+	ErrSweepBusy = errors.New("shardcache: node busy, cannot list its keys now")
 	// ErrSpool means a sweep could not write a node's key listing to its
 	// spool file, or read it back (ScanOptions.SpoolDir): a failure of the
 	// local file, not of the node.

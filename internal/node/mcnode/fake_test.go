@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/internal/wire/memcache"
 )
 
 // fakeNode is a node whose connections are pipes to a fake server: serve
@@ -168,5 +170,21 @@ func TestScanPartial(t *testing.T) {
 	})
 	if !errors.Is(err, node.ErrSpool) || !strings.Contains(err.Error(), missing) || listings.Load() != 1 {
 		t.Fatalf("Scan with an unwritable spool directory: %v, after %d listings; want ErrSpool naming it, before any listing", err, listings.Load())
+	}
+}
+
+// TestNodeErrSweep: the wire's listing errors reach the client as the
+// node's sentinels, the server's text kept.
+func TestNodeErrSweep(t *testing.T) {
+	for _, tc := range []struct {
+		err, want error
+	}{
+		{fmt.Errorf("%w: hash table expanding", memcache.ErrBusy), node.ErrSweepBusy},
+		{memcache.ErrBusy, node.ErrSweepBusy},
+		{fmt.Errorf("%w: lru_crawler metadump hash: %q", memcache.ErrNoMetadump, "ERROR"), node.ErrSweepUnsupported},
+	} {
+		if got := nodeErr(tc.err); !errors.Is(got, tc.want) || got.Error() != tc.err.Error() {
+			t.Errorf("nodeErr(%v) = %v; want errors.Is %v, the same text", tc.err, got, tc.want)
+		}
 	}
 }

@@ -499,6 +499,8 @@ func nodeErr(err error) error {
 		return fmt.Errorf("%w: %w", node.ErrAuth, err) // as redisnode says it
 	case errors.Is(err, memcache.ErrNoMetadump):
 		return mapped{node.ErrSweepUnsupported, err}
+	case errors.Is(err, memcache.ErrBusy):
+		return mapped{node.ErrSweepBusy, err}
 	case errors.Is(err, net.ErrClosed):
 		// A call's connection closed under it: the pool's Close (an idle
 		// one the pool closes is no call's, and a failed call's is closed

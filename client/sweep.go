@@ -40,7 +40,8 @@ var (
 	ErrSweepBusy = node.ErrSweepBusy
 	// ErrSweepSpool means a Memcached node's sweep could not write its key
 	// listing to a file in SweepOptions.SpoolDir, or read it back: the
-	// directory is missing, read-only or full. The node is not at fault.
+	// directory is missing, read-only or full. The node is not at fault,
+	// and nothing of that node's listing was copied.
 	ErrSweepSpool = node.ErrSpool
 )
 
@@ -102,9 +103,12 @@ type SweepStatus = sweep.Status
 // server sends it: a listing left unread holds the server's crawler, and,
 // before memcached 1.6.39, an item lock that other clients' commands wait
 // on. Rate then paces the work through the spooled keys, and Scanned counts
-// them as they are handled. A listing that fails partway copies the keys it listed, then
-// the node's error is returned. A SpoolDir that cannot be written fails
-// each Memcached node's sweep before it lists anything.
+// them as they are handled. A listing that fails partway still copies the
+// keys it listed, then the node's error is returned; an old node that no
+// longer answers ends its sweep after 3 pages in a row fail to be read. A
+// SpoolDir that cannot be written (missing, read-only) fails each Memcached
+// node's sweep before it lists anything; one that fills up fails it
+// partway, and nothing it listed is copied.
 func (c *Client) Sweep(ctx context.Context, opts SweepOptions) (SweepStatus, error) {
 	if err := checkCtx(ctx); err != nil {
 		return SweepStatus{}, err

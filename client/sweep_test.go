@@ -678,9 +678,18 @@ func TestSweepSpoolDir(t *testing.T) {
 	cl := newCluster(t, "memcached", 8)
 	c, _, moved := sweepSetup(t, cl, "spool", 1000)
 	s, err := c.Sweep(t.Context(), SweepOptions{Rate: -1, SpoolDir: t.TempDir() + "/missing"})
-	var ne *NodeError
-	if !errors.Is(err, ErrSweepSpool) || !errors.As(err, &ne) || s.Scanned != 0 || s.Copied != 0 {
-		t.Fatalf("sweep with a missing SpoolDir: %+v, %v; want ErrSweepSpool from every node, nothing copied", s, err)
+	joined, _ := err.(interface{ Unwrap() []error })
+	spooled := 0
+	if joined != nil {
+		for _, e := range joined.Unwrap() {
+			var ne *NodeError
+			if errors.As(e, &ne) && errors.Is(e, ErrSweepSpool) {
+				spooled++
+			}
+		}
+	}
+	if spooled != 8 || s.Scanned != 0 || s.Copied != 0 {
+		t.Fatalf("sweep with a missing SpoolDir: %+v, %v; want a *NodeError with ErrSweepSpool from each of the 8 old nodes, nothing copied", s, err)
 	}
 	s, err = c.Sweep(t.Context(), SweepOptions{Rate: -1, SpoolDir: t.TempDir()})
 	if err != nil || s.Copied != int64(len(moved)) {

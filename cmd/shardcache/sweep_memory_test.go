@@ -24,11 +24,10 @@ import (
 // listing 100k keys, then 1M, and compares the process's peak RSS: the
 // listing goes to a spool file, not memory (the whole of it was once held,
 // about 130 bytes a key: 130 MB at 1M keys), so the two differ by less
-// than 20 MB. One key in a
-// hundred moves: the listing is what grows. The peak is the process's own
-// VmHWM, read from /proc while it runs: its rusage Maxrss is at least the
-// test binary's RSS when it was forked (golang/go#32054), 1.6 GB under
-// -race beside the other tests.
+// than 20 MB. One key in a hundred moves: the listing is what grows. The
+// peak is the process's own VmHWM, read from /proc while it runs: its
+// rusage Maxrss is at least the test binary's RSS when it was forked
+// (golang/go#32054), 1.6 GB under -race beside the other tests.
 func TestSweepMemoryFlat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 1.1M keys")

@@ -154,11 +154,16 @@ func (sw *Sweep) Err(n ring.Node) error {
 	return sw.errs[n.Addr]
 }
 
+// MaxUnreachable is how many pages in a row an old node may fail to read,
+// not answering (node.Unreachable), before its sweep ends.
+const MaxUnreachable = 3
+
 // Node sweeps old node n to the end of its keys: node.ErrSweepUnsupported
 // for a node that cannot list them, ErrWindowOver once the window ends,
 // ctx's error once it is done, or the listing's failure. A page that
 // fails to copy is counted Failed and recorded (Err), and the sweep goes
-// on with the next.
+// on with the next, unless the old node did not answer the reads of
+// MaxUnreachable pages in a row: then it ends with that failure.
 func (sw *Sweep) Node(ctx context.Context, n ring.Node) error {
 	sn, ok := sw.cfg.Conns.Conn(n).(node.Sweeper)
 	if !ok {
@@ -168,6 +173,7 @@ func (sw *Sweep) Node(ctx context.Context, n ring.Node) error {
 	if sw.cfg.Rate > 0 {
 		lim = rate.NewLimiter(rate.Limit(sw.cfg.Rate), PageSize)
 	}
+	unreachable := 0 // pages in a row the old node did not answer
 	return sn.Scan(ctx, node.ScanOptions{Prefix: sw.cfg.Prefix, Page: PageSize, SpoolDir: sw.cfg.SpoolDir}, func(page []node.Item) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -180,7 +186,16 @@ func (sw *Sweep) Node(ctx context.Context, n ring.Node) error {
 				return wire.CtxErr(ctx, err)
 			}
 		}
-		sw.page(ctx, n, sn, page)
+		if err := sw.page(ctx, n, sn, page); err != nil && node.Unreachable(err) {
+			// The old node stopped answering: its listing, spooled, may
+			// hold many more pages, each of which would wait out the
+			// timeouts in turn. After a few in a row its sweep ends.
+			if unreachable++; unreachable == MaxUnreachable {
+				return err
+			}
+		} else {
+			unreachable = 0
+		}
 		if sw.cfg.Progress != nil {
 			sw.mu.Lock()
 			sw.cfg.Progress(sw.status)
@@ -190,8 +205,9 @@ func (sw *Sweep) Node(ctx context.Context, n ring.Node) error {
 	})
 }
 
-// page copies the moved keys of one page listed on old node n.
-func (sw *Sweep) page(ctx context.Context, n ring.Node, sn node.Sweeper, page []node.Item) {
+// page copies the moved keys of one page listed on old node n, and returns
+// the old node's failure to read them, if it failed (then recorded).
+func (sw *Sweep) page(ctx context.Context, n ring.Node, sn node.Sweeper, page []node.Item) error {
 	mig := sw.cfg.Migration
 	cs := mig.Counters
 	var moving []node.Item
@@ -207,14 +223,15 @@ func (sw *Sweep) page(ctx context.Context, n ring.Node, sn node.Sweeper, page []
 	cs.SweepScanned.Add(int64(len(page)))
 	cs.SweepSkippedUnmoved.Add(int64(len(page) - len(moving)))
 	if len(moving) == 0 {
-		return
+		return nil
 	}
 	// Read after the handover, a dump may replace writes' tombstones.
 	over := sw.cfg.OverWritten != nil && sw.cfg.OverWritten(sw.cfg.Now())
 	got, err := sn.Dump(ctx, moving)
 	if err != nil {
-		sw.failed(n, len(moving), sw.wrap("sweep_dump", n, node.ItemKeys(moving), err))
-		return
+		err = sw.wrap("sweep_dump", n, node.ItemKeys(moving), err)
+		sw.failed(n, len(moving), err)
+		return err
 	}
 	dst := fanout.New(sw.cfg.Conns)
 	gone := 0
@@ -266,6 +283,7 @@ func (sw *Sweep) page(ctx context.Context, n ring.Node, sn node.Sweeper, page []
 			sw.failed(n, len(b.Items), sw.wrap("sweep_restore", b.Node, node.ItemKeys(b.Items), b.Err))
 		}
 	}
+	return nil
 }
 
 // wrap is Config.Wrap.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -74,6 +76,28 @@ func TestDumpFails(t *testing.T) {
 	}
 	if st := sw.Status(); st.Failed != 2 || mig.Counters.SweepFailed.Load() != 2 {
 		t.Fatalf("status %+v", st)
+	}
+}
+
+// TestOldNodeStopsAnswering: when the old node no longer answers the reads
+// of its listed keys, its sweep ends after MaxUnreachable pages in a row
+// with that failure, instead of waiting out every page of the listing.
+func TestOldNodeStopsAnswering(t *testing.T) {
+	kv := map[string]string{}
+	for i := range 1000 {
+		kv[fmt.Sprintf("b:%03d", i)] = "moves"
+	}
+	old := newStore(kv)
+	old.dumpErr = &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	mig, now := migrating()
+	sw := sweep.New(sweep.Config{Migration: mig, Conns: nodetest.Conns{"a:1": old, "b:1": newStore(nil)}, Now: now, Wrap: wrap})
+	err := sw.Node(t.Context(), a)
+	var se *stepErr
+	if !errors.As(err, &se) || se.op != "sweep_dump" || !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("Node = %v; want the old node's read failure", err)
+	}
+	if st := sw.Status(); st.Scanned != sweep.MaxUnreachable*sweep.PageSize || st.Failed != st.Scanned {
+		t.Fatalf("status %+v; want %d pages read and failed, then the end", st, sweep.MaxUnreachable)
 	}
 }
 

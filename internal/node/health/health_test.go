@@ -178,9 +178,13 @@ func TestObserverProbe(t *testing.T) {
 		t.Fatal("Begin is zero on a node that can go down, without stats")
 	}
 
-	// Down again: a probe that never succeeds ends with close.
-	h.Done(nil, node.OpGet, time.Time{}, refused)
-	h.Done(nil, node.OpGet, time.Time{}, refused)
+	// Down again, by calls begun after the probe found it: a probe that
+	// never succeeds ends with close.
+	h.Done(nil, node.OpGet, h.Begin(), refused)
+	h.Done(nil, node.OpGet, h.Begin(), refused)
+	if !h.Down() || h.Downs.Load() != 2 {
+		t.Fatalf("down %v, downs %d: calls begun after the probe found the node must count", h.Down(), h.Downs.Load())
+	}
 	(<-pings) <- refused
 	done := make(chan struct{})
 	go func() { h.Close(); close(done) }()

@@ -56,9 +56,12 @@ type Observer struct {
 	// calls sent to its gutter, the writes it missed as a replica.
 	Failures, Downs, Dropped, Missed, Guttered, ReplicaMissed atomic.Int64
 	since                                                     atomic.Int64 // Unix ns when marked down; 0 while up
-	// found is when the probe that last found the node began, in Unix ns:
-	// a failure of a call begun before it is the outage's, not news.
+	// found is when the probe that last found the node began, as time
+	// since epoch on the monotonic clock (a step of the wall clock moves
+	// neither); 0: never. A failure of a call begun before it is the
+	// outage's, not news.
 	found atomic.Int64
+	epoch time.Time
 
 	stats *Counters // nil: not counted
 	log   *slog.Logger
@@ -81,6 +84,7 @@ func New(c Config) *Observer {
 		enabled: c.Threshold > 0,
 		timeout: c.ProbeTimeout,
 		log:     c.Logger,
+		epoch:   time.Now(),
 	}
 	if h.log == nil {
 		h.log = slog.Default()
@@ -123,7 +127,7 @@ func (h *Observer) Done(ctx context.Context, o node.Op, start time.Time, err err
 		}
 	case Unreachable:
 		h.Failures.Add(1)
-		if !start.IsZero() && start.UnixNano() < h.found.Load() {
+		if found := h.found.Load(); found != 0 && !start.IsZero() && int64(start.Sub(h.epoch)) < found {
 			// Begun before the probe found the node: a failure of the
 			// outage already counted, which must not mark it down again.
 			return
@@ -217,7 +221,7 @@ func (h *Observer) probeLoop() {
 			err := h.Ping(ctx)
 			cancel()
 			if Classify(nil, err) == Answered {
-				h.found.Store(began.UnixNano())
+				h.found.Store(max(int64(began.Sub(h.epoch)), 1))
 			}
 			switch {
 			case Classify(nil, err) != Answered:

@@ -69,7 +69,7 @@ type Config struct {
 	Conns fanout.Conns
 	// Now is the clock of the migration's window.
 	Now func() time.Time
-	// Rate is the most keys read per second from each old node; 0 or
+	// Rate is the most listed keys handled per second on each old node; 0 or
 	// less, no limit.
 	Rate int
 	// Prefix limits the sweep to the keys that start with it.

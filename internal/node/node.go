@@ -242,6 +242,14 @@ type ScanOptions struct {
 	SpoolDir string
 }
 
+// PageSize is o.Page, or DefaultPage when it is not positive.
+func (o ScanOptions) PageSize() int {
+	if o.Page <= 0 {
+		return DefaultPage
+	}
+	return o.Page
+}
+
 // Leaser is what leases need of a node beside Add, which takes them.
 type Leaser interface {
 	// StoreLeased stores each item if its lease key, lkeys[i], still holds

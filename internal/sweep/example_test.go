@@ -51,7 +51,7 @@ func (s *store) Scan(ctx context.Context, o node.ScanOptions, fn func([]node.Ite
 	}
 	s.mu.Unlock()
 	slices.Sort(keys)
-	for page := range slices.Chunk(keys, max(o.Page, 1)) {
+	for page := range slices.Chunk(keys, o.PageSize()) {
 		items := make([]node.Item, len(page))
 		for i, k := range page {
 			items[i].Key = k

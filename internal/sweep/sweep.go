@@ -69,8 +69,8 @@ type Config struct {
 	Conns fanout.Conns
 	// Now is the clock of the migration's window.
 	Now func() time.Time
-	// Rate is the most listed keys handled per second on each old node; 0 or
-	// less, no limit.
+	// Rate is the most listed keys handled per second on each old node;
+	// 0 or less, no limit.
 	Rate int
 	// Prefix limits the sweep to the keys that start with it.
 	Prefix string

@@ -220,11 +220,12 @@ func (h *Observer) probeLoop() {
 			ctx, cancel := context.WithTimeout(h.ctx, h.timeout)
 			err := h.Ping(ctx)
 			cancel()
-			if Classify(nil, err) == Answered {
+			answered := Classify(nil, err) == Answered
+			if answered {
 				h.found.Store(max(int64(began.Sub(h.epoch)), 1))
 			}
 			switch {
-			case Classify(nil, err) != Answered:
+			case !answered:
 			case h.ComeUp != nil:
 				h.ComeUp(h.ctx)
 			case h.Success():

@@ -29,10 +29,7 @@ func (n *Node) Scan(ctx context.Context, o node.ScanOptions, fn func(page []node
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	count := o.Page
-	if count <= 0 {
-		count = node.DefaultPage
-	}
+	count := o.PageSize()
 	sp, err := newSpool(o.SpoolDir)
 	if err != nil {
 		return err

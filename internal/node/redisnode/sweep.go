@@ -22,10 +22,7 @@ func (n *Node) Scan(ctx context.Context, o node.ScanOptions, fn func(page []node
 	if o.Prefix != "" {
 		match = globEscape.Replace(o.Prefix) + "*"
 	}
-	count := o.Page
-	if count <= 0 {
-		count = node.DefaultPage
-	}
+	count := o.PageSize()
 	var cursor uint64
 	for {
 		keys, next, err := n.rdb.Scan(live(ctx), cursor, match, int64(count)).Result()

@@ -293,7 +293,8 @@ func loadData(b *testing.B, sc *client.Client, addr string) (keys []string, sets
 //     parallel) vs go-redis's Ring over the same 4 servers with a pipeline of
 //     100 GETs, and vs one MGET of the 100 keys on a single server.
 func BenchmarkRedis(b *testing.B) {
-	addrs := testserver.Addrs(testserver.Redis(b, benchNodes))
+	servers := testserver.Redis(b, benchNodes)
+	addrs := testserver.Addrs(servers)
 	ctx := context.Background()
 	sc := facade(b, client.Redis, addrs)
 	direct := directRedis(addrs[0])
@@ -406,11 +407,11 @@ func BenchmarkRedis(b *testing.B) {
 	for _, mode := range []struct {
 		name string
 		run  func(func(int) error) func(*testing.B)
-		pair func(base, ours func(int) error) func(*testing.B)
+		pair func(base, ours func(int) error, servers ...*testserver.Server) func(*testing.B)
 	}{{"serial", serial, pairedSerial}, {"parallel", parallel, pairedParallel}} {
 		b.Run("Get/"+mode.name+"/go-redis", mode.run(directGet))
 		b.Run("Get/"+mode.name+"/shardcache", mode.run(facadeGet))
-		b.Run("Get/"+mode.name+"/paired-shardcache-vs-go-redis", mode.pair(directGet, facadeGet))
+		b.Run("Get/"+mode.name+"/paired-shardcache-vs-go-redis", mode.pair(directGet, facadeGet, servers[0]))
 		b.Run("Set/"+mode.name+"/go-redis", mode.run(directSet))
 		b.Run("Set/"+mode.name+"/shardcache", mode.run(facadeSet))
 		b.Run("Set/"+mode.name+"/paired-shardcache-vs-go-redis", mode.pair(directSet, facadeSet))
@@ -420,7 +421,7 @@ func BenchmarkRedis(b *testing.B) {
 		b.Run("GetMulti100/"+mode.name+"/shardcache-4nodes", mode.run(facadeMulti))
 		b.Run("GetMulti100/"+mode.name+"/shardcache-autopipeline-4nodes", mode.run(facadeMultiAP))
 		b.Run("GetMulti100/"+mode.name+"/paired-shardcache-vs-go-redis-ring", mode.pair(ringMulti, facadeMulti))
-		b.Run("GetMulti100/"+mode.name+"/paired-shardcache-vs-go-redis-mget-4nodes", mode.pair(fanOut, facadeMulti))
+		b.Run("GetMulti100/"+mode.name+"/paired-shardcache-vs-go-redis-mget-4nodes", mode.pair(fanOut, facadeMulti, servers...))
 		b.Run("GetMulti100/"+mode.name+"/paired-shardcache-autopipeline-vs-go-redis-ring", mode.pair(ringMulti, facadeMultiAP))
 		b.Run("GetMulti100/"+mode.name+"/paired-shardcache-autopipeline-vs-go-redis-mget-4nodes", mode.pair(fanOut, facadeMultiAP))
 	}
@@ -436,7 +437,8 @@ func BenchmarkRedis(b *testing.B) {
 //     per server, in parallel), and vs one multi-get of the 100 keys on a
 //     single server.
 func BenchmarkMemcached(b *testing.B) {
-	addrs := testserver.Addrs(testserver.Memcached(b, benchNodes))
+	servers := testserver.Memcached(b, benchNodes)
+	addrs := testserver.Addrs(servers)
 	ctx := context.Background()
 	sc := facade(b, client.Memcached, addrs)
 	direct := directMemcache(addrs[0])
@@ -495,12 +497,12 @@ func BenchmarkMemcached(b *testing.B) {
 	for _, mode := range []struct {
 		name string
 		run  func(func(int) error) func(*testing.B)
-		pair func(base, ours func(int) error) func(*testing.B)
+		pair func(base, ours func(int) error, servers ...*testserver.Server) func(*testing.B)
 	}{{"serial", serial, pairedSerial}, {"parallel", parallel, pairedParallel}} {
 		b.Run("Get/"+mode.name+"/gomemcache", mode.run(directGet))
 		b.Run("Get/"+mode.name+"/shardcache", mode.run(facadeGet))
 		b.Run("Get/"+mode.name+"/shardcache-cancelctx", mode.run(facadeGetCtx))
-		b.Run("Get/"+mode.name+"/paired-shardcache-vs-gomemcache", mode.pair(directGet, facadeGet))
+		b.Run("Get/"+mode.name+"/paired-shardcache-vs-gomemcache", mode.pair(directGet, facadeGet, servers[0]))
 		b.Run("Get/"+mode.name+"/paired-shardcache-cancelctx-vs-gomemcache", mode.pair(directGet, facadeGetCtx))
 		b.Run("Set/"+mode.name+"/gomemcache", mode.run(directSet))
 		b.Run("Set/"+mode.name+"/shardcache", mode.run(facadeSet))

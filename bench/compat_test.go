@@ -115,7 +115,7 @@ func BenchmarkDropinMemcached(b *testing.B) {
 	for _, mode := range []struct {
 		name string
 		run  func(func(int) error) func(*testing.B)
-		pair func(base, ours func(int) error) func(*testing.B)
+		pair func(base, ours func(int) error, servers ...*testserver.Server) func(*testing.B)
 	}{{"serial", serial, pairedSerial}, {"parallel", parallel, pairedParallel}} {
 		b.Run("Get/"+mode.name+"/gomemcache-1node", mode.run(get(orig1)))
 		b.Run("Get/"+mode.name+"/dropin-1node", mode.run(get(drop1)))
@@ -214,7 +214,7 @@ func BenchmarkDropinRedis(b *testing.B) {
 	for _, mode := range []struct {
 		name string
 		run  func(func(int) error) func(*testing.B)
-		pair func(base, ours func(int) error) func(*testing.B)
+		pair func(base, ours func(int) error, servers ...*testserver.Server) func(*testing.B)
 	}{{"serial", serial, pairedSerial}, {"parallel", parallel, pairedParallel}} {
 		b.Run("Get/"+mode.name+"/go-redis-1node", mode.run(get(single)))
 		b.Run("Get/"+mode.name+"/dropin-1node", mode.run(get(drop1)))

@@ -65,13 +65,13 @@ func (p *Pool) TryGet(ctx context.Context) (*Conn, error) {
 
 // GetIdle returns an idle connection, nil when there is none.
 func (p *Pool) GetIdle() *Conn {
-	b := p.b
+	b, now := p.b, p.idleClock()
 	b.mu.Lock()
 	if p.closed {
 		b.mu.Unlock()
 		return nil
 	}
-	c, stale := p.takeIdleLocked()
+	c, stale := p.takeIdleLocked(now)
 	b.mu.Unlock()
 	closeAll(stale)
 	return c
@@ -81,13 +81,13 @@ func (p *Pool) get(ctx context.Context, wait bool) (*Conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	b := p.b
+	b, now := p.b, p.idleClock()
 	b.mu.Lock()
 	if p.closed {
 		b.mu.Unlock()
 		return nil, ErrClosed
 	}
-	c, stale := p.takeIdleLocked()
+	c, stale := p.takeIdleLocked(now)
 	if c != nil {
 		b.mu.Unlock()
 		closeAll(stale)
@@ -144,15 +144,22 @@ func (p *Pool) served(ctx context.Context, c *Conn) (*Conn, error) {
 	return p.dial(ctx)
 }
 
-// takeIdleLocked pops the most recently used idle connection that has not
-// expired; the expired ones it found are returned to be closed, their
-// places released.
-func (p *Pool) takeIdleLocked() (c *Conn, stale []*Conn) {
-	var now time.Time
-	check := p.cfg.IdleTimeout > 0 || p.cfg.MaxLifetime > 0
-	if check {
-		now = time.Now()
+// idleClock reads the clock that takeIdleLocked checks the idle
+// connections' limits at, before the lock is taken (the fewer steps under
+// it, the less 64 callers of one node queue for it); zero when the pool
+// has no limit to check.
+func (p *Pool) idleClock() time.Time {
+	if p.cfg.IdleTimeout > 0 || p.cfg.MaxLifetime > 0 {
+		return time.Now()
 	}
+	return time.Time{}
+}
+
+// takeIdleLocked pops the most recently used idle connection that has not
+// expired at now (idleClock's); the expired ones it found are returned to
+// be closed, their places released.
+func (p *Pool) takeIdleLocked(now time.Time) (c *Conn, stale []*Conn) {
+	check := !now.IsZero()
 	for {
 		c = p.popIdleLocked()
 		if c == nil || !check || !p.cfg.expired(c, now) {
@@ -211,7 +218,7 @@ func (p *Pool) dial(ctx context.Context) (*Conn, error) {
 // and there is room; otherwise it is closed and its place freed. A place
 // some other client waits for is freed rather than kept idle.
 func (p *Pool) Put(c *Conn, reuse bool) {
-	b := p.b
+	b, now := p.b, time.Now() // read before the lock, as idleClock
 	b.mu.Lock()
 	if !p.all[c] { // closed by Close meanwhile, and forgotten
 		b.mu.Unlock()
@@ -222,7 +229,6 @@ func (p *Pool) Put(c *Conn, reuse bool) {
 		b.mu.Unlock()
 		return
 	}
-	now := time.Now()
 	if !reuse || p.closed || len(b.waiters) > 0 || len(p.idle) >= p.cfg.MaxIdle || p.cfg.expired(c, now) {
 		p.forgetLocked(c)
 		b.releaseLocked()

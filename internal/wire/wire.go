@@ -17,7 +17,7 @@
 //	c, err := p.Begin(ctx)
 //	if err != nil { ... }
 //	c.W.WriteString("version\r\n")
-//	err = c.W.Flush()
+//	err = c.Flush() // and starts the read's ReadTimeout
 //	if err == nil { _, err = c.Line() }
 //	err = c.End(err) // pools the connection, or closes it after a failure
 package wire

@@ -152,10 +152,4 @@ func badLine(cmd string, l []byte) error {
 
 // line reads one line from r without its CR LF; the slice is valid until
 // the next read.
-func line(r *bufio.Reader) ([]byte, error) {
-	l, err := r.ReadSlice('\n')
-	if err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(l, "\r\n"), nil
-}
+func line(r *bufio.Reader) ([]byte, error) { return wire.ReadLine(r) }

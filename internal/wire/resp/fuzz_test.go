@@ -2,6 +2,7 @@ package resp
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -64,4 +65,28 @@ func FuzzHeader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestHeader pins the lengths Header takes: -1 (and RESP3's "_") for nil,
+// and every length up to the largest int, nothing past it.
+func TestHeader(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want int
+		ok   bool
+	}{
+		{"$-1", -1, true}, {"_", -1, true}, {"$0", 0, true}, {"$100", 100, true},
+		{"$9223372036854775807", 9223372036854775807, true},
+		{"$9223372036854775808", 0, false}, {"$99999999999999999999", 0, false},
+		{"$-2", 0, false}, {"$-0", 0, false}, {"$+5", 0, false}, {"$", 0, false},
+		{"$1x", 0, false}, {"*3", 0, false}, {"$ 3", 0, false},
+	} {
+		n, err := Header([]byte(c.line), '$')
+		if c.ok != (err == nil) || n != c.want {
+			t.Errorf("Header(%q) = %d, %v; want %d, ok %v", c.line, n, err, c.want, c.ok)
+		}
+		if err != nil && !errors.Is(err, wire.ErrProtocol) {
+			t.Errorf("Header(%q): %v does not wrap ErrProtocol", c.line, err)
+		}
+	}
 }

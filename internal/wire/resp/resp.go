@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -96,11 +97,32 @@ func Header(l []byte, kind byte) (int, error) {
 	case len(l) < 2 || l[0] != kind:
 		return 0, fmt.Errorf("%w: unexpected reply %q", wire.ErrProtocol, l)
 	}
-	n, err := strconv.Atoi(string(l[1:]))
-	if err != nil || n < -1 {
+	n, ok := length(l[1:])
+	if !ok {
 		return 0, fmt.Errorf("%w: bad length in %q", wire.ErrProtocol, l)
 	}
 	return n, nil
+}
+
+// length parses a header's length: "-1", or decimal digits that fit an
+// int. By hand, as a multi-get reads one a key: strconv.Atoi of the
+// line's copy took 1% of its client CPU.
+func length(b []byte) (int, bool) {
+	if len(b) == 2 && b[0] == '-' && b[1] == '1' {
+		return -1, true
+	}
+	if len(b) == 0 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		d := int(c) - '0'
+		if d < 0 || d > 9 || n > (math.MaxInt-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
 }
 
 // WriteCommand writes a command as a RESP array of bulk strings.

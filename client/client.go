@@ -57,14 +57,11 @@ type Options struct {
 	// Vnodes is the ring's points per unit of weight, for Nodes and for
 	// Reshard. Default ring.DefaultVnodes.
 	Vnodes int
-	// Equalize, above 0, equalizes every ring the client builds (of Nodes,
-	// MigrateFrom.Nodes and Reshard): each node's exact share within
-	// Equalize (relative: 0.01 is 1%) of its weight's fair share
-	// (ring.WithEqualize). It is part of the placement: every client of a
-	// fleet must use the same value, or they place keys apart. A change of
-	// it is a change of placement (give the old ring as
-	// MigrateFrom.Placement, or ReshardTo the new one). Default 0, the
-	// classic ring; it plays no part in a Placement of the caller's.
+	// Equalize, above 0, equalizes every ring the client builds (Nodes,
+	// MigrateFrom.Nodes, Reshard): each node's share within Equalize (0.01
+	// is 1%) of its weight's fair share (ring.WithEqualize). It is part of
+	// the placement: a fleet must agree on it, and changing it reshards
+	// (see Resharding in the package doc). Default 0, the classic ring.
 	Equalize float64
 	// Placement, when set, replaces the ring built from Nodes (leave Nodes
 	// empty): any ring.Locator, such as a ring built with other options.
@@ -141,26 +138,16 @@ type Options struct {
 	// leases; LeaseRetry defaults to DefaultLeaseRetry.
 	Lease, LeaseRetry time.Duration
 	// MetaLeases takes each lease in the read's own round trip: on
-	// Memcached ≥ 1.6 a placeholder item in the key's place, its CAS id the
-	// lease (see the package doc); on Redis one script that reads the key
-	// and takes the same lease key as without it. On Memcached every
-	// process must run a version with it before it is set: an older one
-	// reads a placeholder as an empty value, and another client (such as
-	// gomemcache) does so always, for as long as a load lasts. A server
-	// without the meta commands gets the leases of Lease. Default false.
+	// Memcached ≥ 1.6 a placeholder item in the key's place, on Redis one
+	// script. On Memcached every process must run a version with it
+	// before it is set (see Loading in the package doc); a server without
+	// the meta commands gets the leases of Lease. Default false.
 	MetaLeases bool
 	// StaleWhileRevalidate, when positive, is how long GetOrLoad and
-	// GetMultiOrLoad serve a value past its TTL (the soft TTL): the value
-	// is kept for TTL plus StaleWhileRevalidate, and past the TTL one
-	// caller of the fleet reloads it in the background while every caller
-	// is answered at once with the value it has. EarlyRefresh, when
-	// positive, has one caller reload a value in the background that far
-	// before its (soft) TTL. Keys stored without a TTL are never
-	// refreshed. Memcached needs the meta commands for either (without
-	// them the value is only kept longer). Every process must agree on
-	// them, as on Lease: a Delete clears the refresh's lease.
-	// GetMultiOrLoad refreshes the keys of one call whose refresh it wins
-	// with one background call of its loader. Default 0: off.
+	// GetMultiOrLoad serve a value past its TTL while one caller of the
+	// fleet reloads it in the background; EarlyRefresh has one caller
+	// reload it that far before its TTL. Every process must agree on them,
+	// as on Lease (see Loading in the package doc). Default 0: off.
 	StaleWhileRevalidate, EarlyRefresh time.Duration
 	// LoadLimit, when set, caps the loader calls of GetOrLoad and
 	// GetMultiOrLoad in this process (see LoadLimit). Default: no cap.

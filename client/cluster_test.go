@@ -27,6 +27,8 @@ type cluster struct {
 	stop    func(i int)                    // makes server i refuse connections
 	advance func(d time.Duration)          // moves the servers' clocks (TTLs) forward
 	raw     func(addr string) directReader // reads a server without the façade
+	// servers are the real servers' processes, nil for miniredis.
+	servers []*testserver.Server
 	// autoPipeline: its clients set Options.AutoPipeline (kinds
 	// "redis-autopipeline" and "memcached-autopipeline", real servers).
 	autoPipeline bool
@@ -73,6 +75,7 @@ var clusterKinds = []string{"miniredis", "redis-server", "memcached", "memcached
 var autoPipelined = map[string]bool{
 	"TestReshardKeepsEveryKey":   true,
 	"TestWindowWritesAndDeletes": true,
+	"TestNilContext":             true,
 }
 
 // newCluster starts n servers of the kind.
@@ -104,7 +107,7 @@ func newCluster(t testing.TB, kind string, n int) *cluster {
 		default:
 			ss, c.backend = testserver.Memcached(t, n), Memcached
 		}
-		c.addrs = testserver.Addrs(ss)
+		c.addrs, c.servers = testserver.Addrs(ss), ss
 		c.stop = func(i int) { ss[i].Stop() }
 		c.advance = func(d time.Duration) { time.Sleep(d) }
 	default:

@@ -76,6 +76,12 @@
 // failure on the old one is an error. Incr and Touch bring their key over
 // first, synchronously.
 //
+// Options.Equalize is part of the placement, as the nodes and their
+// weights are: every client of a fleet must use the same value, or they
+// place keys apart, and a change of it is a change of placement (give the
+// old ring as MigrateFrom.Placement, or ReshardTo the new one). It plays no
+// part in a Placement of the caller's.
+//
 // # A fleet
 //
 // Reshard changes one process. A fleet never switches at one instant, and
@@ -168,14 +174,22 @@
 // a loader's panic, the background refreshes) internal/loading's.
 //
 // With Options.MetaLeases the lease is taken by the read itself, one round
-// trip: on Memcached ≥ 1.6 a placeholder item in the key's place (its
-// flags tell our reads it is a miss; other clients read an empty value),
-// on Redis one script. With Options.StaleWhileRevalidate a value is kept
-// that long past its TTL, and a read past the TTL hands its reload to one
-// caller of the fleet, in the background, while every caller is answered
-// at once with the value read; Options.EarlyRefresh does the same before
-// the TTL. GetMultiOrLoad takes its leases and its refreshes per key, one
-// round trip per owner, and reloads the keys one call wins in one call of
+// trip: on Memcached ≥ 1.6 a placeholder item in the key's place, its CAS
+// id the lease (its flags tell our reads it is a miss); on Redis one
+// script that reads the key and takes the same lease key as without it.
+// On Memcached every process must run a version with MetaLeases before it
+// is set: an older one reads a placeholder as an empty value, as another
+// client (gomemcache, say) always does, for as long as a load lasts.
+//
+// With Options.StaleWhileRevalidate a value is kept that long past its TTL
+// (the soft TTL), and a read past the TTL hands its reload to one caller of
+// the fleet, in the background, while every caller is answered at once
+// with the value read; Options.EarlyRefresh does the same that long before
+// the (soft) TTL. Keys stored without a TTL are never refreshed. Memcached
+// needs the meta commands for either (without them the value is only kept
+// longer), and a Delete clears a refresh's lease as it clears a load's.
+// GetMultiOrLoad takes its leases and its refreshes per key, one round trip
+// per owner, and reloads the keys one call wins in one background call of
 // its loader.
 //
 // # Auto-pipelining and the near cache

@@ -43,16 +43,13 @@ func entryPoints(c *Client, k string) map[string]func(ctx context.Context) error
 			_, err := c.GetMultiOrLoad(ctx, keys, time.Minute, loadMulti)
 			return err
 		},
-		"Flush": func(ctx context.Context) error { return c.Flush(ctx) },
-		"Ping":  func(ctx context.Context) error { return c.Ping(ctx) },
-	}
-	if c.opts.Backend == Redis {
-		ops["RedisDo"] = func(ctx context.Context) error {
+		"Flush":     func(ctx context.Context) error { return c.Flush(ctx) },
+		"Ping":      func(ctx context.Context) error { return c.Ping(ctx) },
+		"Increment": func(ctx context.Context) error { _, err := c.Increment(ctx, k, 1); return err },
+		"Decrement": func(ctx context.Context) error { _, err := c.Decrement(ctx, k, 1); return err },
+		"RedisDo": func(ctx context.Context) error {
 			return c.RedisDo(ctx, k, RedisRead, redis.NewStringCmd(context.Background(), "get", k))
-		}
-	} else {
-		ops["Increment"] = func(ctx context.Context) error { _, err := c.Increment(ctx, k, 1); return err }
-		ops["Decrement"] = func(ctx context.Context) error { _, err := c.Decrement(ctx, k, 1); return err }
+		},
 	}
 	return ops
 }
@@ -80,6 +77,10 @@ func TestNilContext(t *testing.T) {
 		if _, err := c.Sweep(nil, SweepOptions{}); !errors.Is(err, ErrNilContext) { //nolint:staticcheck
 			t.Errorf("Sweep(nil context) = %v; want ErrNilContext", err)
 		}
+		//lint:ignore SA1012 as above
+		if _, err := c.NodeStats(nil); !errors.Is(err, ErrNilContext) { //nolint:staticcheck
+			t.Errorf("NodeStats(nil context) = %v; want ErrNilContext", err)
+		}
 		if h := cl.holders(t, "nilctx"); len(h) != 0 {
 			t.Errorf("a call with a nil context stored the key on %v", h)
 		}
@@ -88,39 +89,72 @@ func TestNilContext(t *testing.T) {
 
 // TestNodeDownEveryPath: while a node is held down, every call to it fails
 // at once with ErrNodeDown, RedisDo (compat/goredis's path) included, and
-// no error of a Redis node mentions Memcached.
+// no error of a Redis node mentions Memcached; during a migration too,
+// with the key's new owner held down. The node is paused, not stopped, and
+// the client's timeouts are longer than prompt: a call that reached the
+// network would wait them out.
 func TestNodeDownEveryPath(t *testing.T) {
 	for _, kind := range []string{"redis-server", "memcached"} {
 		t.Run(kind, func(t *testing.T) {
-			cl := newCluster(t, kind, 2)
-			c := cl.client(t, Options{FailureThreshold: 1, ProbeInterval: time.Hour})
-			victim := cl.nodes(0)[0]
-			k := keysOn(c, victim.Addr, "down:", 1)[0]
-			cl.stop(0)
-			for !healthOf(t, c, victim.Addr).Down {
-				c.Get(t.Context(), k) // fails at the connection level until the node is marked down
-			}
-			// The calls on several keys or on every node fail on the down
-			// node's part, with a *NodeError for it among the others'.
-			for name, op := range entryPoints(c, k) {
-				start := time.Now()
-				err := op(t.Context())
-				if d := time.Since(start); d > prompt {
-					t.Errorf("%s on a node held down took %v", name, d)
+			t.Run("steady", func(t *testing.T) {
+				cl := newCluster(t, kind, 2)
+				c := cl.client(t, Options{FailureThreshold: 1, ProbeInterval: time.Hour})
+				victim := cl.nodes(0)[0]
+				k := keysOn(c, victim.Addr, "down:", 1)[0]
+				holdDown(t, c, cl, 0, k)
+				checkDownEveryPath(t, c, cl, k)
+			})
+			t.Run("migration", func(t *testing.T) {
+				cl := newCluster(t, kind, 3)
+				c := cl.client(t, Options{Nodes: cl.nodes(0, 1), FailureThreshold: 1, ProbeInterval: time.Hour})
+				if err := c.Reshard(cl.nodes(), time.Hour); err != nil {
+					t.Fatal(err)
 				}
-				switch {
-				case name == "GetOrLoad" || name == "GetMultiOrLoad":
-					// A cache that cannot be read does not stop the load.
-					if err != nil {
-						t.Errorf("%s on a node held down = %v; want the loaded value", name, err)
-					}
-				case !errors.Is(err, ErrNodeDown):
-					t.Errorf("%s on a node held down = %v; want ErrNodeDown", name, err)
-				}
-				if cl.backend == Redis && err != nil && strings.Contains(strings.ToLower(err.Error()), "memcache") {
-					t.Errorf("%s on a Redis node: %v mentions Memcached", name, err)
-				}
-			}
+				k := keysOn(c, cl.addrs[2], "down:", 1)[0] // moved to node 2
+				holdDown(t, c, cl, 2, k)
+				checkDownEveryPath(t, c, cl, k)
+			})
 		})
+	}
+}
+
+// holdDown pauses server i of cl and calls Get(k), a key it owns, until c
+// holds the node down.
+func holdDown(t *testing.T, c *Client, cl *cluster, i int, k string) {
+	t.Helper()
+	paused(t, cl.servers[i])
+	for range 10 {
+		if healthOf(t, c, cl.addrs[i]).Down {
+			return
+		}
+		c.Get(t.Context(), k) // fails at the connection level until the node is marked down
+	}
+	t.Fatalf("node %s not held down after 10 failed calls", cl.addrs[i])
+}
+
+// checkDownEveryPath runs every entry point of c on k, whose node is held
+// down: each fails at once with ErrNodeDown (the calls on several keys or
+// on every node on the down node's part, with a *NodeError for it), and no
+// Redis error mentions Memcached.
+func checkDownEveryPath(t *testing.T, c *Client, cl *cluster, k string) {
+	t.Helper()
+	for name, op := range entryPoints(c, k) {
+		start := time.Now()
+		err := op(t.Context())
+		if d := time.Since(start); d > prompt {
+			t.Errorf("%s on a node held down took %v", name, d)
+		}
+		switch {
+		case name == "GetOrLoad" || name == "GetMultiOrLoad":
+			// A cache that cannot be read does not stop the load.
+			if err != nil {
+				t.Errorf("%s on a node held down = %v; want the loaded value", name, err)
+			}
+		case !errors.Is(err, ErrNodeDown):
+			t.Errorf("%s on a node held down = %v; want ErrNodeDown", name, err)
+		}
+		if cl.backend == Redis && err != nil && strings.Contains(strings.ToLower(err.Error()), "memcache") {
+			t.Errorf("%s on a Redis node: %v mentions Memcached", name, err)
+		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/shardcache/shardcache/internal/node/gutter"
 	"github.com/shardcache/shardcache/internal/node/health"
 	"github.com/shardcache/shardcache/internal/node/redisnode"
-	"github.com/shardcache/shardcache/internal/node/replica"
 	"github.com/shardcache/shardcache/ring"
 )
 
@@ -130,17 +129,14 @@ func items(n node.Node) node.Items {
 }
 
 // redisOf returns the go-redis client of a Redis node, for the client's
-// own commands on it (RedisDo), without handing it out (see Redis).
+// own commands on it (RedisDo), without handing it out (see Redis); a
+// stand-in for other nodes says why it has none.
 func redisOf(n node.Node) (*redis.Client, error) {
-	switch n := n.(type) {
-	case *node.Failing:
-		return nil, n.Err
-	case *gutter.Node:
-		return nil, ErrNodeDown
-	case *replica.Set:
-		return nil, fmt.Errorf("%w: a Redis command on a replica set (Options.Replicas)", ErrUnsupported)
-	case interface{ Client() *redis.Client }:
-		return n.Client(), nil
+	if r, ok := n.(node.Refuser); ok {
+		return nil, r.Refuse()
+	}
+	if r, ok := n.(interface{ Client() *redis.Client }); ok {
+		return r.Client(), nil
 	}
 	return nil, fmt.Errorf("%w: a Redis command on a Memcached node", ErrUnsupported)
 }

@@ -25,7 +25,12 @@ var (
 	_ Sweeper       = (*Failing)(nil)
 	_ Leaser        = (*Failing)(nil)
 	_ UsageReporter = (*Failing)(nil)
+	_ Refuser       = (*Failing)(nil)
 )
+
+// Refuse returns Err, uncounted: a command beyond the node interface is
+// the caller's to count.
+func (f *Failing) Refuse() error { return f.Err }
 
 // Fail tells a call of kind op to the observer and returns the error.
 func (f *Failing) Fail(op Op) error {

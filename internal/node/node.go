@@ -206,6 +206,14 @@ type Items interface {
 	Flush(ctx context.Context) error
 }
 
+// Refuser is the capability of a node that stands in for others (a node
+// held down or unknown, a gutter, a replica set): Refuse returns the error
+// a command beyond the node interface (a Redis command through the
+// client's RedisDo) gets from it, as no single server takes it.
+type Refuser interface {
+	Refuse() error
+}
+
 // Sweeper is what a sweep needs of a node: list its keys, and copy them
 // whole, any type, with their remaining TTL.
 type Sweeper interface {

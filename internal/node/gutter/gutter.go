@@ -218,6 +218,10 @@ func (g *Node) Touch(ctx context.Context, key string, ttl time.Duration) error {
 // Ping is home's stand-in's: the gutter answering says nothing of home.
 func (g *Node) Ping(context.Context) error { return node.ErrNodeDown }
 
+// Refuse returns node.ErrNodeDown: a command beyond the node interface
+// would reach the gutter, which holds only home's copies.
+func (g *Node) Refuse() error { return node.ErrNodeDown }
+
 // Close closes nothing: the target is the pool's.
 func (g *Node) Close() error { return nil }
 

@@ -639,6 +639,12 @@ func (s *Set) Ping(ctx context.Context) error {
 // Close closes nothing: the members are the pool's.
 func (s *Set) Close() error { return nil }
 
+// Refuse returns node.ErrUnsupported: a command beyond the node interface
+// cannot be told which member must take it.
+func (s *Set) Refuse() error {
+	return fmt.Errorf("%w: a Redis command on a replica set (Options.Replicas)", node.ErrUnsupported)
+}
+
 // GetItem reads from the members in ring order, without repair (its TTL
 // is unknown): the first member's CAS id is the one a StoreCAS, run there,
 // compares.

@@ -420,10 +420,10 @@ func BenchmarkRedis(b *testing.B) {
 		b.Run("GetMulti100/"+mode.name+"/go-redis-mget-4nodes", mode.run(fanOut))
 		b.Run("GetMulti100/"+mode.name+"/shardcache-4nodes", mode.run(facadeMulti))
 		b.Run("GetMulti100/"+mode.name+"/shardcache-autopipeline-4nodes", mode.run(facadeMultiAP))
-		b.Run("GetMulti100/"+mode.name+"/paired-shardcache-vs-go-redis-ring", mode.pair(ringMulti, facadeMulti))
+		b.Run("GetMulti100/"+mode.name+"/paired-shardcache-vs-go-redis-ring", mode.pair(ringMulti, facadeMulti, servers...))
 		b.Run("GetMulti100/"+mode.name+"/paired-shardcache-vs-go-redis-mget-4nodes", mode.pair(fanOut, facadeMulti, servers...))
-		b.Run("GetMulti100/"+mode.name+"/paired-shardcache-autopipeline-vs-go-redis-ring", mode.pair(ringMulti, facadeMultiAP))
-		b.Run("GetMulti100/"+mode.name+"/paired-shardcache-autopipeline-vs-go-redis-mget-4nodes", mode.pair(fanOut, facadeMultiAP))
+		b.Run("GetMulti100/"+mode.name+"/paired-shardcache-autopipeline-vs-go-redis-ring", mode.pair(ringMulti, facadeMultiAP, servers...))
+		b.Run("GetMulti100/"+mode.name+"/paired-shardcache-autopipeline-vs-go-redis-mget-4nodes", mode.pair(fanOut, facadeMultiAP, servers...))
 	}
 }
 
@@ -503,13 +503,13 @@ func BenchmarkMemcached(b *testing.B) {
 		b.Run("Get/"+mode.name+"/shardcache", mode.run(facadeGet))
 		b.Run("Get/"+mode.name+"/shardcache-cancelctx", mode.run(facadeGetCtx))
 		b.Run("Get/"+mode.name+"/paired-shardcache-vs-gomemcache", mode.pair(directGet, facadeGet, servers[0]))
-		b.Run("Get/"+mode.name+"/paired-shardcache-cancelctx-vs-gomemcache", mode.pair(directGet, facadeGetCtx))
+		b.Run("Get/"+mode.name+"/paired-shardcache-cancelctx-vs-gomemcache", mode.pair(directGet, facadeGetCtx, servers[0]))
 		b.Run("Set/"+mode.name+"/gomemcache", mode.run(directSet))
 		b.Run("Set/"+mode.name+"/shardcache", mode.run(facadeSet))
 		b.Run("Set/"+mode.name+"/shardcache-cancelctx", mode.run(facadeSetCtx))
 		b.Run("GetMulti100/"+mode.name+"/gomemcache-1node", mode.run(getMulti(direct)))
 		b.Run("GetMulti100/"+mode.name+"/gomemcache-4nodes", mode.run(getMulti(multi)))
 		b.Run("GetMulti100/"+mode.name+"/shardcache-4nodes", mode.run(facadeMulti))
-		b.Run("GetMulti100/"+mode.name+"/paired-shardcache-vs-gomemcache-4nodes", mode.pair(getMulti(multi), facadeMulti))
+		b.Run("GetMulti100/"+mode.name+"/paired-shardcache-vs-gomemcache-4nodes", mode.pair(getMulti(multi), facadeMulti, servers...))
 	}
 }

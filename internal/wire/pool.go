@@ -218,7 +218,7 @@ func (p *Pool) dial(ctx context.Context) (*Conn, error) {
 // and there is room; otherwise it is closed and its place freed. A place
 // some other client waits for is freed rather than kept idle.
 func (p *Pool) Put(c *Conn, reuse bool) {
-	b, now := p.b, time.Now() // read before the lock, as idleClock
+	b, now := p.b, p.idleClock() // read before the lock
 	b.mu.Lock()
 	if !p.all[c] { // closed by Close meanwhile, and forgotten
 		b.mu.Unlock()

@@ -19,7 +19,7 @@
 //	c.W.WriteString("version\r\n")
 //	err = c.Flush() // and starts the read's ReadTimeout
 //	if err == nil { _, err = c.Line() }
-//	err = c.End(err) // pools the connection, or closes it after a failure
+//	err = c.End(err, err == nil) // pools the connection, or closes it after a failure
 package wire
 
 import (

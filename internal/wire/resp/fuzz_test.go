@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -76,8 +78,8 @@ func TestHeader(t *testing.T) {
 		ok   bool
 	}{
 		{"$-1", -1, true}, {"_", -1, true}, {"$0", 0, true}, {"$100", 100, true},
-		{"$9223372036854775807", 9223372036854775807, true},
-		{"$9223372036854775808", 0, false}, {"$99999999999999999999", 0, false},
+		{"$" + strconv.Itoa(math.MaxInt), math.MaxInt, true},
+		{"$" + strconv.FormatUint(uint64(math.MaxInt)+1, 10), 0, false}, {"$99999999999999999999", 0, false},
 		{"$-2", 0, false}, {"$-0", 0, false}, {"$+5", 0, false}, {"$", 0, false},
 		{"$1x", 0, false}, {"*3", 0, false}, {"$ 3", 0, false},
 	} {

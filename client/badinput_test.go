@@ -12,6 +12,13 @@ import (
 	"github.com/shardcache/shardcache/ring"
 )
 
+// listed is a placement of the caller's over nodes, checked by nothing:
+// every key on the first.
+type listed []ring.Node
+
+func (l listed) Locate(string) ring.Node { return l[0] }
+func (l listed) Nodes() []ring.Node      { return l }
+
 // TestBadInput runs every public entry point with bad input: each call gets
 // a typed error (errors.Is), never a panic, and loses no data: a key written
 // before reads back after, and a rejected write stores nothing.
@@ -82,6 +89,50 @@ func TestBadInput(t *testing.T) {
 			small := cl.client(t, Options{MaxValueSize: 1 << 20})
 			add("Set over MaxValueSize", small.Set(ctx, "big2", huge, 0), ErrValueTooLarge)
 		}
+		// Every call that takes a value refuses one over the limit before
+		// any I/O, and takes one within it: the values a loader returns
+		// are handed to the caller but not stored.
+		limited, over, within := c, huge, huge[:1<<20-4096]
+		if cl.backend == Redis {
+			limited, over, within = cl.client(t, Options{MaxValueSize: 1 << 20}), huge[:1<<20+1], huge[:1<<20]
+		}
+		valueOps := map[string]func(key string, v []byte) error{
+			"Set":               func(k string, v []byte) error { return limited.Set(ctx, k, v, 0) },
+			"Add":               func(k string, v []byte) error { return limited.Add(ctx, k, v, 0) },
+			"SetMulti":          func(k string, v []byte) error { return limited.SetMulti(ctx, map[string][]byte{k: v}, 0) },
+			"Store(StoreSet)":   func(k string, v []byte) error { return limited.Store(ctx, StoreSet, Item{Key: k, Value: v}) },
+			"Store(StoreAdd)":   func(k string, v []byte) error { return limited.Store(ctx, StoreAdd, Item{Key: k, Value: v}) },
+			"Store(StoreCAS)":   func(k string, v []byte) error { return limited.Store(ctx, StoreCAS, Item{Key: k, Value: v, CasID: 1}) },
+			"Store(StoreRepl.)": func(k string, v []byte) error { return limited.Store(ctx, StoreReplace, Item{Key: k, Value: v}) },
+		}
+		for name, op := range valueOps {
+			add(name+" over the value limit", op("big:"+name, over), ErrValueTooLarge)
+			if strings.Contains(name, "CAS") || strings.Contains(name, "Repl") {
+				continue // of a key that is not there: refused by the server, not by size
+			}
+			if err := op("fits:"+name, within); err != nil {
+				t.Errorf("%s of %d bytes, within the limit: %v", name, len(within), err)
+			}
+		}
+		for name, load := range map[string]func(k string) ([]byte, error){
+			"GetOrLoad": func(k string) ([]byte, error) {
+				return limited.GetOrLoad(ctx, k, time.Minute, func(context.Context) ([]byte, error) { return over, nil })
+			},
+			"GetMultiOrLoad": func(k string) ([]byte, error) {
+				m, err := limited.GetMultiOrLoad(ctx, []string{k}, time.Minute, func(context.Context, []string) (map[string][]byte, error) {
+					return map[string][]byte{k: over}, nil
+				})
+				return m[k], err
+			},
+		} {
+			if v, err := load("bigload:" + name); len(v) != len(over) {
+				t.Errorf("%s of a value over the limit = %d bytes, %v; want the loaded value", name, len(v), err)
+			}
+			if h := cl.holders(t, "bigload:"+name); len(h) != 0 {
+				t.Errorf("%s stored a value over the limit on %v", name, h)
+			}
+		}
+
 		// A nil value is an empty one, not an error.
 		if err := c.Set(ctx, "nil", nil, 0); err != nil {
 			t.Errorf("Set of a nil value = %v", err)
@@ -112,6 +163,24 @@ func TestBadInput(t *testing.T) {
 				nc.Close()
 			}
 			add("New, "+nodes.name, err, nodes.want)
+		}
+		// A padded address on every other way in: a placement of the
+		// caller's, MigrateFrom, ReshardTo, the gutter pool.
+		padded := []ring.Node{{Name: "p", Addr: " " + cl.addrs[0]}}
+		add("ReshardTo, padded address", c.ReshardTo(listed(padded), time.Minute), ring.ErrBadAddr)
+		for name, opts := range map[string]Options{
+			"Placement":   {Placement: listed(padded)},
+			"MigrateFrom": {Nodes: cl.nodes(), MigrateFrom: &MigrateFrom{Nodes: padded, Start: time.Now(), Window: time.Minute}},
+			"MigrateFrom.Placement": {Nodes: cl.nodes(),
+				MigrateFrom: &MigrateFrom{Placement: listed(padded), Start: time.Now(), Window: time.Minute}},
+			"Gutter": {Nodes: cl.nodes(1, 2), Gutter: []ring.Node{{Name: "g", Addr: cl.addrs[0] + " "}}},
+		} {
+			opts.Backend = cl.backend
+			nc, err := New(opts)
+			if nc != nil {
+				nc.Close()
+			}
+			add("New, padded address in "+name, err, ring.ErrBadAddr)
 		}
 		add("Reshard, negative window", c.Reshard(cl.nodes(), -time.Second), migration.ErrBadWindow)
 		add("ReshardTo nil", c.ReshardTo(nil, time.Minute), ErrBadOptions)

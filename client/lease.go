@@ -95,6 +95,13 @@ func (c *Client) leaseWaiter(r route, key string) lease.Waiter {
 // or is not known to be held (the store failed, or never ran): that value
 // must not be served to a read that began after the load.
 func (c *Client) storeUnderLease(ctx context.Context, st *state, now time.Time, items []item, l *lease.Lease) (lost bool) {
+	items, over := c.storable(items)
+	if len(over) > 0 {
+		c.releaseLeases(ctx, st, now, over, l)
+		if lost = true; len(items) == 0 {
+			return true
+		}
+	}
 	for _, it := range items {
 		c.follower.Wrote(it.Key) // before the state is looked at again: see beginWrite
 	}

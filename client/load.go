@@ -306,6 +306,9 @@ func (c *Client) store(ctx context.Context, r route, l *lease.Lease, key string,
 	if l != nil {
 		return c.storeUnderLease(ctx, r.st, r.now, []item{{Key: key, Value: v, TTL: ttl}}, l)
 	}
+	if _, over := c.storable([]item{{Key: key, Value: v}}); len(over) > 0 {
+		return false
+	}
 	// Routed now, not when the load began: a load may outlast a phase of
 	// the migration (before its start, a write reaches the old owner alone,
 	// which must not happen after the handover: copy.go).
@@ -476,6 +479,7 @@ func (c *Client) loadBatch(ctx context.Context, st *state, now time.Time, hits m
 	case l != nil:
 		c.storeUnderLease(sctx, st, now, items, l)
 	default:
+		items, _ = c.storable(items)
 		keys := make([]string, len(items))
 		for i, it := range items {
 			keys[i] = it.Key

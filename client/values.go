@@ -2,6 +2,7 @@ package client
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/shardcache/shardcache/internal/node"
 )
@@ -27,6 +28,23 @@ func (c *Client) checkValue(key string, value []byte) error {
 		return fmt.Errorf("%w: %q: %d bytes, more than %d", ErrValueTooLarge, truncKey(key), len(value), c.opts.MaxValueSize)
 	}
 	return nil
+}
+
+// storable returns the items a loader returned that a write would take,
+// and the keys of those over MaxValueSize, counted as cache errors: their
+// values are handed to the callers but not stored.
+func (c *Client) storable(items []item) (fit []item, over []string) {
+	for _, it := range items {
+		if c.checkValue(it.Key, it.Value) != nil {
+			over = append(over, it.Key)
+		}
+	}
+	if over == nil {
+		return items, nil
+	}
+	c.loads.cacheErrors.Add(int64(len(over)))
+	fit = slices.DeleteFunc(slices.Clone(items), func(it item) bool { return c.checkValue(it.Key, it.Value) != nil })
+	return fit, over
 }
 
 // truncKey shortens a key for an error message.

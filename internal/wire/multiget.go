@@ -67,8 +67,12 @@ func (p *Pool) Send(ctx context.Context, m Multi, keys []string) *Pending {
 }
 
 // SendIdle is Send on an idle connection; false when the pool has none
-// (Send then dials, or waits).
+// (Send then dials, or waits). A context already ended is Recv's error, as
+// Send's: nothing is sent.
 func (p *Pool) SendIdle(ctx context.Context, m Multi, keys []string) (*Pending, bool) {
+	if err := ctx.Err(); err != nil {
+		return &Pending{p: p, m: m, keys: keys, err: err}, true
+	}
 	c := p.GetIdle()
 	if c == nil {
 		return nil, false

@@ -192,6 +192,7 @@ func TestBadInput(t *testing.T) {
 			"negative MaxValueSize":   {Nodes: cl.nodes(), MaxValueSize: -1},
 			"negative timeout":        {Nodes: cl.nodes(), ReadTimeout: -time.Second},
 			"negative BackfillQueue":  {Nodes: cl.nodes(), BackfillQueue: -1},
+			"KeepRedisClients alone":  {Nodes: cl.nodes(), KeepRedisClients: true},
 			"Nodes and Placement":     {Nodes: cl.nodes(), Placement: mustRing(t, cl.nodes())},
 			"MigrateFrom, bad window": {Nodes: cl.nodes(), MigrateFrom: &MigrateFrom{Nodes: cl.nodes(0), Start: time.Now(), Window: -time.Minute}},
 		} {

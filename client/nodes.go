@@ -100,6 +100,7 @@ func (c *Client) newNode(n ring.Node, obs node.Observer, store *near.Cache) (nod
 	}
 	if o.NewRedisClient != nil {
 		cfg.NewClient = func(opt *redis.Options) *redis.Client { return o.NewRedisClient(n, opt) }
+		cfg.KeepClient = o.KeepRedisClients
 	}
 	nd, err := redisnode.New(cfg)
 	if err != nil {

@@ -30,11 +30,20 @@
 //     deleted, as client.Incr does). Every other command goes to the new
 //     owner only, as do the commands of a MULTI/EXEC transaction. Use
 //     Reshard, not SetAddrs, which rebuilds the shards without a window.
+//   - Connections. The client.Client that splits the multi-key commands
+//     and applies a migration runs its commands on the Ring's own shard
+//     clients, so a node sees no more connections than go-redis's Ring
+//     opens (RingOptions.PoolSize, and PipelinePoolSize for pipelines).
+//     During a window the Ring keeps the old nodes' shards too (ForEachShard
+//     and the heartbeat reach them) and closes them once it is over.
+//     Shardcache().Stats() and its health count every command of the
+//     shards, the Ring's own included.
 package goredis
 
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -72,16 +81,25 @@ type Options struct {
 type Ring struct {
 	*redis.Ring
 
-	// c applies the migration, with clients of its own for the nodes, made
-	// with the same options as the Ring's shards.
+	// c applies the migration and splits the multi-key commands, over the
+	// Ring's own shard clients (client.Options.KeepRedisClients): one
+	// connection pool per node, RingOptions.PoolSize connections at most.
 	c        *client.Client
 	vnodes   int
 	maxValue int
 
-	reshard  sync.Mutex     // serialises Reshard
-	mu       sync.Mutex     // guards template (taken inside Reshard, by new shards)
-	template *redis.Options // a shard's options, for the client's node clients
+	reshard sync.Mutex // serialises Reshard and the narrowing after a window
+	mu      sync.Mutex // guards the fields below (taken inside SetAddrs, by new shards)
+	// shards are the Ring's shard clients by address, which c's nodes
+	// share: while a window is open they include the old placement's
+	// nodes (wide), so that every node c lists is a shard of the Ring.
+	shards   map[string]*redis.Client
+	orphans  []*redis.Client // clients made for a node the Ring had no shard for; closed by Close
+	template *redis.Options  // a shard's options
 	newShard func(*redis.Options) *redis.Client
+	wide     atomic.Bool // the shards still include a window's old nodes
+	narrowAt *time.Timer // narrows the shards once the window is over, without traffic
+	closed   bool
 }
 
 // New returns a Ring over nodes. It dials nothing: connections are made on
@@ -103,43 +121,155 @@ func NewWithOptions(nodes []ring.Node, opts Options) (*Ring, error) {
 	if err != nil {
 		return nil, err
 	}
+	var old []ring.Node // a migration resumed: its old nodes are shards too
+	if m := opts.MigrateFrom; m != nil && m.Placement != nil {
+		old = m.Placement.Nodes()
+	} else if m != nil {
+		old = m.Nodes
+	}
+	r.shards = map[string]*redis.Client{}
 	ro := opts.Ring
-	ro.Addrs = addrs(placement.Nodes())
+	ro.Addrs = shardAddrs(placement.Nodes(), old)
 	ro.NewConsistentHash = func([]string) redis.ConsistentHash { return ringHash{r} }
 	ro.NewClient = func(o *redis.Options) *redis.Client {
+		c := r.newShard(o)
 		r.mu.Lock()
 		if r.template == nil {
 			t := *o
 			r.template = &t
 		}
+		r.shards[o.Addr] = c
 		r.mu.Unlock()
-		return r.newShard(o)
+		return c
 	}
 	r.Ring = redis.NewRing(&ro)
 	r.c, err = client.New(client.Options{
-		Backend:        client.Redis,
-		Placement:      placement,
-		Vnodes:         opts.Vnodes,
-		MigrateFrom:    opts.MigrateFrom,
-		NewRedisClient: r.nodeClient,
+		Backend:          client.Redis,
+		Placement:        placement,
+		Vnodes:           opts.Vnodes,
+		MigrateFrom:      opts.MigrateFrom,
+		NewRedisClient:   r.nodeClient,
+		KeepRedisClients: true,
 	})
 	if err != nil {
 		r.Ring.Close()
 		return nil, err
 	}
 	r.Ring.AddHook(hook{r})
+	r.reshard.Lock()
+	r.widened()
+	r.reshard.Unlock()
 	return r, nil
 }
 
-// nodeClient makes the client.Client's go-redis client for node n, with the
-// options of the Ring's shards (what the user gave, not the client's own
-// defaults, which opt holds).
+// nodeClient returns the go-redis client of node n for the client.Client:
+// the Ring's shard of its address, whose pool the two share. The Ring has
+// one for every node the client lists; should it not, a client of the
+// shards' options is made (opt holds the client's own defaults, not what
+// the user gave) and closed by Close.
 func (r *Ring) nodeClient(n ring.Node, _ *redis.Options) *redis.Client {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.shards[n.Addr]; ok {
+		return c
+	}
 	o := *r.template
-	r.mu.Unlock()
 	o.Addr = n.Addr
-	return r.newShard(&o)
+	c := r.newShard(&o)
+	r.orphans = append(r.orphans, c)
+	return c
+}
+
+// shardAddrs returns the Ring's shards for the nodes cur and, during a
+// window, the old nodes: cur by name, then each old node at an address cur
+// lacks, under a name no placement gives (the hash never names it).
+func shardAddrs(cur, old []ring.Node) map[string]string {
+	m := addrs(cur)
+	have := make(map[string]bool, len(cur))
+	for _, n := range cur {
+		have[n.Addr] = true
+	}
+	for _, n := range old {
+		if !have[n.Addr] {
+			have[n.Addr] = true
+			m["\x00old:"+n.Addr] = n.Addr
+		}
+	}
+	return m
+}
+
+// setAddrs gives the Ring the shards of addrs (see shardAddrs), closing
+// the others, and forgets those it closed.
+func (r *Ring) setAddrs(addrs map[string]string) {
+	r.Ring.SetAddrs(addrs)
+	keep := make(map[string]bool, len(addrs))
+	for _, a := range addrs {
+		keep[a] = true
+	}
+	r.mu.Lock()
+	for a := range r.shards {
+		if !keep[a] {
+			delete(r.shards, a)
+		}
+	}
+	r.mu.Unlock()
+}
+
+// widened follows a change of the client's placements, r.reshard held:
+// while a window is open the shards stay those of both placements, and a
+// timer narrows them once it is over; otherwise they are narrowed now.
+func (r *Ring) widened() {
+	if !r.c.Migrating() {
+		r.narrowLocked()
+		return
+	}
+	r.wide.Store(true)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	if r.narrowAt != nil {
+		r.narrowAt.Stop()
+	}
+	r.narrowAt = time.AfterFunc(time.Until(r.c.Migration().End), r.narrowWhenOver)
+}
+
+// narrowWhenOver narrows the shards once the window is over (the client
+// drops the old placement after the window's skew too), checking again
+// shortly until then.
+func (r *Ring) narrowWhenOver() {
+	r.narrow()
+	if r.wide.Load() {
+		r.mu.Lock()
+		if !r.closed {
+			r.narrowAt.Reset(narrowRetry)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// narrowRetry is how often narrowWhenOver looks again.
+const narrowRetry = 100 * time.Millisecond
+
+// narrow drops the old placement's shards once the client has (the hook
+// calls it as soon as it sees the window over); it never waits for a
+// Reshard under way.
+func (r *Ring) narrow() {
+	if r.wide.Load() && !r.c.Migrating() && r.reshard.TryLock() {
+		r.narrowLocked()
+		r.reshard.Unlock()
+	}
+}
+
+// narrowLocked gives the Ring the shards of the client's placement alone,
+// r.reshard held, once no window is open.
+func (r *Ring) narrowLocked() {
+	if r.c.Migrating() {
+		return
+	}
+	r.setAddrs(addrs(r.c.Nodes()))
+	r.wide.Store(false)
 }
 
 // ring builds a ring of nodes with the Ring's options.
@@ -184,19 +314,17 @@ func (r *Ring) Reshard(nodes []ring.Node, window time.Duration) error {
 	}
 	r.reshard.Lock()
 	defer r.reshard.Unlock()
+	r.narrowLocked() // the last window's old nodes, if it is over
 	cur := r.c.Nodes()
-	// Both placements' shards while the placement switches, so the hash
-	// never names a shard the Ring lacks.
-	union := addrs(cur)
-	for name, addr := range addrs(next.Nodes()) {
-		union[name] = addr
-	}
-	r.Ring.SetAddrs(union)
+	// Both placements' shards from before the switch, so that the hash
+	// never names a shard the Ring lacks and every node the client lists
+	// is a shard (its go-redis client the Ring's).
+	r.setAddrs(shardAddrs(next.Nodes(), cur))
 	if err := r.c.ReshardTo(next, window); err != nil {
-		r.Ring.SetAddrs(addrs(cur))
+		r.setAddrs(addrs(cur))
 		return err
 	}
-	r.Ring.SetAddrs(addrs(next.Nodes()))
+	r.widened()
 	return nil
 }
 
@@ -206,7 +334,18 @@ func (r *Ring) Migration() migration.Status { return r.c.Migration() }
 // Shardcache returns the client.Client that applies the migration.
 func (r *Ring) Shardcache() *client.Client { return r.c }
 
-// Close closes the Ring and the migration's clients.
+// Close closes the Ring, its shards and the client over them.
 func (r *Ring) Close() error {
-	return errors.Join(r.Ring.Close(), r.c.Close())
+	r.mu.Lock()
+	r.closed = true
+	if r.narrowAt != nil {
+		r.narrowAt.Stop()
+	}
+	orphans := r.orphans
+	r.mu.Unlock()
+	errs := []error{r.c.Close(), r.Ring.Close()}
+	for _, c := range orphans {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
 }

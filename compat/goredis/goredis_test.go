@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -587,4 +589,157 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("Get with a nil context = %v, want client.ErrNilContext", err)
 		}
 	}()
+	// Every other way in with a nil context: a split MGet, a pipeline, a
+	// transaction, a command by Do.
+	for name, call := range map[string]func() error{
+		"MGet": func() error { return r.MGet(nil, "a", "b", "c", "d").Err() }, //nolint:staticcheck
+		"Pipelined": func() error {
+			_, err := r.Pipelined(nil, func(p redis.Pipeliner) error { p.Get(nil, "k"); return nil }) //nolint:staticcheck
+			return err
+		},
+		"TxPipelined": func() error {
+			_, err := r.TxPipelined(nil, func(p redis.Pipeliner) error { p.Get(nil, "k"); return nil }) //nolint:staticcheck
+			return err
+		},
+		"Do": func() error { return r.Do(nil, "get", "k").Err() }, //nolint:staticcheck
+	} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%s with a nil context panicked: %v", name, p)
+				}
+			}()
+			if err := call(); !errors.Is(err, client.ErrNilContext) {
+				t.Errorf("%s with a nil context = %v, want client.ErrNilContext", name, err)
+			}
+		}()
+	}
+}
+
+// TestOnePoolPerNode: under 64 callers mixing Get, Set, a split MGet and a
+// pipeline, each server sees no more connections from the Ring than
+// go-redis's own Ring would open (RingOptions.PoolSize, and
+// PipelinePoolSize more for pipelines, unless it is negative), counted by
+// the server itself: the client that splits MGet and applies a migration
+// shares the Ring's shard clients rather than pooling its own. The same
+// holds during a window, when the client also reads the old owners.
+func TestOnePoolPerNode(t *testing.T) {
+	const poolSize = 4
+	for _, tc := range []struct {
+		name      string
+		pipelines int // RingOptions.PipelinePoolSize
+		bound     int64
+	}{
+		{"pipelines in the pool", -1, poolSize},
+		{"go-redis's pipeline pool", 0, poolSize + redis.DefaultPipelinePoolSize},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			servers := testserver.Redis(t, 3)
+			nodes := nodesOf(servers)
+			r := newRing(t, nodes[:2], Options{Ring: redis.RingOptions{PoolSize: poolSize, PipelinePoolSize: tc.pipelines}})
+			ctx := t.Context()
+			keys := make([]string, 40)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("pool:%d", i)
+			}
+			load := func() {
+				var wg sync.WaitGroup
+				for g := range 64 {
+					wg.Go(func() {
+						for i := range 20 {
+							k := keys[(g+i)%len(keys)]
+							var err error
+							switch (g + i) % 4 {
+							case 0:
+								err = r.Set(ctx, k, "v"+k, time.Hour).Err()
+							case 1:
+								err = r.Get(ctx, k).Err()
+							case 2:
+								err = r.MGet(ctx, keys...).Err()
+							default:
+								_, err = r.Pipelined(ctx, func(p redis.Pipeliner) error {
+									p.Get(ctx, k)
+									p.Incr(ctx, k+":n")
+									return nil
+								})
+							}
+							if err != nil && err != redis.Nil {
+								t.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+			}
+			check := func(phase string) {
+				t.Helper()
+				counters := make([]*testserver.ConnCounter, len(servers))
+				for i, s := range servers {
+					counters[i] = s.CountConns(t)
+				}
+				load()
+				for i, cc := range counters {
+					if peak, _ := cc.Stop(); peak > tc.bound {
+						t.Errorf("%s: %s saw %d connections at once from the Ring; go-redis's would open %d at most", phase, nodes[i].Addr, peak, tc.bound)
+					}
+				}
+			}
+			check("steady")
+			if err := r.Reshard(nodes, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			check("window")
+			if got := r.Migration(); got.FallbackHits+got.FallbackMisses == 0 {
+				t.Error("the window's reads never asked an old owner: the test does not test it")
+			}
+		})
+	}
+}
+
+// TestWindowEndNarrowsShards: once a window is over the Ring drops the old
+// nodes' shards by itself, without traffic (their pools close), and keeps
+// answering on the new nodes.
+func TestWindowEndNarrowsShards(t *testing.T) {
+	servers := testserver.Redis(t, 3)
+	nodes := nodesOf(servers)
+	r := newRing(t, nodes[:2], Options{})
+	ctx := t.Context()
+	if err := r.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reshard(nodes[1:], 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	shardsOf := func() []string {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		var addrs []string
+		for a := range r.shards {
+			addrs = append(addrs, a)
+		}
+		slices.Sort(addrs)
+		return addrs
+	}
+	if got := shardsOf(); len(got) != 3 {
+		t.Fatalf("during the window the Ring's shards are %v; want both placements' 3", got)
+	}
+	if v, err := r.Get(ctx, "k").Result(); err != nil || v != "v" { // read over to its new owner, if it moved
+		t.Fatalf("Get in the window = %q, %v", v, err)
+	}
+	want := []string{nodes[1].Addr, nodes[2].Addr}
+	slices.Sort(want)
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Equal(shardsOf(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after the window the Ring's shards are %v; want %v", shardsOf(), want)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the Ring's own timer, which nothing else signals
+	}
+	if n := r.Ring.Len(); n != 2 {
+		t.Errorf("the Ring counts %d shards after the window; want 2", n)
+	}
+	if v, err := r.Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Errorf("Get after the window = %q, %v; want the value read over in it", v, err)
+	}
 }

@@ -25,7 +25,11 @@ func (h hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			cmd.SetErr(err)
 			return err
 		}
-		return h.r.process(ctx, cmd, send(next), h.r.c.Migrating())
+		migrating := h.r.c.Migrating()
+		if !migrating && h.r.wide.Load() {
+			h.r.narrow()
+		}
+		return h.r.process(ctx, cmd, send(next), migrating)
 	}
 }
 

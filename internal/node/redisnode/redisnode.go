@@ -62,6 +62,9 @@ type Config struct {
 	// options the package would use (go-redis's RingOptions.NewClient):
 	// every command then goes through the client it makes.
 	NewClient func(opt *redis.Options) *redis.Client
+	// KeepClient leaves the client NewClient made open when the node
+	// closes: its maker shares it, and closes it.
+	KeepClient bool
 	// AutoPipeline sends single-key commands through go-redis's
 	// auto-pipeliner on the node's own client while other calls to the
 	// node are under way (see package doc of client, Options.AutoPipeline).
@@ -86,6 +89,7 @@ type Node struct {
 	// out (Redis), after which they are not used.
 	raw     *wire.Pool
 	exposed atomic.Bool
+	keep    bool // Config.KeepClient: rdb is not the node's to close
 }
 
 var (
@@ -148,7 +152,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	if cfg.NewClient != nil {
-		n.rdb = cfg.NewClient(opt)
+		n.rdb, n.keep = cfg.NewClient(opt), cfg.KeepClient
 		n.exposed.Store(true)
 	} else {
 		n.rdb = redis.NewClient(opt)
@@ -430,14 +434,17 @@ func (n *Node) CloseIdle() {
 }
 
 // Close closes the auto-pipeliner, the go-redis client (which ends a
-// probe in flight on a node that does not answer) and the multi-gets'
-// connections.
+// probe in flight on a node that does not answer) unless KeepClient, and
+// the multi-gets' connections.
 func (n *Node) Close() error {
 	var apErr error
 	if n.ap != nil {
 		apErr = n.ap.Close()
 	}
-	err := n.rdb.Close()
+	var err error
+	if !n.keep {
+		err = n.rdb.Close()
+	}
 	if n.raw != nil {
 		n.raw.Close()
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shardcache/shardcache/internal/testserver"
 	"github.com/shardcache/shardcache/ring"
 )
 
@@ -884,5 +885,35 @@ func TestPlacementLocatesUnlistedNode(t *testing.T) {
 		if !errors.Is(err, ErrUnknownNode) || !errors.As(err, &ne) || ne.Node != ghost {
 			t.Errorf("%s via a placement that locates an unlisted node: %v; want ErrUnknownNode naming it", name, err)
 		}
+	}
+}
+
+// TestKeepRedisClients: with KeepRedisClients the go-redis clients that
+// NewRedisClient made stay open after Close (their maker shares them);
+// without it Close closes them.
+func TestKeepRedisClients(t *testing.T) {
+	servers := testserver.Redis(t, 1)
+	for _, keep := range []bool{true, false} {
+		var made *redis.Client
+		c, err := New(Options{Nodes: []ring.Node{{Addr: servers[0].Addr}}, KeepRedisClients: keep,
+			NewRedisClient: func(_ ring.Node, opt *redis.Options) *redis.Client {
+				made = redis.NewClient(opt)
+				return made
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Set(t.Context(), "k", []byte("v"), 0); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		err = made.Ping(t.Context()).Err()
+		if keep && err != nil {
+			t.Errorf("KeepRedisClients: the shared client after Close: %v", err)
+		}
+		if !keep && !errors.Is(err, redis.ErrClosed) {
+			t.Errorf("without KeepRedisClients: the client after Close: %v; want redis.ErrClosed", err)
+		}
+		made.Close()
 	}
 }

@@ -382,9 +382,11 @@ func TestRedisHookAfterNew(t *testing.T) {
 				t.Fatal(err)
 			}
 			var mgets [2]atomic.Int64
+			batches := newBatchHook()
 			for i, n := range nodes {
 				k := keysOn(c, n.Addr, "hookkey:", 1)[0]
 				c.Redis(k).AddHook(countHook{&mgets[i]})
+				c.Redis(k).AddHook(batches)
 			}
 			const rounds = 20
 			var wg sync.WaitGroup
@@ -402,6 +404,70 @@ func TestRedisHookAfterNew(t *testing.T) {
 			for i := range nodes {
 				if n := mgets[i].Load(); n != 4*rounds {
 					t.Errorf("node %s: the hook saw %d MGETs of %d GetMultis", nodes[i].Name, n, 4*rounds)
+				}
+			}
+			batches.mu.Lock()
+			batched := batches.pipelined["mget"]
+			batches.mu.Unlock()
+			if ap && batched == 0 {
+				t.Error("no MGET went through the auto-pipeliner: the hook's sight of its batches is not tested")
+			}
+		})
+	}
+}
+
+// TestRedisHookSeesEveryCommand: a hook added through Client.Redis sees
+// every command the façade sends that node, whatever the call: what the
+// server itself logged (MONITOR), command by command, but the connections'
+// own setup (HELLO, CLIENT SETINFO), which go-redis sends outside its
+// hooks.
+func TestRedisHookSeesEveryCommand(t *testing.T) {
+	servers := testserver.Redis(t, 2)
+	nodes := []ring.Node{{Name: "a", Addr: servers[0].Addr}, {Name: "b", Addr: servers[1].Addr}}
+	for _, opts := range []Options{{}, {AutoPipeline: true}, {Lease: time.Second, MetaLeases: true, StaleWhileRevalidate: time.Minute}} {
+		opts.Nodes = nodes
+		t.Run(fmt.Sprintf("autopipeline=%t,leases=%t", opts.AutoPipeline, opts.Lease > 0), func(t *testing.T) {
+			c, err := New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			hooks := make([]*batchHook, len(nodes))
+			monitors := make([]*testserver.Monitor, len(nodes))
+			var keys []string
+			for i, n := range nodes {
+				k := keysOn(c, n.Addr, "seen:", 1)[0]
+				keys = append(keys, k)
+				hooks[i] = newBatchHook()
+				c.Redis(k).AddHook(hooks[i])
+				monitors[i] = servers[i].Monitor(t)
+			}
+			for _, k := range keys {
+				for _, op := range entryPoints(c, k) {
+					op(t.Context()) // misses, refusals (Increment on Redis) and type errors (Incr) included
+				}
+			}
+			c.Close() // and with it any work of the calls still under way
+			for i := range servers {
+				sent := monitors[i].Stop(t)
+				seen := map[string]int64{}
+				hooks[i].mu.Lock()
+				for _, m := range []map[string]int{hooks[i].alone, hooks[i].pipelined} {
+					for name, n := range m {
+						seen[name] += int64(n)
+					}
+				}
+				hooks[i].mu.Unlock()
+				for name, n := range sent {
+					if name == "hello" || name == "client" {
+						continue // a new connection's setup
+					}
+					if n != seen[name] {
+						t.Errorf("node %s: the server was sent %s %d times, the hook saw %d", nodes[i].Name, name, n, seen[name])
+					}
+				}
+				if len(sent) < 10 {
+					t.Errorf("node %s was sent only %v: the calls did not reach it", nodes[i].Name, sent)
 				}
 			}
 		})

@@ -106,6 +106,11 @@ func redisInfo(conn net.Conn, r *bufio.Reader) (map[string]string, error) {
 	if _, err := conn.Write([]byte("INFO\r\n")); err != nil {
 		return nil, err
 	}
+	return readInfo(r)
+}
+
+// readInfo reads INFO's answer and returns its fields.
+func readInfo(r *bufio.Reader) (map[string]string, error) {
 	l, err := r.ReadString('\n') // $<len>
 	if err != nil {
 		return nil, err
@@ -145,5 +150,68 @@ func memcachedStats(conn net.Conn, r *bufio.Reader) (map[string]string, error) {
 		if f := strings.Fields(l); len(f) == 3 && f[0] == "STAT" {
 			fields[f[1]] = f[2]
 		}
+	}
+}
+
+// Monitor records the commands a redis-server is sent by its clients
+// (MONITOR), from the call to Stop.
+type Monitor struct {
+	s     *Server
+	conn  net.Conn
+	r     *bufio.Reader
+	calls map[string]int64
+}
+
+// Monitor starts recording the commands s is sent.
+func (s *Server) Monitor(t testing.TB) *Monitor {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", s.Addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(time.Minute))
+	r := bufio.NewReader(conn)
+	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := r.ReadString('\n'); err != nil || l != "+OK\r\n" {
+		t.Fatalf("testserver: MONITOR answered %q, %v", l, err)
+	}
+	return &Monitor{s: s, conn: conn, r: r}
+}
+
+// Stop returns how many times each command (by lower-case name) was sent
+// since Monitor, those a Lua script called left out: every command sent
+// before Stop's call, which sends a marker on a connection of its own and
+// reads until the server has logged it.
+func (m *Monitor) Stop(t testing.TB) map[string]int64 {
+	t.Helper()
+	marker := fmt.Sprintf("testserver-monitor-%d", time.Now().UnixNano())
+	mc, err := net.DialTimeout("tcp", m.s.Addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	if _, err := fmt.Fprintf(mc, "ECHO %s\r\n", marker); err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]int64{}
+	for {
+		l, err := m.r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("testserver: reading MONITOR: %v", err)
+		}
+		if strings.Contains(l, marker) {
+			m.conn.Close()
+			return calls
+		}
+		// +1700000000.123456 [0 127.0.0.1:5555] "get" "k"; [0 lua] inside a script
+		_, rest, ok := strings.Cut(l, "] \"")
+		if !ok || strings.Contains(l, " lua] ") {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, "\"")
+		calls[strings.ToLower(name)]++
 	}
 }

@@ -105,8 +105,22 @@ func TestBadInput(t *testing.T) {
 			"Store(StoreCAS)":   func(k string, v []byte) error { return limited.Store(ctx, StoreCAS, Item{Key: k, Value: v, CasID: 1}) },
 			"Store(StoreRepl.)": func(k string, v []byte) error { return limited.Store(ctx, StoreReplace, Item{Key: k, Value: v}) },
 		}
+		sent := func() (n int64) { // what the memcached servers have read
+			for _, s := range cl.servers {
+				if cl.backend == Memcached {
+					n += s.MemcachedStat(t, "bytes_read")
+				}
+			}
+			return n
+		}
+		before := sent()
 		for name, op := range valueOps {
 			add(name+" over the value limit", op("big:"+name, over), ErrValueTooLarge)
+		}
+		if n := sent() - before; n > 1<<16 {
+			t.Errorf("the servers read %d bytes during the refused writes: a value was sent", n)
+		}
+		for name, op := range valueOps {
 			if strings.Contains(name, "CAS") || strings.Contains(name, "Repl") {
 				continue // of a key that is not there: refused by the server, not by size
 			}

@@ -551,6 +551,7 @@ func TestBadInput(t *testing.T) {
 	if err := mc.Set(&memcache.Item{Key: "big", Value: []byte("small")}); err != nil {
 		t.Fatal(err)
 	}
+	sentBefore := servers[0].MemcachedStat(t, "bytes_read")
 	for _, size := range []int{1 << 20, 2 << 20} {
 		it := &memcache.Item{Key: "big", Value: make([]byte, size)}
 		for name, call := range map[string]func(*memcache.Item) error{
@@ -561,6 +562,9 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("%s of %d bytes = %v, want client.ErrValueTooLarge", name, size, err)
 			}
 		}
+	}
+	if sent := servers[0].MemcachedStat(t, "bytes_read") - sentBefore; sent > 1<<16 {
+		t.Errorf("the server read %d bytes during the refused writes: a value was sent", sent)
 	}
 	if it, err := mc.Get("big"); err != nil || string(it.Value) != "small" {
 		t.Errorf("after the refused writes: %v, %v; want the value kept", it, err)

@@ -215,3 +215,29 @@ func (m *Monitor) Stop(t testing.TB) map[string]int64 {
 		calls[strings.ToLower(name)]++
 	}
 }
+
+// MemcachedStat returns the field name of a memcached's stats, such as
+// "bytes_read" (everything its clients sent it, this call's request
+// included).
+func (s *Server) MemcachedStat(t testing.TB, name string) int64 {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", s.Addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	fields, err := memcachedStats(conn, bufio.NewReader(conn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := fields[name]
+	if !ok {
+		t.Fatalf("testserver: %s has no stats field %q", s.Addr, name)
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		t.Fatalf("testserver: stats %s = %q", name, v)
+	}
+	return n
+}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/shardcache/shardcache/migration"
 	"github.com/shardcache/shardcache/ring"
 )
@@ -199,16 +201,16 @@ func TestBadInput(t *testing.T) {
 		add("Reshard, negative window", c.Reshard(cl.nodes(), -time.Second), migration.ErrBadWindow)
 		add("ReshardTo nil", c.ReshardTo(nil, time.Minute), ErrBadOptions)
 		for name, opts := range map[string]Options{
-			"unknown backend":         {Backend: Backend(9), Nodes: cl.nodes()},
-			"negative Vnodes":         {Nodes: cl.nodes(), Vnodes: -1},
-			"negative PoolSize":       {Nodes: cl.nodes(), PoolSize: -1},
-			"negative MaxKeyLength":   {Nodes: cl.nodes(), MaxKeyLength: -1},
-			"negative MaxValueSize":   {Nodes: cl.nodes(), MaxValueSize: -1},
-			"negative timeout":        {Nodes: cl.nodes(), ReadTimeout: -time.Second},
-			"negative BackfillQueue":  {Nodes: cl.nodes(), BackfillQueue: -1},
-			"KeepRedisClients alone":  {Nodes: cl.nodes(), KeepRedisClients: true},
-			"Nodes and Placement":     {Nodes: cl.nodes(), Placement: mustRing(t, cl.nodes())},
-			"MigrateFrom, bad window": {Nodes: cl.nodes(), MigrateFrom: &MigrateFrom{Nodes: cl.nodes(0), Start: time.Now(), Window: -time.Minute}},
+			"unknown backend":          {Backend: Backend(9), Nodes: cl.nodes()},
+			"negative Vnodes":          {Nodes: cl.nodes(), Vnodes: -1},
+			"negative PoolSize":        {Nodes: cl.nodes(), PoolSize: -1},
+			"negative MaxKeyLength":    {Nodes: cl.nodes(), MaxKeyLength: -1},
+			"negative MaxValueSize":    {Nodes: cl.nodes(), MaxValueSize: -1},
+			"negative timeout":         {Nodes: cl.nodes(), ReadTimeout: -time.Second},
+			"negative BackfillQueue":   {Nodes: cl.nodes(), BackfillQueue: -1},
+			"ReleaseRedisClient alone": {Nodes: cl.nodes(), ReleaseRedisClient: func(ring.Node, *redis.Client) {}},
+			"Nodes and Placement":      {Nodes: cl.nodes(), Placement: mustRing(t, cl.nodes())},
+			"MigrateFrom, bad window":  {Nodes: cl.nodes(), MigrateFrom: &MigrateFrom{Nodes: cl.nodes(0), Start: time.Now(), Window: -time.Minute}},
 		} {
 			opts.Backend = max(opts.Backend, cl.backend)
 			nc, err := New(opts)

@@ -177,11 +177,11 @@ type Options struct {
 	// and add hooks. Every command to the node then goes through the
 	// client it makes. Default redis.NewClient(opt).
 	NewRedisClient func(n ring.Node, opt *redis.Options) *redis.Client
-	// KeepRedisClients leaves the clients NewRedisClient makes open when
-	// the client drops their nodes or closes: the caller shares them (as
-	// compat/goredis shares its Ring's shards) and closes them itself.
-	// Default false: the client closes them.
-	KeepRedisClients bool
+	// ReleaseRedisClient, when set, is called in place of Close on a
+	// client NewRedisClient made, once the client is done with it (its
+	// node dropped and no call left on it, or Close): for a caller that
+	// shares the client, as compat/goredis shares its Ring's shards.
+	ReleaseRedisClient func(n ring.Node, c *redis.Client)
 
 	// Logger receives the client's events, never one per call: a node
 	// down or up, a migration started or over, the backfill queue full
@@ -467,8 +467,8 @@ func New(opts Options) (*Client, error) {
 	if opts.GutterTTL < 0 {
 		return nil, fmt.Errorf("%w: negative GutterTTL %v", ErrBadOptions, opts.GutterTTL)
 	}
-	if opts.KeepRedisClients && opts.NewRedisClient == nil {
-		return nil, fmt.Errorf("%w: KeepRedisClients without NewRedisClient", ErrBadOptions)
+	if opts.ReleaseRedisClient != nil && opts.NewRedisClient == nil {
+		return nil, fmt.Errorf("%w: ReleaseRedisClient without NewRedisClient", ErrBadOptions)
 	}
 	if opts.StaleWhileRevalidate < 0 || opts.EarlyRefresh < 0 {
 		return nil, fmt.Errorf("%w: negative StaleWhileRevalidate %v or EarlyRefresh %v", ErrBadOptions, opts.StaleWhileRevalidate, opts.EarlyRefresh)

@@ -888,18 +888,22 @@ func TestPlacementLocatesUnlistedNode(t *testing.T) {
 	}
 }
 
-// TestKeepRedisClients: with KeepRedisClients the go-redis clients that
-// NewRedisClient made stay open after Close (their maker shares them);
-// without it Close closes them.
-func TestKeepRedisClients(t *testing.T) {
+// TestReleaseRedisClient: a go-redis client NewRedisClient made is handed
+// to ReleaseRedisClient, open, once the client is done with it, rather than
+// closed; without ReleaseRedisClient Close closes it.
+func TestReleaseRedisClient(t *testing.T) {
 	servers := testserver.Redis(t, 1)
-	for _, keep := range []bool{true, false} {
-		var made *redis.Client
-		c, err := New(Options{Nodes: []ring.Node{{Addr: servers[0].Addr}}, KeepRedisClients: keep,
+	for _, shared := range []bool{true, false} {
+		var made, released *redis.Client
+		opts := Options{Nodes: []ring.Node{{Addr: servers[0].Addr}},
 			NewRedisClient: func(_ ring.Node, opt *redis.Options) *redis.Client {
 				made = redis.NewClient(opt)
 				return made
-			}})
+			}}
+		if shared {
+			opts.ReleaseRedisClient = func(_ ring.Node, c *redis.Client) { released = c }
+		}
+		c, err := New(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -908,11 +912,11 @@ func TestKeepRedisClients(t *testing.T) {
 		}
 		c.Close()
 		err = made.Ping(t.Context()).Err()
-		if keep && err != nil {
-			t.Errorf("KeepRedisClients: the shared client after Close: %v", err)
+		if shared && (released != made || err != nil) {
+			t.Errorf("ReleaseRedisClient: released %p of %p, the client after Close: %v; want it released open", released, made, err)
 		}
-		if !keep && !errors.Is(err, redis.ErrClosed) {
-			t.Errorf("without KeepRedisClients: the client after Close: %v; want redis.ErrClosed", err)
+		if !shared && !errors.Is(err, redis.ErrClosed) {
+			t.Errorf("without ReleaseRedisClient: the client after Close: %v; want redis.ErrClosed", err)
 		}
 		made.Close()
 	}

@@ -100,7 +100,9 @@ func (c *Client) newNode(n ring.Node, obs node.Observer, store *near.Cache) (nod
 	}
 	if o.NewRedisClient != nil {
 		cfg.NewClient = func(opt *redis.Options) *redis.Client { return o.NewRedisClient(n, opt) }
-		cfg.KeepClient = o.KeepRedisClients
+		if o.ReleaseRedisClient != nil {
+			cfg.Release = func(c *redis.Client) { o.ReleaseRedisClient(n, c) }
+		}
 	}
 	nd, err := redisnode.New(cfg)
 	if err != nil {

@@ -34,14 +34,16 @@
 //     and applies a migration runs its commands on the Ring's own shard
 //     clients, so a node sees no more connections than go-redis's Ring
 //     opens (RingOptions.PoolSize, and PipelinePoolSize for pipelines).
-//     During a window the Ring keeps the old nodes' shards too (ForEachShard
-//     and the heartbeat reach them) and closes them once it is over.
-//     Shardcache().Stats() and its health count every command of the
-//     shards, the Ring's own included.
+//     Each shard is named by its node's address. During a window, and
+//     until the client is done with them, the Ring keeps the old nodes'
+//     shards too (Len, ForEachShard and the heartbeat count them).
+//     Shardcache().Stats() counts the shards' commands, the Ring's own
+//     among them unless sent on context.Background().
 package goredis
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,24 +84,27 @@ type Ring struct {
 	*redis.Ring
 
 	// c applies the migration and splits the multi-key commands, over the
-	// Ring's own shard clients (client.Options.KeepRedisClients): one
-	// connection pool per node, RingOptions.PoolSize connections at most.
+	// Ring's own shard clients (client.Options.ReleaseRedisClient): one
+	// connection pool per node.
 	c        *client.Client
 	vnodes   int
 	maxValue int
 
-	reshard sync.Mutex // serialises Reshard and the narrowing after a window
+	// reshard serialises changes of the shards; dirty asks its holder to
+	// narrow them once more (a client released while it was held).
+	reshard sync.Mutex
+	dirty   atomic.Bool
 	mu      sync.Mutex // guards the fields below (taken inside SetAddrs, by new shards)
-	// shards are the Ring's shard clients by address, which c's nodes
-	// share: while a window is open they include the old placement's
-	// nodes (wide), so that every node c lists is a shard of the Ring.
+	// shards are the Ring's shard clients by address, one a node; each is
+	// named by its address, so that a shard is found whatever the node's
+	// name in either placement. held counts the nodes of c on each: the
+	// Ring keeps a shard while c holds it (the old nodes of a window, until
+	// c releases them), so that no client c uses is closed under it.
 	shards   map[string]*redis.Client
+	held     map[string]int
 	orphans  []*redis.Client // clients made for a node the Ring had no shard for; closed by Close
 	template *redis.Options  // a shard's options
 	newShard func(*redis.Options) *redis.Client
-	wide     atomic.Bool // the shards still include a window's old nodes
-	narrowAt *time.Timer // narrows the shards once the window is over, without traffic
-	closed   bool
 }
 
 // New returns a Ring over nodes. It dials nothing: connections are made on
@@ -110,7 +115,8 @@ func New(nodes []ring.Node) (*Ring, error) {
 
 // NewWithOptions is New with options.
 func NewWithOptions(nodes []ring.Node, opts Options) (*Ring, error) {
-	r := &Ring{vnodes: opts.Vnodes, newShard: opts.Ring.NewClient, maxValue: opts.MaxValueSize}
+	r := &Ring{vnodes: opts.Vnodes, newShard: opts.Ring.NewClient, maxValue: opts.MaxValueSize,
+		shards: map[string]*redis.Client{}, held: map[string]int{}}
 	if r.maxValue <= 0 {
 		r.maxValue = client.DefaultMaxValueSizeRedis
 	}
@@ -121,15 +127,14 @@ func NewWithOptions(nodes []ring.Node, opts Options) (*Ring, error) {
 	if err != nil {
 		return nil, err
 	}
-	var old []ring.Node // a migration resumed: its old nodes are shards too
+	all := placement.Nodes() // a migration resumed: its old nodes are shards too
 	if m := opts.MigrateFrom; m != nil && m.Placement != nil {
-		old = m.Placement.Nodes()
+		all = append(all, m.Placement.Nodes()...)
 	} else if m != nil {
-		old = m.Nodes
+		all = append(all, m.Nodes...)
 	}
-	r.shards = map[string]*redis.Client{}
 	ro := opts.Ring
-	ro.Addrs = shardAddrs(placement.Nodes(), old)
+	ro.Addrs = shardAddrs(all, nil)
 	ro.NewConsistentHash = func([]string) redis.ConsistentHash { return ringHash{r} }
 	ro.NewClient = func(o *redis.Options) *redis.Client {
 		c := r.newShard(o)
@@ -144,32 +149,31 @@ func NewWithOptions(nodes []ring.Node, opts Options) (*Ring, error) {
 	}
 	r.Ring = redis.NewRing(&ro)
 	r.c, err = client.New(client.Options{
-		Backend:          client.Redis,
-		Placement:        placement,
-		Vnodes:           opts.Vnodes,
-		MigrateFrom:      opts.MigrateFrom,
-		NewRedisClient:   r.nodeClient,
-		KeepRedisClients: true,
+		Backend:            client.Redis,
+		Placement:          placement,
+		Vnodes:             opts.Vnodes,
+		MigrateFrom:        opts.MigrateFrom,
+		NewRedisClient:     r.nodeClient,
+		ReleaseRedisClient: r.released,
 	})
 	if err != nil {
 		r.Ring.Close()
 		return nil, err
 	}
 	r.Ring.AddHook(hook{r})
-	r.reshard.Lock()
-	r.widened()
-	r.reshard.Unlock()
+	r.narrow() // a MigrateFrom over, or not needing every node
 	return r, nil
 }
 
 // nodeClient returns the go-redis client of node n for the client.Client:
 // the Ring's shard of its address, whose pool the two share. The Ring has
-// one for every node the client lists; should it not, a client of the
+// one for every node the client sets up; should it not, a client of the
 // shards' options is made (opt holds the client's own defaults, not what
 // the user gave) and closed by Close.
 func (r *Ring) nodeClient(n ring.Node, _ *redis.Options) *redis.Client {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.held[n.Addr]++
 	if c, ok := r.shards[n.Addr]; ok {
 		return c
 	}
@@ -180,96 +184,75 @@ func (r *Ring) nodeClient(n ring.Node, _ *redis.Options) *redis.Client {
 	return c
 }
 
-// shardAddrs returns the Ring's shards for the nodes cur and, during a
-// window, the old nodes: cur by name, then each old node at an address cur
-// lacks, under a name no placement gives (the hash never names it).
-func shardAddrs(cur, old []ring.Node) map[string]string {
-	m := addrs(cur)
-	have := make(map[string]bool, len(cur))
-	for _, n := range cur {
-		have[n.Addr] = true
+// released is told when the client.Client is done with node n's client:
+// once it holds none on an address the Ring's placement lacks, the shard
+// goes.
+func (r *Ring) released(n ring.Node, _ *redis.Client) {
+	r.mu.Lock()
+	if r.held[n.Addr]--; r.held[n.Addr] <= 0 {
+		delete(r.held, n.Addr)
 	}
-	for _, n := range old {
-		if !have[n.Addr] {
-			have[n.Addr] = true
-			m["\x00old:"+n.Addr] = n.Addr
-		}
+	r.mu.Unlock()
+	r.narrow()
+}
+
+// shardAddrs returns the Ring's shards of nodes and addresses, each named
+// by its address.
+func shardAddrs(nodes []ring.Node, addrs []string) map[string]string {
+	m := make(map[string]string, len(nodes)+len(addrs))
+	for _, n := range nodes {
+		m[n.Addr] = n.Addr
+	}
+	for _, a := range addrs {
+		m[a] = a
 	}
 	return m
 }
 
-// setAddrs gives the Ring the shards of addrs (see shardAddrs), closing
-// the others, and forgets those it closed.
+// setAddrs gives the Ring the shards of addrs (shardAddrs), r.reshard held,
+// closing the others, and forgets those it closed.
 func (r *Ring) setAddrs(addrs map[string]string) {
 	r.Ring.SetAddrs(addrs)
-	keep := make(map[string]bool, len(addrs))
-	for _, a := range addrs {
-		keep[a] = true
-	}
 	r.mu.Lock()
 	for a := range r.shards {
-		if !keep[a] {
+		if _, ok := addrs[a]; !ok {
 			delete(r.shards, a)
 		}
 	}
 	r.mu.Unlock()
 }
 
-// widened follows a change of the client's placements, r.reshard held:
-// while a window is open the shards stay those of both placements, and a
-// timer narrows them once it is over; otherwise they are narrowed now.
-func (r *Ring) widened() {
-	if !r.c.Migrating() {
-		r.narrowLocked()
-		return
-	}
-	r.wide.Store(true)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return
-	}
-	if r.narrowAt != nil {
-		r.narrowAt.Stop()
-	}
-	r.narrowAt = time.AfterFunc(time.Until(r.c.Migration().End), r.narrowWhenOver)
-}
-
-// narrowWhenOver narrows the shards once the window is over (the client
-// drops the old placement after the window's skew too), checking again
-// shortly until then.
-func (r *Ring) narrowWhenOver() {
-	r.narrow()
-	if r.wide.Load() {
-		r.mu.Lock()
-		if !r.closed {
-			r.narrowAt.Reset(narrowRetry)
-		}
-		r.mu.Unlock()
-	}
-}
-
-// narrowRetry is how often narrowWhenOver looks again.
-const narrowRetry = 100 * time.Millisecond
-
-// narrow drops the old placement's shards once the client has (the hook
-// calls it as soon as it sees the window over); it never waits for a
-// Reshard under way.
+// narrow gives the Ring the shards of the client's placement and of every
+// node the client still holds (narrowLocked), now or, while a change of
+// the shards is under way, by the one making it.
 func (r *Ring) narrow() {
-	if r.wide.Load() && !r.c.Migrating() && r.reshard.TryLock() {
+	r.dirty.Store(true)
+	for r.dirty.Load() && r.reshard.TryLock() {
 		r.narrowLocked()
 		r.reshard.Unlock()
 	}
 }
 
-// narrowLocked gives the Ring the shards of the client's placement alone,
-// r.reshard held, once no window is open.
+// narrowLocked is narrow with r.reshard held.
 func (r *Ring) narrowLocked() {
-	if r.c.Migrating() {
-		return
+	r.dirty.Store(false)
+	r.mu.Lock()
+	held := make([]string, 0, len(r.held))
+	for a := range r.held {
+		held = append(held, a)
 	}
-	r.setAddrs(addrs(r.c.Nodes()))
-	r.wide.Store(false)
+	r.mu.Unlock()
+	r.setAddrs(shardAddrs(r.c.Nodes(), held))
+}
+
+// unlockReshard releases r.reshard, narrowing first if a release asked to
+// meanwhile.
+func (r *Ring) unlockReshard() {
+	for r.dirty.Load() {
+		r.narrowLocked()
+	}
+	r.reshard.Unlock()
+	r.narrow() // asked after the last look, before the unlock
 }
 
 // ring builds a ring of nodes with the Ring's options.
@@ -281,25 +264,18 @@ func (r *Ring) ring(nodes []ring.Node) (*ring.Ring, error) {
 	return ring.New(nodes, opts...)
 }
 
-func addrs(nodes []ring.Node) map[string]string {
-	m := make(map[string]string, len(nodes))
-	for _, n := range nodes {
-		m[n.Name] = n.Addr
-	}
-	return m
-}
-
 // ringHash is the Ring's ConsistentHash: the client's current placement, by
-// node name, whichever shards go-redis's heartbeat counts as up.
+// node address (the shards' names), whichever shards go-redis's heartbeat
+// counts as up.
 type ringHash struct{ r *Ring }
 
-// Get returns the name of the node that owns key (go-redis passes the hash
-// tag alone, which the ring places as it places the whole key).
+// Get returns the address of the node that owns key (go-redis passes the
+// hash tag alone, which the ring places as it places the whole key).
 func (h ringHash) Get(key string) string {
 	if h.r.c == nil {
 		return ""
 	}
-	return h.r.c.Locate(key).Name
+	return h.r.c.Locate(key).Addr
 }
 
 // Reshard moves the Ring to a ring of nodes. For window (the longest TTL the
@@ -313,19 +289,39 @@ func (r *Ring) Reshard(nodes []ring.Node, window time.Duration) error {
 		return err
 	}
 	r.reshard.Lock()
-	defer r.reshard.Unlock()
-	r.narrowLocked() // the last window's old nodes, if it is over
-	cur := r.c.Nodes()
+	defer r.unlockReshard()
+	if r.c.Migrating() { // refused before the shards change
+		return fmt.Errorf("%w: it ends at %v", client.ErrMigrationActive, r.c.Migration().End.Format(time.RFC3339))
+	}
 	// Both placements' shards from before the switch, so that the hash
-	// never names a shard the Ring lacks and every node the client lists
-	// is a shard (its go-redis client the Ring's).
-	r.setAddrs(shardAddrs(next.Nodes(), cur))
+	// never names a shard the Ring lacks and every node the client sets up
+	// is a shard; the old nodes' go once the client releases them.
+	r.mu.Lock()
+	prev := make([]string, 0, len(r.shards))
+	for a := range r.shards {
+		prev = append(prev, a)
+	}
+	r.mu.Unlock()
+	r.setAddrs(shardAddrs(next.Nodes(), prev))
 	if err := r.c.ReshardTo(next, window); err != nil {
-		r.setAddrs(addrs(cur))
+		r.narrowLocked()
 		return err
 	}
-	r.widened()
+	r.narrowLocked()
 	return nil
+}
+
+// SetAddrs moves the Ring to the nodes of addrs (name to address) at once,
+// as Reshard with a zero window does: go-redis's SetAddrs would close the
+// shards the client still uses. Reshard, with a window, keeps the hit rate;
+// a failure (an address refused, a window open) leaves the nodes as they
+// were.
+func (r *Ring) SetAddrs(addrs map[string]string) {
+	nodes := make([]ring.Node, 0, len(addrs))
+	for name, addr := range addrs {
+		nodes = append(nodes, ring.Node{Name: name, Addr: addr})
+	}
+	r.Reshard(nodes, 0)
 }
 
 // Migration returns the status of the latest migration, counters included.
@@ -334,16 +330,12 @@ func (r *Ring) Migration() migration.Status { return r.c.Migration() }
 // Shardcache returns the client.Client that applies the migration.
 func (r *Ring) Shardcache() *client.Client { return r.c }
 
-// Close closes the Ring, its shards and the client over them.
+// Close closes the client over the Ring, the Ring and its shards.
 func (r *Ring) Close() error {
+	errs := []error{r.c.Close(), r.Ring.Close()}
 	r.mu.Lock()
-	r.closed = true
-	if r.narrowAt != nil {
-		r.narrowAt.Stop()
-	}
 	orphans := r.orphans
 	r.mu.Unlock()
-	errs := []error{r.c.Close(), r.Ring.Close()}
 	for _, c := range orphans {
 		errs = append(errs, c.Close())
 	}

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -29,6 +30,15 @@ func nodesOf(servers []*testserver.Server) []ring.Node {
 		nodes = append(nodes, ring.Node{Name: fmt.Sprintf("n%d", i), Addr: a})
 	}
 	return nodes
+}
+
+// ringAddrs returns go-redis's RingOptions.Addrs of nodes: name to address.
+func ringAddrs(nodes []ring.Node) map[string]string {
+	m := make(map[string]string, len(nodes))
+	for _, n := range nodes {
+		m[n.Name] = n.Addr
+	}
+	return m
 }
 
 func newRing(t *testing.T, nodes []ring.Node, opts Options) *Ring {
@@ -276,7 +286,7 @@ func TestMGetAcrossShards(t *testing.T) {
 		t.Fatalf("the keys are on %d nodes: %v", len(perNode), perNode)
 	}
 
-	plain := redis.NewRing(&redis.RingOptions{Addrs: addrs(nodesOf(servers))})
+	plain := redis.NewRing(&redis.RingOptions{Addrs: ringAddrs(nodesOf(servers))})
 	defer plain.Close()
 	got := 0
 	theirs, _ := plain.MGet(ctx, keys...).Result()
@@ -499,7 +509,7 @@ func TestMigrateFromGoRedisRing(t *testing.T) {
 	ctx := context.Background()
 	servers := testserver.Redis(t, 4)
 	nodes := nodesOf(servers)
-	old := redis.NewRing(&redis.RingOptions{Addrs: addrs(nodes)})
+	old := redis.NewRing(&redis.RingOptions{Addrs: ringAddrs(nodes)})
 	defer old.Close()
 	keys := make([]string, 200)
 	for i := range keys {
@@ -697,49 +707,117 @@ func TestOnePoolPerNode(t *testing.T) {
 	}
 }
 
-// TestWindowEndNarrowsShards: once a window is over the Ring drops the old
-// nodes' shards by itself, without traffic (their pools close), and keeps
-// answering on the new nodes.
+// shardsOf returns the addresses of r's shards, sorted.
+func shardsOf(r *Ring) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	addrs := slices.Collect(maps.Keys(r.shards))
+	slices.Sort(addrs)
+	return addrs
+}
+
+// TestWindowEndNarrowsShards: during a window the Ring keeps the old
+// nodes' shards, and once the client has released them (after the window)
+// it drops them by itself, without traffic, and keeps answering on the new
+// nodes.
 func TestWindowEndNarrowsShards(t *testing.T) {
 	servers := testserver.Redis(t, 3)
 	nodes := nodesOf(servers)
 	r := newRing(t, nodes[:2], Options{})
 	ctx := t.Context()
+	if err := r.Reshard(nodes[1:], time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := shardsOf(r); r.Shardcache().Migrating() && len(got) != 3 {
+		t.Fatalf("during the window the Ring's shards are %v; want both placements' 3", got)
+	}
 	if err := r.Set(ctx, "k", "v", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Reshard(nodes[1:], 300*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	shardsOf := func() []string {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		var addrs []string
-		for a := range r.shards {
-			addrs = append(addrs, a)
-		}
-		slices.Sort(addrs)
-		return addrs
-	}
-	if got := shardsOf(); len(got) != 3 {
-		t.Fatalf("during the window the Ring's shards are %v; want both placements' 3", got)
-	}
-	if v, err := r.Get(ctx, "k").Result(); err != nil || v != "v" { // read over to its new owner, if it moved
-		t.Fatalf("Get in the window = %q, %v", v, err)
-	}
 	want := []string{nodes[1].Addr, nodes[2].Addr}
 	slices.Sort(want)
-	deadline := time.Now().Add(10 * time.Second)
-	for !slices.Equal(shardsOf(), want) {
+	deadline := time.Now().Add(30 * time.Second)
+	for !slices.Equal(shardsOf(r), want) {
 		if time.Now().After(deadline) {
-			t.Fatalf("10 s after the window the Ring's shards are %v; want %v", shardsOf(), want)
+			t.Fatalf("30 s after the window the Ring's shards are %v; want %v", shardsOf(r), want)
 		}
-		time.Sleep(10 * time.Millisecond) // polling the Ring's own timer, which nothing else signals
+		time.Sleep(10 * time.Millisecond) // polling the client's own release, which nothing else signals
 	}
 	if n := r.Ring.Len(); n != 2 {
 		t.Errorf("the Ring counts %d shards after the window; want 2", n)
 	}
 	if v, err := r.Get(ctx, "k").Result(); err != nil || v != "v" {
-		t.Errorf("Get after the window = %q, %v; want the value read over in it", v, err)
+		t.Errorf("Get after the window = %q, %v; want the value written in it", v, err)
+	}
+}
+
+// TestReshardRefusedKeepsWindow: a Reshard refused while a window is open
+// changes nothing: the window's old owners still answer the keys not read
+// over yet.
+func TestReshardRefusedKeepsWindow(t *testing.T) {
+	servers := testserver.Redis(t, 3)
+	nodes := nodesOf(servers)
+	r := newRing(t, nodes, Options{})
+	ctx := t.Context()
+	keys := make([]string, 50)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("kept:%d", i)
+		if err := r.Set(ctx, keys[i], "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Reshard(nodes[:2], time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reshard(nodes[:1], time.Hour); !errors.Is(err, client.ErrMigrationActive) {
+		t.Fatalf("a Reshard in an open window = %v; want client.ErrMigrationActive", err)
+	}
+	for _, k := range keys {
+		if v, err := r.Get(ctx, k).Result(); err != nil || v != "v" {
+			t.Errorf("Get(%q) after the refused Reshard = %q, %v; want the value", k, v, err)
+		}
+	}
+}
+
+// TestNodeReadded: a node dropped and added back at once (two Reshards of
+// no window) serves again, though the client still held its old client for
+// the calls that may have been under way.
+func TestNodeReadded(t *testing.T) {
+	servers := testserver.Redis(t, 3)
+	nodes := nodesOf(servers)
+	r := newRing(t, nodes, Options{})
+	ctx := t.Context()
+	for _, to := range [][]ring.Node{nodes[:2], nodes} {
+		if err := r.Reshard(to, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 50 {
+		k := fmt.Sprintf("back:%d", i)
+		if err := r.Shardcache().Set(ctx, k, []byte("v"), 0); err != nil {
+			t.Errorf("Set(%q) after the node came back: %v", k, err)
+		}
+		if err := r.Set(ctx, k, "v", 0).Err(); err != nil {
+			t.Errorf("the Ring's Set(%q) after the node came back: %v", k, err)
+		}
+	}
+}
+
+// TestShardsDuringReshard: while a Reshard widens the shards, before the
+// client switches, every key still finds its shard, a node renamed or
+// removed in the next placement included (a shard is named by its
+// address).
+func TestShardsDuringReshard(t *testing.T) {
+	servers := testserver.Redis(t, 3)
+	nodes := nodesOf(servers)
+	r := newRing(t, nodes, Options{})
+	renamed := []ring.Node{{Name: "x", Addr: nodes[0].Addr}, nodes[1]} // nodes[2] removed, nodes[0] renamed
+	r.reshard.Lock()
+	r.setAddrs(shardAddrs(renamed, shardsOf(r)))
+	r.reshard.Unlock()
+	for i := range 50 {
+		if err := r.Set(t.Context(), fmt.Sprintf("mid:%d", i), "v", 0).Err(); err != nil {
+			t.Errorf("Set in the middle of a Reshard: %v", err)
+		}
 	}
 }

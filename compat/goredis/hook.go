@@ -25,11 +25,7 @@ func (h hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			cmd.SetErr(err)
 			return err
 		}
-		migrating := h.r.c.Migrating()
-		if !migrating && h.r.wide.Load() {
-			h.r.narrow()
-		}
-		return h.r.process(ctx, cmd, send(next), migrating)
+		return h.r.process(ctx, cmd, send(next), h.r.c.Migrating())
 	}
 }
 

@@ -62,9 +62,9 @@ type Config struct {
 	// options the package would use (go-redis's RingOptions.NewClient):
 	// every command then goes through the client it makes.
 	NewClient func(opt *redis.Options) *redis.Client
-	// KeepClient leaves the client NewClient made open when the node
-	// closes: its maker shares it, and closes it.
-	KeepClient bool
+	// Release, when set, is called in place of Close on the client
+	// NewClient made when the node closes: its maker shares it.
+	Release func(*redis.Client)
 	// AutoPipeline sends single-key commands through go-redis's
 	// auto-pipeliner on the node's own client while other calls to the
 	// node are under way (see package doc of client, Options.AutoPipeline).
@@ -89,7 +89,7 @@ type Node struct {
 	// out (Redis), after which they are not used.
 	raw     *wire.Pool
 	exposed atomic.Bool
-	keep    bool // Config.KeepClient: rdb is not the node's to close
+	release func(*redis.Client) // Config.Release: rdb is not the node's to close
 }
 
 var (
@@ -152,7 +152,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	if cfg.NewClient != nil {
-		n.rdb, n.keep = cfg.NewClient(opt), cfg.KeepClient
+		n.rdb, n.release = cfg.NewClient(opt), cfg.Release
 		n.exposed.Store(true)
 	} else {
 		n.rdb = redis.NewClient(opt)
@@ -434,15 +434,17 @@ func (n *Node) CloseIdle() {
 }
 
 // Close closes the auto-pipeliner, the go-redis client (which ends a
-// probe in flight on a node that does not answer) unless KeepClient, and
-// the multi-gets' connections.
+// probe in flight on a node that does not answer), or hands it to
+// Config.Release, and the multi-gets' connections.
 func (n *Node) Close() error {
 	var apErr error
 	if n.ap != nil {
 		apErr = n.ap.Close()
 	}
 	var err error
-	if !n.keep {
+	if n.release != nil {
+		n.release(n.rdb)
+	} else {
 		err = n.rdb.Close()
 	}
 	if n.raw != nil {

@@ -130,22 +130,32 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("%s of %d bytes, within the limit: %v", name, len(within), err)
 			}
 		}
-		for name, load := range map[string]func(k string) ([]byte, error){
-			"GetOrLoad": func(k string) ([]byte, error) {
-				return limited.GetOrLoad(ctx, k, time.Minute, func(context.Context) ([]byte, error) { return over, nil })
+		leased := cl.client(t, Options{MaxValueSize: limited.opts.MaxValueSize, Lease: time.Minute})
+		for name, load := range map[string]func(c *Client, k string) ([]byte, error){
+			"GetOrLoad": func(c *Client, k string) ([]byte, error) {
+				return c.GetOrLoad(ctx, k, time.Minute, func(context.Context) ([]byte, error) { return over, nil })
 			},
-			"GetMultiOrLoad": func(k string) ([]byte, error) {
-				m, err := limited.GetMultiOrLoad(ctx, []string{k}, time.Minute, func(context.Context, []string) (map[string][]byte, error) {
+			"GetMultiOrLoad": func(c *Client, k string) ([]byte, error) {
+				m, err := c.GetMultiOrLoad(ctx, []string{k}, time.Minute, func(context.Context, []string) (map[string][]byte, error) {
 					return map[string][]byte{k: over}, nil
 				})
 				return m[k], err
 			},
 		} {
-			if v, err := load("bigload:" + name); len(v) != len(over) {
-				t.Errorf("%s of a value over the limit = %d bytes, %v; want the loaded value", name, len(v), err)
-			}
-			if h := cl.holders(t, "bigload:"+name); len(h) != 0 {
-				t.Errorf("%s stored a value over the limit on %v", name, h)
+			for _, c := range []*Client{limited, leased} {
+				k := fmt.Sprintf("bigload:%s:lease=%t", name, c.opts.Lease > 0)
+				if v, err := load(c, k); len(v) != len(over) {
+					t.Errorf("%s of a value over the limit = %d bytes, %v; want the loaded value", k, len(v), err)
+				}
+				if h := cl.holders(t, k); len(h) != 0 {
+					t.Errorf("%s stored a value over the limit on %v", k, h)
+				}
+				// Its lease given up: another process loads at once
+				// rather than waiting out the lease.
+				start := time.Now()
+				if v, err := load(leased, k); len(v) != len(over) || time.Since(start) > prompt {
+					t.Errorf("%s again = %d bytes, %v, in %v; want the loaded value at once", k, len(v), err, time.Since(start))
+				}
 			}
 		}
 

@@ -52,7 +52,8 @@ func (c *Client) Migrating() bool {
 // RedisDo runs cmd, a command on key alone, on key's owner, applying the
 // migration as op says; cmd holds the reply (redis.Nil on a miss, as
 // always). Copies to an old owner are new commands with cmd's arguments.
-// On Memcached nodes it fails with ErrUnsupported.
+// On Memcached nodes it fails with ErrUnsupported (with ErrNodeDown while
+// the node is held down, as every call to it).
 func (c *Client) RedisDo(ctx context.Context, key string, op RedisOp, cmd redis.Cmder) error {
 	begin := c.beginUpdate // runs where the value is until copies may be made
 	if op == RedisRead {

@@ -23,6 +23,7 @@ import (
 type ConnCounter struct {
 	peak      atomic.Int64
 	stop      chan struct{}
+	stopOnce  sync.Once
 	done      sync.WaitGroup
 	acceptedN int64
 }
@@ -61,6 +62,7 @@ func (s *Server) CountConns(t testing.TB) *ConnCounter {
 		t.Fatal(err)
 	}
 	c := &ConnCounter{stop: make(chan struct{})}
+	t.Cleanup(func() { c.Stop() }) // a test that ends before its Stop
 	c.done.Add(1)
 	go func() {
 		defer c.done.Done()
@@ -96,7 +98,7 @@ func (s *Server) CountConns(t testing.TB) *ConnCounter {
 // Stop ends the counting and returns the most connections seen open at
 // once and the connections the server accepted since CountConns.
 func (c *ConnCounter) Stop() (peak, accepted int64) {
-	close(c.stop)
+	c.stopOnce.Do(func() { close(c.stop) })
 	c.done.Wait()
 	return c.peak.Load(), c.acceptedN
 }

@@ -233,9 +233,14 @@ func (r *Ring) narrow() {
 	}
 }
 
-// narrowLocked is narrow with r.reshard held.
+// narrowLocked is narrow with r.reshard held. Before NewWithOptions has
+// its client (one failing releases the nodes it set up) it does nothing:
+// the Ring is closed then.
 func (r *Ring) narrowLocked() {
 	r.dirty.Store(false)
+	if r.c == nil {
+		return
+	}
 	r.mu.Lock()
 	held := make([]string, 0, len(r.held))
 	for a := range r.held {

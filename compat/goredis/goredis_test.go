@@ -821,3 +821,15 @@ func TestShardsDuringReshard(t *testing.T) {
 		}
 	}
 }
+
+// TestNewFailsCleanly: a NewWithOptions whose client fails after setting up
+// its nodes (a MigrateFrom refused) returns the error, and panics nowhere
+// while the nodes are released.
+func TestNewFailsCleanly(t *testing.T) {
+	servers := testserver.Redis(t, 2)
+	dup := []ring.Node{{Name: "z", Addr: "127.0.0.1:1"}, {Name: "z", Addr: "127.0.0.1:2"}}
+	r, err := NewWithOptions(nodesOf(servers), Options{MigrateFrom: &client.MigrateFrom{Nodes: dup, Start: time.Now(), Window: time.Hour}})
+	if !errors.Is(err, ring.ErrDuplicateName) {
+		t.Errorf("NewWithOptions with a bad MigrateFrom = %v, %v; want ring.ErrDuplicateName", r, err)
+	}
+}

@@ -101,6 +101,7 @@ type Ring struct {
 	// Ring keeps a shard while c holds it (the old nodes of a window, until
 	// c releases them), so that no client c uses is closed under it.
 	shards   map[string]*redis.Client
+	live     atomic.Pointer[map[string]bool] // the shards' addresses, read by ringHash without a lock
 	held     map[string]int
 	orphans  []*redis.Client // clients made for a node the Ring had no shard for; closed by Close
 	template *redis.Options  // a shard's options
@@ -135,6 +136,7 @@ func NewWithOptions(nodes []ring.Node, opts Options) (*Ring, error) {
 	}
 	ro := opts.Ring
 	ro.Addrs = shardAddrs(all, nil)
+	r.setLive(ro.Addrs)
 	ro.NewConsistentHash = func([]string) redis.ConsistentHash { return ringHash{r} }
 	ro.NewClient = func(o *redis.Options) *redis.Client {
 		c := r.newShard(o)
@@ -148,11 +150,15 @@ func NewWithOptions(nodes []ring.Node, opts Options) (*Ring, error) {
 		return c
 	}
 	r.Ring = redis.NewRing(&ro)
+	dial, read, write := shardTimeouts(&ro)
 	r.c, err = client.New(client.Options{
-		Backend:            client.Redis,
-		Placement:          placement,
-		Vnodes:             opts.Vnodes,
-		MigrateFrom:        opts.MigrateFrom,
+		Backend:     client.Redis,
+		Placement:   placement,
+		Vnodes:      opts.Vnodes,
+		MigrateFrom: opts.MigrateFrom,
+		// The client's calls run on the shards: its timeouts (how long it
+		// waits before closing a node it dropped, its probes) are theirs.
+		DialTimeout: dial, ReadTimeout: read, WriteTimeout: write,
 		NewRedisClient:     r.nodeClient,
 		ReleaseRedisClient: r.released,
 	})
@@ -196,6 +202,24 @@ func (r *Ring) released(n ring.Node, _ *redis.Client) {
 	r.narrow()
 }
 
+// shardTimeouts returns the dial, read and write timeouts of the Ring's
+// shards: go-redis's defaults (5 s, 3 s, the read's) where ro leaves them
+// unset, and where it makes them unbounded (a negative value), for the
+// client, whose timeouts are bounds.
+func shardTimeouts(ro *redis.RingOptions) (dial, read, write time.Duration) {
+	dial, read, write = ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout
+	if dial <= 0 {
+		dial = 5 * time.Second
+	}
+	if read <= 0 {
+		read = 3 * time.Second
+	}
+	if write <= 0 {
+		write = read
+	}
+	return dial, read, write
+}
+
 // shardAddrs returns the Ring's shards of nodes and addresses, each named
 // by its address.
 func shardAddrs(nodes []ring.Node, addrs []string) map[string]string {
@@ -213,6 +237,7 @@ func shardAddrs(nodes []ring.Node, addrs []string) map[string]string {
 // closing the others, and forgets those it closed.
 func (r *Ring) setAddrs(addrs map[string]string) {
 	r.Ring.SetAddrs(addrs)
+	r.setLive(addrs)
 	r.mu.Lock()
 	for a := range r.shards {
 		if _, ok := addrs[a]; !ok {
@@ -220,6 +245,15 @@ func (r *Ring) setAddrs(addrs map[string]string) {
 		}
 	}
 	r.mu.Unlock()
+}
+
+// setLive records the addresses of the Ring's shards for ringHash.
+func (r *Ring) setLive(addrs map[string]string) {
+	live := make(map[string]bool, len(addrs))
+	for _, a := range addrs {
+		live[a] = true
+	}
+	r.live.Store(&live)
 }
 
 // narrow gives the Ring the shards of the client's placement and of every
@@ -275,12 +309,17 @@ func (r *Ring) ring(nodes []ring.Node) (*ring.Ring, error) {
 type ringHash struct{ r *Ring }
 
 // Get returns the address of the node that owns key (go-redis passes the
-// hash tag alone, which the ring places as it places the whole key).
+// hash tag alone, which the ring places as it places the whole key); ""
+// for a node the Ring has no shard for (resharded through Shardcache(), not
+// Reshard), which go-redis fails as a shard down.
 func (h ringHash) Get(key string) string {
 	if h.r.c == nil {
 		return ""
 	}
-	return h.r.c.Locate(key).Addr
+	if a := h.r.c.Locate(key).Addr; (*h.r.live.Load())[a] {
+		return a
+	}
+	return ""
 }
 
 // Reshard moves the Ring to a ring of nodes. For window (the longest TTL the
@@ -318,9 +357,10 @@ func (r *Ring) Reshard(nodes []ring.Node, window time.Duration) error {
 
 // SetAddrs moves the Ring to the nodes of addrs (name to address) at once,
 // as Reshard with a zero window does: go-redis's SetAddrs would close the
-// shards the client still uses. Reshard, with a window, keeps the hit rate;
-// a failure (an address refused, a window open) leaves the nodes as they
-// were.
+// shards the client still uses. Where Reshard would fail (an address
+// refused, no address, a window open) SetAddrs changes nothing, and says
+// nothing: go-redis's has no error. Use Reshard, which returns the error
+// and, with a window, keeps the hit rate.
 func (r *Ring) SetAddrs(addrs map[string]string) {
 	nodes := make([]ring.Node, 0, len(addrs))
 	for name, addr := range addrs {
@@ -332,7 +372,10 @@ func (r *Ring) SetAddrs(addrs map[string]string) {
 // Migration returns the status of the latest migration, counters included.
 func (r *Ring) Migration() migration.Status { return r.c.Migration() }
 
-// Shardcache returns the client.Client that applies the migration.
+// Shardcache returns the client.Client that applies the migration, for
+// its statistics and status: reshard with Reshard, not through it (its
+// Reshard would move keys to nodes the Ring has no shard for), and close
+// the Ring, not it.
 func (r *Ring) Shardcache() *client.Client { return r.c }
 
 // Close closes the client over the Ring, the Ring and its shards.

@@ -723,13 +723,16 @@ func shardsOf(r *Ring) []string {
 func TestWindowEndNarrowsShards(t *testing.T) {
 	servers := testserver.Redis(t, 3)
 	nodes := nodesOf(servers)
-	r := newRing(t, nodes[:2], Options{})
+	// Short timeouts: the client releases a node it dropped twice their sum
+	// after the window.
+	short := redis.RingOptions{DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond}
+	r := newRing(t, nodes[:2], Options{Ring: short})
 	ctx := t.Context()
-	if err := r.Reshard(nodes[1:], time.Second); err != nil {
+	if err := r.Reshard(nodes[1:], 3*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if got := shardsOf(r); r.Shardcache().Migrating() && len(got) != 3 {
-		t.Fatalf("during the window the Ring's shards are %v; want both placements' 3", got)
+	if got := shardsOf(r); len(got) != 3 || r.Ring.Len() != 3 {
+		t.Fatalf("during the window the Ring's shards are %v (Len %d); want both placements' 3", got, r.Ring.Len())
 	}
 	if err := r.Set(ctx, "k", "v", 0).Err(); err != nil {
 		t.Fatal(err)
@@ -806,11 +809,24 @@ func TestNodeReadded(t *testing.T) {
 // TestShardsDuringReshard: while a Reshard widens the shards, before the
 // client switches, every key still finds its shard, a node renamed or
 // removed in the next placement included (a shard is named by its
-// address).
+// address); and a node a Reshard adds is a shard of the Ring before the
+// client sets it up, so the two share its pool.
 func TestShardsDuringReshard(t *testing.T) {
-	servers := testserver.Redis(t, 3)
+	servers := testserver.Redis(t, 4)
 	nodes := nodesOf(servers)
-	r := newRing(t, nodes, Options{})
+	r := newRing(t, nodes[:3], Options{})
+	if err := r.Reshard(nodes, 0); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.orphans) != 0 {
+		t.Fatalf("the client made %d go-redis clients of its own: the added node was no shard yet", len(r.orphans))
+	}
+	for i := range 50 {
+		if err := r.Set(t.Context(), fmt.Sprintf("added:%d", i), "v", 0).Err(); err != nil {
+			t.Errorf("Set after a node was added: %v", err)
+		}
+	}
+	nodes = nodes[:3]
 	renamed := []ring.Node{{Name: "x", Addr: nodes[0].Addr}, nodes[1]} // nodes[2] removed, nodes[0] renamed
 	r.reshard.Lock()
 	r.setAddrs(shardAddrs(renamed, shardsOf(r)))
@@ -831,5 +847,33 @@ func TestNewFailsCleanly(t *testing.T) {
 	r, err := NewWithOptions(nodesOf(servers), Options{MigrateFrom: &client.MigrateFrom{Nodes: dup, Start: time.Now(), Window: time.Hour}})
 	if !errors.Is(err, ring.ErrDuplicateName) {
 		t.Errorf("NewWithOptions with a bad MigrateFrom = %v, %v; want ring.ErrDuplicateName", r, err)
+	}
+}
+
+// TestShardcacheReshardNoPanic: a Reshard through Shardcache() (not the
+// Ring's) moves keys to a node the Ring has no shard for: their commands
+// fail, as a shard down's, and nothing panics.
+func TestShardcacheReshardNoPanic(t *testing.T) {
+	servers := testserver.Redis(t, 3)
+	nodes := nodesOf(servers)
+	r := newRing(t, nodes[:2], Options{})
+	if err := r.Shardcache().Reshard(nodes, 0); err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for i := range 50 {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Fatalf("Set after a Reshard through Shardcache() panicked: %v", p)
+				}
+			}()
+			if err := r.Set(t.Context(), fmt.Sprintf("misused:%d", i), "v", 0).Err(); err != nil {
+				failed++
+			}
+		}()
+	}
+	if failed == 0 {
+		t.Error("no key landed on the node the Ring lacks: the test does not test it")
 	}
 }

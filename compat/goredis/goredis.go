@@ -284,14 +284,13 @@ func (r *Ring) narrowLocked() {
 	r.setAddrs(shardAddrs(r.c.Nodes(), held))
 }
 
-// unlockReshard releases r.reshard, narrowing first if a release asked to
-// meanwhile.
+// unlockReshard releases r.reshard, then narrows if a release asked to
+// while it was held.
 func (r *Ring) unlockReshard() {
-	for r.dirty.Load() {
-		r.narrowLocked()
-	}
 	r.reshard.Unlock()
-	r.narrow() // asked after the last look, before the unlock
+	if r.dirty.Load() {
+		r.narrow()
+	}
 }
 
 // ring builds a ring of nodes with the Ring's options.
@@ -347,12 +346,9 @@ func (r *Ring) Reshard(nodes []ring.Node, window time.Duration) error {
 	}
 	r.mu.Unlock()
 	r.setAddrs(shardAddrs(next.Nodes(), prev))
-	if err := r.c.ReshardTo(next, window); err != nil {
-		r.narrowLocked()
-		return err
-	}
-	r.narrowLocked()
-	return nil
+	err = r.c.ReshardTo(next, window)
+	r.narrowLocked() // to the placement the client has now, and the nodes it holds
+	return err
 }
 
 // SetAddrs moves the Ring to the nodes of addrs (name to address) at once,

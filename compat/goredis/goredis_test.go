@@ -877,3 +877,29 @@ func TestShardcacheReshardNoPanic(t *testing.T) {
 		t.Error("no key landed on the node the Ring lacks: the test does not test it")
 	}
 }
+
+// TestStatsCountRingCommands: Shardcache().Stats() counts the Ring's own
+// commands on a node (they run on the shards the client shares), those sent
+// on context.Background() left out, as the package doc says.
+func TestStatsCountRingCommands(t *testing.T) {
+	servers := testserver.Redis(t, 1)
+	r := newRing(t, nodesOf(servers), Options{})
+	gets := func() (n int64) {
+		for _, ns := range r.Shardcache().Stats().Nodes {
+			for _, op := range ns.Ops {
+				if op.Op == "get" {
+					n += op.Calls()
+				}
+			}
+		}
+		return n
+	}
+	before := gets()
+	for range 3 {
+		r.Get(t.Context(), "counted")
+	}
+	r.Get(context.Background(), "uncounted")
+	if got := gets() - before; got != 3 {
+		t.Errorf("Stats counted %d of the Ring's Gets; want the 3 not sent on context.Background()", got)
+	}
+}

@@ -34,7 +34,7 @@ func TestGutter(t *testing.T) {
 			gutter := ss[2]
 			c, err := New(Options{Backend: backend, Nodes: nodes, Gutter: []ring.Node{{Name: "g", Addr: gutter.Addr}},
 				GutterTTL: 5 * time.Second, FailureThreshold: 1, ProbeInterval: 20 * time.Millisecond,
-				ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+				ReadTimeout: faultTimeout, WriteTimeout: faultTimeout})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardcache/shardcache/internal/testserver"
 	"github.com/shardcache/shardcache/ring"
 )
 
@@ -46,6 +47,7 @@ type herdReport struct {
 	Latencies []time.Duration // one per caller, as GetOrLoad took
 	Values    map[string]int  // callers per value answered
 	Errors    []string        // callers that failed
+	Stats     LoadStats       // what the round added to the client's LoadStats
 }
 
 // TestHerdChild is a process of TestHerdAcrossProcesses; it does nothing in
@@ -95,6 +97,7 @@ func TestHerdChild(t *testing.T) {
 			})
 		}
 		loads.Store(0)
+		before := c.LoadStats()
 		fmt.Println("ready")
 		if !in.Scan() || in.Text() != "go" {
 			close(start)
@@ -105,6 +108,7 @@ func TestHerdChild(t *testing.T) {
 		wg.Wait()
 		c.refreshes.Wait() // a refresh this process won has stored
 		rep.Loads = loads.Load()
+		rep.Stats = c.LoadStats().minus(before)
 		for i, v := range values {
 			if errs[i] != nil {
 				rep.Errors = append(rep.Errors, errs[i].Error())
@@ -125,7 +129,7 @@ func herdOptions(swr time.Duration) Options {
 	return Options{
 		Lease: testLease, MetaLeases: true, PoolSize: 64, StaleWhileRevalidate: swr,
 		// Generous, as cluster.client's: the machine is shared.
-		ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
+		DialTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
 	}
 }
 
@@ -156,6 +160,7 @@ func startHerd(t *testing.T, n int, p herdParams) *herdFleet {
 		h := &herdProcess{lines: make(chan string, 4)}
 		h.cmd = exec.Command(os.Args[0], "-test.run=^TestHerdChild$", "-test.count=1")
 		h.cmd.Env = append(os.Environ(), herdChildEnv+"="+string(env))
+		testserver.LinkToParent(h.cmd)
 		h.cmd.Stderr = &h.stderr
 		if h.stdin, err = h.cmd.StdinPipe(); err != nil {
 			t.Fatal(err)
@@ -191,11 +196,12 @@ func startHerd(t *testing.T, n int, p herdParams) *herdFleet {
 }
 
 // line returns process i's next line of its own (the test framework's
-// "PASS" and the like are skipped), within a bound of a minute.
+// "PASS" and the like are skipped), within a bound of 3 minutes: a hang
+// detector, far above a round's time on a busy machine.
 func (f *herdFleet) line(i int) string {
 	f.t.Helper()
 	h := f.procs[i]
-	timeout := time.After(time.Minute)
+	timeout := time.After(3 * time.Minute)
 	for {
 		select {
 		case l, ok := <-h.lines:
@@ -206,7 +212,7 @@ func (f *herdFleet) line(i int) string {
 				return l
 			}
 		case <-timeout:
-			f.t.Fatalf("process %d: no line within a minute\n%s", i, h.stderr.String())
+			f.t.Fatalf("process %d: no line within 3 minutes\n%s", i, h.stderr.String())
 		}
 	}
 }
@@ -256,11 +262,13 @@ func herdTotals(reps []herdReport, value string) (loads int64, answered int) {
 
 // TestHerdAcrossProcesses: 500 callers in 3 OS processes, each with its
 // own client, on a hot key just past its TTL, on real servers. Exactly one
-// load in the fleet, with or without StaleWhileRevalidate; without it the
-// herd waits for the load (its p99 is at least the load's time, and not
-// much more: the waiters see the value when it lands, not when a lease
-// runs out); with it every caller is answered at once, the herd's p99 within
-// 2× a plain hit's measured the same way, and the value is fresh after.
+// load in the fleet, with or without StaleWhileRevalidate; without it every
+// caller misses and the herd waits for the load (its p99 is at least the
+// load's time, and well under the lease's: the waiters see the value when
+// it lands, not when a lease runs out); with it every caller is answered at
+// once (counted: no miss, no wait on a lease, the refresh's caller served
+// stale), and the value is fresh after. Latencies are logged, not bounded:
+// a busy machine stretches them.
 func TestHerdAcrossProcesses(t *testing.T) {
 	if os.Getenv(herdChildEnv) != "" {
 		t.Skip("a child process")
@@ -314,6 +322,9 @@ func TestHerdAcrossProcesses(t *testing.T) {
 						t.Fatal(err)
 					}
 					time.Sleep(past) // the servers' clocks must pass the TTL
+					if !swr {        // and did: a late clock tick on a busy machine would leave the old value
+						waitFor(t, "the hot key's expiry", func() bool { return rawGet(t, kind, setup.Locate(hot).Addr, hot) == "" })
+					}
 					// The plain hits just before the herd, after the same
 					// idle time.
 					reps, base := fleet.round(plain, long)
@@ -322,9 +333,12 @@ func TestHerdAcrossProcesses(t *testing.T) {
 					}
 					reps, lat := fleet.round(hot, long)
 					loads, stale := herdTotals(reps, "old")
-					ratio := float64(p99(lat)) / float64(p99(base))
-					t.Logf("%s SWR %v, %d processes (race %v): %d loads (per process %v); %d of %d callers served stale; herd p50 %v p99 %v max %v, plain hit p99 %v: ratio %.2f",
-						kind, swr, procs, raceEnabled, loads, loadsOf(reps), stale, len(lat), lat[len(lat)/2], p99(lat), lat[len(lat)-1], p99(base), ratio)
+					var st LoadStats
+					for _, r := range reps {
+						st = st.plus(r.Stats)
+					}
+					t.Logf("%s SWR %v, %d processes (race %v): %d loads (per process %v); %d of %d callers served stale; %+v; herd p50 %v p99 %v max %v, plain hit p99 %v",
+						kind, swr, procs, raceEnabled, loads, loadsOf(reps), stale, len(lat), st, lat[len(lat)/2], p99(lat), lat[len(lat)-1], p99(base))
 					if loads != 1 {
 						t.Errorf("%d loads across %d processes, want exactly 1", loads, procs)
 					}
@@ -334,22 +348,25 @@ func TestHerdAcrossProcesses(t *testing.T) {
 						if _, fresh := herdTotals(reps, "fresh"); stale == 0 || stale+fresh != len(lat) {
 							t.Errorf("%d callers served stale, %d fresh, of %d: want the stale value for the refresh's caller at least", stale, fresh, len(lat))
 						}
-						// The ratio on an idle machine is about 1; the slack
-						// covers a loaded one's scheduling (see raceEnabled).
-						if !raceEnabled && ratio > 2 && p99(lat)-p99(base) > 10*time.Millisecond {
-							t.Errorf("herd p99 %v > 2× a plain hit's %v", p99(lat), p99(base))
+						if st.Misses != 0 || st.LeaseWaits != 0 || st.Hits != int64(len(lat)) || st.Stale == 0 {
+							t.Errorf("LoadStats of the herd %+v: want %d hits, stale ones among them, no miss and no wait", st, len(lat))
 						}
 					} else {
 						if stale != 0 {
 							t.Errorf("%d callers answered the expired value", stale)
 						}
+						// Callers a busy machine started late may find the
+						// load's value already there: hits, fresh.
+						if st.Misses == 0 || st.Stale != 0 {
+							t.Errorf("LoadStats of the herd %+v: want misses, nothing stale", st)
+						}
 						if p99(lat) < loadTime {
 							t.Errorf("herd p99 %v under the load's %v: the herd did not wait for it", p99(lat), loadTime)
 						}
 						// A waiter sees the value once it lands (polling every
-						// LeaseRetry), not when the lease (a minute) runs out.
-						if p99(lat) > loadTime+5*time.Second {
-							t.Errorf("herd p99 %v, far past the load's %v", p99(lat), loadTime)
+						// LeaseRetry), not when the lease (testLease) runs out.
+						if p99(lat) > testLease/2 {
+							t.Errorf("herd p99 %v: the waiters waited out the lease (%v), not the load (%v)", p99(lat), testLease, loadTime)
 						}
 					}
 					mustGet(t, setup, hot, "fresh")

@@ -619,7 +619,9 @@ func TestNearCacheHealth(t *testing.T) {
 	ss := testserver.Redis(t, 1)
 	o := Options{Nodes: []ring.Node{{Name: "a", Addr: ss[0].Addr}}, NearCache: &NearCache{MaxAge: -1},
 		FailureThreshold: 2, ProbeInterval: time.Hour,
-		DialTimeout: 100 * time.Millisecond, ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond,
+		// faultTimeout: a healthy call on a busy machine never reaches it
+		// (100 ms did, and counted a third timeout).
+		DialTimeout: faultTimeout, ReadTimeout: faultTimeout, WriteTimeout: faultTimeout,
 		NewRedisClient: func(_ ring.Node, opt *redis.Options) *redis.Client {
 			opt.PoolFIFO = true
 			return redis.NewClient(opt)

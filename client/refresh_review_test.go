@@ -148,7 +148,7 @@ func TestGetMultiOrLoadFreshDuringMigration(t *testing.T) {
 	t.Run("failed owner and new hits", func(t *testing.T) {
 		cl := newCluster(t, "redis-server", 3)
 		from, to := cl.nodes(0, 1, 2), cl.nodes(0, 1)
-		c := cl.client(t, Options{Nodes: from, EarlyRefresh: time.Minute, ReadTimeout: 300 * time.Millisecond})
+		c := cl.client(t, Options{Nodes: from, EarlyRefresh: time.Minute, ReadTimeout: faultTimeout})
 		if err := c.Reshard(to, time.Hour); err != nil {
 			t.Fatal(err)
 		}

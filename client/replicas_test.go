@@ -78,8 +78,10 @@ func TestReplicasPausedReplica(t *testing.T) {
 			}
 			x := ss[0].Addr // the replica paused, read first (Zone z1)
 			c, err := New(Options{Backend: backend, Nodes: nodes, Replicas: 2, Zone: "z1",
+				// One timeout marks a node down: faultTimeout is one a
+				// healthy node never reaches on a busy machine (200 ms did).
 				FailureThreshold: 1, ProbeInterval: 20 * time.Millisecond,
-				ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+				ReadTimeout: faultTimeout, WriteTimeout: faultTimeout})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -366,7 +368,7 @@ func TestReplicasGetMultiPaused(t *testing.T) {
 	ss, _ := replicaServers(t, "memcached", 3)
 	nodes := []ring.Node{{Name: "a", Addr: ss[0].Addr, Zone: "z1"}, {Name: "b", Addr: ss[1].Addr, Zone: "z2"}, {Name: "c", Addr: ss[2].Addr, Zone: "z3"}}
 	c, err := New(Options{Backend: Memcached, Nodes: nodes, Replicas: 2, Zone: "z1", ProbeInterval: time.Hour,
-		ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+		ReadTimeout: faultTimeout, WriteTimeout: faultTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,7 +571,7 @@ func TestReplicasFailOpenAllDown(t *testing.T) {
 	ss := testserver.Redis(t, 2)
 	nodes := []ring.Node{{Name: "a", Addr: ss[0].Addr}, {Name: "b", Addr: ss[1].Addr}}
 	c, err := New(Options{Nodes: nodes, Replicas: 2, FailOpen: true, FailureThreshold: 1,
-		ProbeInterval: 20 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+		ProbeInterval: 20 * time.Millisecond, ReadTimeout: faultTimeout, WriteTimeout: faultTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -613,7 +615,7 @@ func TestReplicasMultiWritesReplicaDown(t *testing.T) {
 	ss, _ := replicaServers(t, "redis-server", 3)
 	nodes := []ring.Node{{Name: "a", Addr: ss[0].Addr}, {Name: "b", Addr: ss[1].Addr}, {Name: "c", Addr: ss[2].Addr}}
 	c, err := New(Options{Nodes: nodes, Replicas: 2, FailureThreshold: 1, ProbeInterval: 20 * time.Millisecond,
-		ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+		ReadTimeout: faultTimeout, WriteTimeout: faultTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}

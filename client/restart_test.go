@@ -159,7 +159,10 @@ func keysFirstOn(c *Client, first string, n int) []string {
 // alone, whether the pool's timeout or the caller's deadline ends the wait,
 // and the healthy nodes stay up and count no failure.
 func TestMemcachedGetMultiStalledNode(t *testing.T) {
-	fc := newFaultCluster(t, "memcached", 3, Options{ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, FailureThreshold: 100})
+	// The caller's deadline (half of faultTimeout) and the pool's timeout
+	// (faultTimeout) are both out of a healthy node's reach on a busy
+	// machine: 200 ms and 300 ms were not, and its answers went missing.
+	fc := newFaultCluster(t, "memcached", 3, Options{FailureThreshold: 100})
 	c, stalled := fc.c, fc.servers[0].Addr
 	keys := keysFirstOn(c, stalled, 30)
 	items := map[string][]byte{}
@@ -178,7 +181,7 @@ func TestMemcachedGetMultiStalledNode(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		deadline time.Duration // 0: the pool's timeout ends the wait
-	}{{"pool timeout", 0}, {"context deadline", 200 * time.Millisecond}} {
+	}{{"pool timeout", 0}, {"context deadline", faultTimeout / 2}} {
 		for round := range 3 {
 			ctx := t.Context()
 			if tc.deadline > 0 {

@@ -412,6 +412,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSecure", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), "SHARDCACHE_LEAK_CHILD=1")
+	testserver.LinkToParent(cmd)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()

@@ -325,6 +325,7 @@ func TestSweepKeepsEverything(t *testing.T) {
 	for _, kind := range sweepKinds {
 		for _, dir := range []string{"8to6", "6to8"} {
 			t.Run(kind+"/"+dir, func(t *testing.T) {
+				t.Parallel() // servers, client and clock of its own
 				cl := newCluster(t, kind, 8)
 				all, six := cl.nodes(), cl.nodes(0, 1, 2, 3, 4, 5)
 				from, to := all, six

@@ -330,6 +330,7 @@ func TestTopologyWatchProcesses(t *testing.T) {
 		c := &child{lines: make(chan string, 2)}
 		c.cmd = exec.Command(os.Args[0], "-test.run=^TestTopologyWatchChild$", "-test.count=1")
 		c.cmd.Env = append(os.Environ(), "SHARDCACHE_WATCH_CHILD="+args)
+		testserver.LinkToParent(c.cmd)
 		c.cmd.Stderr = &c.err
 		out, err := c.cmd.StdoutPipe()
 		if err != nil {

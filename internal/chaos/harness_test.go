@@ -310,6 +310,7 @@ func (p *proc) start() {
 	}
 	cmd := exec.Command(p.bin)
 	cmd.Env = append(os.Environ(), chaos.WorkerEnv+"="+string(b))
+	testserver.LinkToParent(cmd)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		out.Close()

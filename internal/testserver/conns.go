@@ -243,3 +243,33 @@ func (s *Server) MemcachedStat(t testing.TB, name string) int64 {
 	}
 	return n
 }
+
+// Evictions returns the keys the server has evicted to make room since it
+// started (redis-server's evicted_keys, memcached's evictions): a checker
+// of lost keys needs to know that none were, or which server's were. A
+// server that does not answer fails the test.
+func (s *Server) Evictions(t testing.TB) int64 {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", s.Addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	r := bufio.NewReader(conn)
+	field, fields := "evictions", map[string]string(nil)
+	if strings.Contains(filepath.Base(s.bin), "redis") {
+		field = "evicted_keys"
+		fields, err = redisInfo(conn, r)
+	} else {
+		fields, err = memcachedStats(conn, r)
+	}
+	if err != nil {
+		t.Fatalf("testserver: evictions of %s: %v", s.Addr, err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(fields[field]), 10, 64)
+	if err != nil {
+		t.Fatalf("testserver: %s of %s = %q", field, s.Addr, fields[field])
+	}
+	return n
+}

@@ -39,6 +39,11 @@ const (
 	maxOutput = 1 << 20
 )
 
+// EnvMark names the variable set in the environment of every server this
+// package starts, to the test process's pid: a process that has it and
+// outlived its test is a leak (/proc/PID/environ shows it).
+const EnvMark = "SHARDCACHE_TESTSERVER"
+
 // errExited reports a process that died before it answered.
 var errExited = errors.New("testserver: process exited before it answered")
 
@@ -66,6 +71,16 @@ func (s *Server) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stop()
+}
+
+// Pid returns the server's process ID, or 0 when it is stopped.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
 }
 
 // Restart stops the server if it runs and starts it again on the same port,
@@ -215,6 +230,14 @@ func launch(t testing.TB, bin string, nports int, args func([]int) []string, pro
 func (s *Server) start() error {
 	cmd := exec.Command(s.bin, s.args(s.ports)...)
 	cmd.Stdout, cmd.Stderr = s.out, s.out
+	// The mark in its environment tells a test server from any other
+	// process of the same name: .ci/run fails when one outlives the suite.
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", EnvMark, os.Getpid()))
+	// SHARDCACHE_TESTSERVER_UNLINKED=1 leaves the link out: only
+	// TestServersDieWithTheTest sets it, to show that its check fails then.
+	if os.Getenv("SHARDCACHE_TESTSERVER_UNLINKED") != "1" {
+		LinkToParent(cmd)
+	}
 	fmt.Fprintf(s.out, "$ %q\n", cmd.Args)
 	if err := cmd.Start(); err != nil {
 		return err

@@ -322,7 +322,9 @@ func TestHerdAcrossProcesses(t *testing.T) {
 						t.Fatal(err)
 					}
 					time.Sleep(past) // the servers' clocks must pass the TTL
-					if !swr {        // and did: a late clock tick on a busy machine would leave the old value
+					// and did: a late clock tick on a busy machine would leave the
+					// old value.
+					if !swr {
 						waitFor(t, "the hot key's expiry", func() bool { return rawGet(t, kind, setup.Locate(hot).Addr, hot) == "" })
 					}
 					// The plain hits just before the herd, after the same

@@ -3,19 +3,23 @@ package chaos
 import (
 	"sort"
 	"strconv"
+	"time"
 )
 
 // Rule is a property of cache semantics that a history can break.
 type Rule string
 
-// Rules of values (keys written with Set and GetOrLoad's loads). A read may
-// miss at any time: eviction, a dead node, a failed-open read. What it
-// returns must be admissible: written by a write w such that no
-// acknowledged write or delete x of the key has w before it and the read
-// after it in real time (w.Comp < x.Inv and x.Comp < r.Inv). A failed write
-// has no end (it may be applied at any later time) so it is admissible
-// forever after its invocation, and it never makes another one
-// inadmissible; neither does a failed delete.
+// Rules of values (keys written with Set and GetOrLoad's loads); the
+// package doc says why they are what they are. A value a read returns must
+// be admissible: written by a write w such that no acknowledged write or
+// delete x of the key has w before it and the read after it in real time
+// (w.Comp < x.Inv and x.Comp < r.Inv). A failed write takes effect, if
+// ever, before any acknowledged write or delete that began after it
+// returned, unless a fault on the key's nodes may have held it back: so its
+// value is admissible until such a write or delete completed. A read of an
+// acknowledged Set's value is evidence: a later read may not go back to a
+// value older than it. And a miss needs a cause once the key's value is
+// known.
 const (
 	// StaleRead is a value overwritten by an acknowledged write before the
 	// read began.
@@ -27,6 +31,33 @@ const (
 	FutureRead Rule = "value read before its write"
 	// UnknownValue is a value nobody wrote.
 	UnknownValue Rule = "unknown value"
+	// StaleFailedRead is the value of a failed (or cut short) write read
+	// after an acknowledged write or delete of the key that began after the
+	// failed call returned (Op.Comp; for one cut short by a client kill,
+	// the kill) had completed, with no fault on the key's nodes from the
+	// failed call's start to that completion: a request does not overtake
+	// one sent after it, but a stopped or cut-off node may hold one back.
+	StaleFailedRead Rule = "failed write read after its successor"
+	// ReadWentBack is a read that returned a value whose write was over
+	// (its end, for a failed write as for StaleFailedRead) before the write
+	// of a value an earlier read returned began: that earlier read, which
+	// ended before this one began, saw the newer value, so the older one
+	// was overwritten for good. The newer value's write must be an
+	// acknowledged Set: a failed one may have reached one replica only, and
+	// a load's value may never have been stored (GetOrLoad hands it to its
+	// callers all the same).
+	ReadWentBack Rule = "read went back"
+	// LostKey is a miss with no explanation: the key's last acknowledged
+	// write completed before the miss began, and between that write's start
+	// and the miss's end nothing may have removed its value: no delete (an
+	// acknowledged one, or a failed one before its successor, as for
+	// StaleFailedRead), no expiry (Op.TTL), no eviction on the key's nodes
+	// (CheckOptions.Evictions), no fault on them (a server fault, up to
+	// CheckOptions.FaultSlack after it ended, or with FailOpen a failed
+	// operation of theirs), no end of a migration's window or change of
+	// topology (WindowSlack either side). One violation is reported per
+	// lost write, naming its first unexplained miss.
+	LostKey Rule = "acknowledged value lost"
 )
 
 // Rules of counters (keys that Incr touches; see checkCounter).
@@ -42,16 +73,20 @@ const (
 type Violation struct {
 	Rule Rule
 	Key  string
-	// Read is the read (or Incr) that saw what it must not.
+	// Read is the read (or Incr) that saw what it must not; for LostKey,
+	// the first miss nothing explains.
 	Read *Op
-	// Write wrote the value read: nil for a counter.
+	// Write wrote the value read (for LostKey, the value lost): nil for a
+	// counter.
 	Write *Op
 	// Witness is what makes the value inadmissible: the acknowledged write
-	// or delete between Write and Read that completed last before the read, or for a counter the earlier
-	// observation (or the reset) it contradicts; nil when the rule needs
-	// none.
+	// or delete between Write and Read that completed last before the read
+	// (for ReadWentBack, the earlier read that saw the newer value), or for
+	// a counter the earlier observation (or the reset) it contradicts; nil
+	// when the rule needs none.
 	Witness *Op
-	// Detail says what was expected, for counters.
+	// Detail says what was expected, for counters, and for ReadWentBack
+	// and LostKey what the checker weighed.
 	Detail string
 }
 
@@ -66,6 +101,14 @@ type Result struct {
 	Failed         int
 	Faults, Wipes  int
 	Keys, Counters int
+	// Explained counts the misses of a value key after an acknowledged
+	// write of it, by the first cause found that explains them (see
+	// Cause); the others are LostKey's. Misses of a key never acknowledged
+	// need no cause and are not counted.
+	Explained map[Cause]int
+	// Evicted are the nodes that evicted keys (CheckOptions.Evictions),
+	// sorted: their keys' misses are explained, and a report says so.
+	Evicted []string
 }
 
 // Count returns the number of violations of rule.
@@ -88,6 +131,65 @@ func (r *Result) Total() int {
 	return n
 }
 
+// Cause is what explains a miss of an acknowledged value (Result.Explained).
+type Cause string
+
+// Causes, in the order the checker tries them.
+const (
+	// ByDelete: a delete of the key, acknowledged or possibly applied.
+	ByDelete Cause = "delete"
+	// ByExpiry: the value, or one written after it, may have expired.
+	ByExpiry Cause = "expiry"
+	// ByEviction: a node of the key evicted keys during the run.
+	ByEviction Cause = "eviction"
+	// ByFault: a server fault on a node of the key.
+	ByFault Cause = "fault"
+	// ByFailure: with FailOpen, a failed operation on a node of the key,
+	// which may have held it down (its writes dropped, its reads missed).
+	ByFailure Cause = "failure"
+	// ByMigration: the end of a migration's window (the keys the old owners
+	// alone held are gone) or a change of topology.
+	ByMigration Cause = "migration"
+)
+
+// DefaultFaultSlack is CheckOptions.FaultSlack's default: how long after a
+// fault ends its effects may last. A breaker opened by it closes only at
+// the next probe that succeeds (a FailOpen client drops writes meanwhile),
+// a replica's hinted keys are deleted then, and requests held back by a
+// stopped or cut-off node are applied when it is back.
+const DefaultFaultSlack = 2 * time.Second
+
+// ExpiryGrain is how much earlier than its TTL a value may expire:
+// Memcached counts expiries in whole seconds of its own clock.
+const ExpiryGrain = time.Second
+
+// CheckOptions is what the harness knows of a run besides its history.
+// The zero value is Check's: every fault may touch every key, and no node
+// evicted anything.
+type CheckOptions struct {
+	// Owners returns the names of the nodes (Fault.Target's, "n3") that
+	// may hold key at some time of the run: old and new owners, every
+	// replica. Only faults (and failures, with FailOpen) on these explain
+	// the key's misses or hold its failed writes back. Nil, or no node
+	// for a key: every node.
+	Owners func(key string) []string
+	// Evictions are the keys each node evicted during the run, by node
+	// name (Redis's evicted_keys, Memcached's evictions): a node with any
+	// explains every miss of the keys it owns. Nil: none evicted.
+	Evictions map[string]int64
+	// FailOpen says the clients ran with client.Options.FailOpen: a node
+	// they hold down drops writes (acknowledged) and misses reads. A
+	// breaker opens on failures, faults or not (timeouts under load), so
+	// every failed operation then counts as a fault on its keys' nodes,
+	// from its start to FaultSlack after it returned. Check sets it when a
+	// process's statistics show a write dropped or a read missed.
+	FailOpen bool
+	// FaultSlack is how long after a fault ends (and, with FailOpen, after
+	// a failed operation returns) the node counts as faulted: 0 is
+	// DefaultFaultSlack, a negative value none.
+	FaultSlack time.Duration
+}
+
 // read is one key's share of a read: a Get, a GetOrLoad, or one key of a
 // GetMulti.
 type read struct {
@@ -101,13 +203,19 @@ type keyOps struct {
 	deletes []*Op
 	incrs   []*Op
 	reads   []read
+	misses  []*Op // Gets that missed, GetMultis that completed without the key
 }
 
 // Check checks a history against cache semantics: the rules of values for
 // every key never incremented, those of counters for every key Incr
-// touched. It is exact for these rules and runs in O(n log n).
-func Check(h *History) *Result {
-	res := &Result{Ops: make(map[Kind]int)}
+// touched. It is CheckWith with no more than the history knows.
+func Check(h *History) *Result { return CheckWith(h, CheckOptions{}) }
+
+// CheckWith checks a history against cache semantics, with what the
+// harness knows besides it (opt). It is exact for the rules and runs in
+// O(n log n).
+func CheckWith(h *History, opt CheckOptions) *Result {
+	res := &Result{Ops: make(map[Kind]int), Explained: make(map[Cause]int)}
 	for _, f := range h.Faults {
 		if !f.Event() {
 			res.Faults++
@@ -140,6 +248,7 @@ func Check(h *History) *Result {
 				at(o.Key()).reads = append(at(o.Key()).reads, read{o, o.Result})
 				res.Reads++
 			case Miss:
+				at(o.Key()).misses = append(at(o.Key()).misses, o)
 				res.Misses++
 			}
 		case GetMulti:
@@ -147,12 +256,13 @@ func Check(h *History) *Result {
 				continue
 			}
 			// A failed multi-get's hits are answers of the nodes that
-			// answered: they count.
+			// answered: they count. Its misses may be its failures.
 			for _, k := range o.Keys {
 				if v, ok := o.Results[k]; ok {
 					at(k).reads = append(at(k).reads, read{o, v})
 					res.Reads++
 				} else if o.Status == OK {
+					at(k).misses = append(at(k).misses, o)
 					res.Misses++
 				}
 			}
@@ -164,6 +274,8 @@ func Check(h *History) *Result {
 			res.Wipes++
 		}
 	}
+	c := newChecker(h, opt)
+	res.Evicted = c.evicted
 	names := make([]string, 0, len(keys))
 	for k := range keys {
 		names = append(names, k)
@@ -176,7 +288,7 @@ func Check(h *History) *Result {
 			res.Violations = append(res.Violations, checkCounter(k, ko, resets)...)
 		} else {
 			res.Keys++
-			res.Violations = append(res.Violations, checkValues(k, ko)...)
+			res.Violations = append(res.Violations, c.checkValues(k, ko, res.Explained)...)
 		}
 	}
 	sort.SliceStable(res.Violations, func(i, j int) bool {
@@ -236,14 +348,84 @@ func (s superseders) latest(t, u int64) *Op {
 	return best
 }
 
-// checkValues applies the rules of values to one key.
-func checkValues(key string, ko *keyOps) []Violation {
+// values is the check of one value key: its acknowledged writes and
+// deletes, its faults, and the bound of each failed operation's effect.
+type values struct {
+	c          *checker
+	key        string
+	sets, dels superseders
+	trouble    *trouble // what befell the key's nodes
+	lims       map[*Op]int64
+}
+
+// end returns when o's effect is over for certain: its completion, or for
+// a failed or cut-short operation the completion of its first successor
+// (an acknowledged write or delete of the key that began after it
+// returned) if no fault on the key's nodes may have held o back until
+// then; Never if there is none.
+func (v *values) end(o *Op) int64 {
+	if e := o.End(); e != Never {
+		return e
+	}
+	if l, ok := v.lims[o]; ok {
+		return l
+	}
+	l := int64(Never)
+	if x := v.successor(o); x != nil {
+		l = x.Comp
+	}
+	v.lims[o] = l
+	return l
+}
+
+// successor returns the first successor of a failed or cut-short o that
+// bounds its effect, or nil.
+func (v *values) successor(o *Op) *Op {
+	ret := v.c.returned(o)
+	if ret == Never {
+		return nil
+	}
+	x := v.sets.first(ret)
+	if d := v.dels.first(ret); d != nil && (x == nil || d.Comp < x.Comp) {
+		x = d
+	}
+	if x == nil || x.Comp >= v.trouble.firstAfter(o.Inv) {
+		return nil
+	}
+	return x
+}
+
+// latestSuccessor returns, of o's successors, the one that completed last
+// before u (and before any fault that may have held o back): the witness
+// of StaleFailedRead.
+func (v *values) latestSuccessor(o *Op, u int64) *Op {
+	ret := v.c.returned(o)
+	u = min(u, v.trouble.firstAfter(o.Inv))
+	x := v.sets.latest(ret, u)
+	if d := v.dels.latest(ret, u); d != nil && (x == nil || d.Comp > x.Comp) {
+		x = d
+	}
+	return x
+}
+
+// evidence reports whether a read of w's value shows that the cache held
+// it, newer than anything written before w began: w is an acknowledged Set.
+// A failed Set may have reached one replica only, and a load's value may
+// never have been stored (GetOrLoad hands it to its callers all the same).
+func evidence(w *Op) bool { return w.Kind == Set && w.Status == OK }
+
+// checkValues applies the rules of values to one key, counting the misses
+// explained in explained.
+func (c *checker) checkValues(key string, ko *keyOps, explained map[Cause]int) []Violation {
+	v := &values{c: c, key: key, sets: newSuperseders(ko.writes), dels: newSuperseders(ko.deletes),
+		trouble: c.troubleOf(key), lims: make(map[*Op]int64)}
 	byValue := make(map[string]*Op, len(ko.writes))
 	for _, w := range ko.writes {
 		byValue[w.Value] = w
 	}
-	sets, dels := newSuperseders(ko.writes), newSuperseders(ko.deletes)
 	var out []Violation
+	// The reads that returned an admissible value, for ReadWentBack.
+	var ok []read
 	for _, r := range ko.reads {
 		w := byValue[r.value]
 		switch {
@@ -255,13 +437,20 @@ func checkValues(key string, ko *keyOps) []Violation {
 			continue
 		}
 		// A delete is the worse news, so it is reported first.
-		if x := dels.first(w.End()); x != nil && x.Comp < r.op.Inv {
-			x = dels.latest(w.End(), r.op.Inv)
+		if x := v.dels.first(w.End()); x != nil && x.Comp < r.op.Inv {
+			x = v.dels.latest(w.End(), r.op.Inv)
 			out = append(out, Violation{Rule: DeletedRead, Key: key, Read: r.op, Write: w, Witness: x})
-		} else if x := sets.first(w.End()); x != nil && x.Comp < r.op.Inv {
-			x = sets.latest(w.End(), r.op.Inv)
+		} else if x := v.sets.first(w.End()); x != nil && x.Comp < r.op.Inv {
+			x = v.sets.latest(w.End(), r.op.Inv)
 			out = append(out, Violation{Rule: StaleRead, Key: key, Read: r.op, Write: w, Witness: x})
+		} else if w.End() == Never && v.end(w) < r.op.Inv {
+			x := v.latestSuccessor(w, r.op.Inv)
+			out = append(out, Violation{Rule: StaleFailedRead, Key: key, Read: r.op, Write: w, Witness: x})
+		} else {
+			ok = append(ok, r)
 		}
 	}
+	out = append(out, v.wentBack(ok, byValue)...)
+	out = append(out, v.lost(ko, explained)...)
 	return out
 }

@@ -301,7 +301,8 @@ func splitViolations(res *chaos.Result) (values, counters *chaos.Result) {
 	v.Violations, c.Violations = nil, nil
 	for _, x := range res.Violations {
 		switch x.Rule {
-		case chaos.StaleRead, chaos.DeletedRead, chaos.FutureRead, chaos.UnknownValue:
+		case chaos.StaleRead, chaos.DeletedRead, chaos.FutureRead, chaos.UnknownValue,
+			chaos.StaleFailedRead, chaos.ReadWentBack, chaos.LostKey:
 			v.Violations = append(v.Violations, x)
 		default:
 			c.Violations = append(c.Violations, x)

@@ -199,8 +199,52 @@ func (rc run) do(t *testing.T) outcome {
 		t.Fatal(err)
 	}
 	t1 := time.Now()
-	res := chaos.Check(h)
+	res := chaos.CheckWith(h, chaos.CheckOptions{
+		Owners:    owners(t, base.Old, base.New, max(1, rc.Replicas)),
+		Evictions: evictions(t, servers),
+		FailOpen:  rc.FailOpen,
+	})
 	return outcome{h: h, res: res, schedule: sched, dir: dir, read: t1.Sub(t0), check: time.Since(t1)}
+}
+
+// owners returns, for the checker, every node that may hold a key in a run
+// over the placements old (nil: none) and new: its replica set in each.
+func owners(t *testing.T, old, new []ring.Node, replicas int) func(string) []string {
+	t.Helper()
+	var rings []*ring.Ring
+	for _, nodes := range [][]ring.Node{old, new} {
+		if len(nodes) == 0 {
+			continue
+		}
+		r, err := ring.New(nodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rings = append(rings, r)
+	}
+	return func(key string) []string {
+		var names []string
+		for _, r := range rings {
+			for _, n := range ring.LocateN(r, key, replicas) {
+				if !slices.Contains(names, n.Name) {
+					names = append(names, n.Name)
+				}
+			}
+		}
+		return names
+	}
+}
+
+// evictions reads what each server evicted, by node name ("n0"…): the
+// servers are sized so that none does, and the checker's lost-key rule
+// counts on it.
+func evictions(t *testing.T, servers []*testserver.Server) map[string]int64 {
+	t.Helper()
+	ev := make(map[string]int64, len(servers))
+	for i, s := range servers {
+		ev[fmt.Sprintf("n%d", i)] = s.Evictions(t)
+	}
+	return ev
 }
 
 // applyFaults applies the schedule's faults at their times, on the test's

@@ -79,6 +79,11 @@ type Op struct {
 	Keys []string
 	// Value is the value a Set or a Load wrote: unique in a history.
 	Value string
+	// TTL is the expiry a Set or a Load wrote Value with, 0 for none. The
+	// checker takes a miss as explained once the value may have expired
+	// (CheckWith). The history files do not carry it (the workers write
+	// every value without expiry); whoever writes with one sets it.
+	TTL time.Duration
 	// Inv and Comp are when the call began and returned, wall-clock
 	// nanoseconds of the one machine every process runs on; Comp is 0 for a
 	// Pending operation.

@@ -1,0 +1,45 @@
+package chaos
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+)
+
+// wentBack applies ReadWentBack to the reads of one key that returned an
+// admissible value: each read against the newest acknowledged Set that a
+// read over before it began saw. O(n log n): the reads in order of
+// invocation, the evidence in order of completion.
+func (v *values) wentBack(reads []read, byValue map[string]*Op) []Violation {
+	byInv := make([]read, len(reads))
+	copy(byInv, reads)
+	sort.SliceStable(byInv, func(i, j int) bool { return byInv[i].op.Inv < byInv[j].op.Inv })
+	var evid []read
+	for _, r := range reads {
+		if evidence(byValue[r.value]) {
+			evid = append(evid, r)
+		}
+	}
+	sort.SliceStable(evid, func(i, j int) bool { return evid[i].op.Comp < evid[j].op.Comp })
+	var out []Violation
+	var seen *read // the evidence whose write began last
+	newest := int64(math.MinInt64)
+	next := 0
+	for _, r := range byInv {
+		for ; next < len(evid) && evid[next].op.Comp < r.op.Inv; next++ {
+			if w := byValue[evid[next].value]; w.Inv > newest {
+				seen, newest = &evid[next], w.Inv
+			}
+		}
+		w := byValue[r.value]
+		if seen == nil || v.end(w) >= newest {
+			continue
+		}
+		w1 := byValue[seen.value]
+		out = append(out, Violation{Rule: ReadWentBack, Key: v.key, Read: r.op, Write: w, Witness: seen.op,
+			Detail: fmt.Sprintf("%s read %s before, written by %s, which began %s after this value's write was over",
+				seen.op.ID, strconv.Quote(seen.value), w1.ID, ms(w1.Inv-v.end(w)))})
+	}
+	return out
+}

@@ -250,3 +250,72 @@ func TestNearCacheMemcachedGetMulti(t *testing.T) {
 		t.Errorf("%d near hits, want 1", d)
 	}
 }
+
+// TestNearCacheMemcachedDeleteInMigration: a Delete during a migration
+// buries each moved key on its new owner (a tombstone), and the tombstone
+// drops the key's near copy too. Set 40 keys, reshard 3→4 (or start with
+// MigrateFrom), read each twice (the fallback, then a read on the new
+// owner that keeps a near copy), delete each: no Get returns a value. The
+// near cache's wrapper once missed the tombstone's write, and 11 of 40
+// keys, every moved one, read back.
+func TestNearCacheMemcachedDeleteInMigration(t *testing.T) {
+	for _, how := range []string{"Reshard", "MigrateFrom"} {
+		t.Run(how, func(t *testing.T) {
+			cl := newCluster(t, "memcached", 4)
+			ctx := t.Context()
+			from, to := cl.nodes(0, 1, 2), cl.nodes()
+			writer := cl.client(t, Options{Nodes: from})
+			keys := numberedKeys("near-del", 40)
+			for _, k := range keys {
+				if err := writer.Set(ctx, k, []byte("v:"+k), time.Hour); err != nil {
+					t.Fatal(err)
+				}
+			}
+			opts := Options{Nodes: from, NearCache: &NearCache{MaxAge: time.Hour}}
+			if how == "MigrateFrom" {
+				opts.Nodes = to
+				opts.MigrateFrom = &MigrateFrom{Nodes: from, Start: time.Now().Add(-time.Second), Window: time.Hour}
+			}
+			c := cl.client(t, opts)
+			if how == "Reshard" {
+				if err := c.Reshard(to, time.Hour); err != nil {
+					t.Fatal(err)
+				}
+			}
+			oldRing, newRing := mustRing(t, from), mustRing(t, to)
+			moved := 0
+			for _, k := range keys {
+				if oldRing.Locate(k).Addr != newRing.Locate(k).Addr {
+					moved++
+				}
+			}
+			for range 2 {
+				for _, k := range keys {
+					mustGet(t, c, k, "v:"+k)
+				}
+			}
+			var hits int64
+			for _, s := range c.NearCacheStats() {
+				hits += s.Hits
+			}
+			if hits == 0 || moved == 0 {
+				t.Fatalf("%d near hits, %d keys moved: the test shows nothing", hits, moved)
+			}
+			for _, k := range keys {
+				if err := c.Delete(ctx, k); err != nil {
+					t.Fatal(err)
+				}
+			}
+			back := 0
+			for _, k := range keys {
+				if v, err := c.Get(ctx, k); err != ErrCacheMiss {
+					back++
+					t.Errorf("Get(%q) after its Delete = %q, %v; want a miss", k, v, err)
+				}
+			}
+			if back > 0 {
+				t.Logf("%d of %d keys read back after their Delete (%d moved)", back, len(keys), moved)
+			}
+		})
+	}
+}

@@ -146,7 +146,7 @@ func (c *Client) get(ctx context.Context, r route, key string) ([]byte, error) {
 		switch {
 		case err == nil:
 			cs.NewHits.Add(1)
-		case err == ErrCacheMiss && r.Fallback:
+		case err == ErrCacheMiss && r.Fallback && !bugGetNoFallback: // a seeded bug (seeded.go)
 			it, err := c.fallback(ctx, r, key)
 			return it.Value, err
 		}

@@ -1,19 +1,27 @@
-//go:build !shardcache_bug_nodualdelete && !shardcache_bug_backfillset && !shardcache_bug_notomb
+//go:build !shardcache_seeded
 
 package client
 
-// Seeded bugs: each build tag shardcache_bug_* breaks the migration on
-// purpose, one at a time, so that the consistency checker (internal/chaos,
-// TestSeededBugs) shows it finds what it is meant to. None is set in a
-// normal build.
+// Seeded bugs: each breaks the migration on purpose, so that the
+// consistency checker (internal/chaos, TestSeededBugs) shows it finds what
+// it is meant to. In a normal build every one is a false constant and its
+// branch compiles away; built with the tag shardcache_seeded
+// (seeded_on.go), the one named by SHARDCACHE_SEEDED_BUG (package
+// internal/seeded) is on.
 const (
-	// bugNoDualDelete (shardcache_bug_nodualdelete): a migration's Delete
-	// reaches the new owner only.
+	// bugNoDualDelete ("nodualdelete"): a migration's Delete reaches the
+	// new owner only.
 	bugNoDualDelete = false
-	// bugBackfillSet (shardcache_bug_backfillset): a backfill overwrites
-	// (SET, not SET NX; Memcached set, not add).
+	// bugBackfillSet ("backfillset"): a backfill overwrites (SET, not SET
+	// NX; Memcached set, not add).
 	bugBackfillSet = false
-	// bugNoTomb (shardcache_bug_notomb): a migration's Delete deletes the
-	// key on its new owner without burying it (copy.go).
+	// bugNoTomb ("notomb"): a migration's Delete deletes the key on its new
+	// owner without burying it (copy.go).
 	bugNoTomb = false
+	// bugGetNoFallback ("getnofallback"): a Get that misses a moved key's
+	// new owner does not look on the old one.
+	bugGetNoFallback = false
+	// bugGetMultiNoFallback ("getmultinofallback"): likewise for the keys
+	// of a GetMulti.
+	bugGetMultiNoFallback = false
 )

@@ -44,6 +44,7 @@ func (k hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if k.near != nil {
 			m = &nearMark{Context: ctx}
 			ctx = m
+			k.near.evict(cmd) // before, and again after (see nearcache.go)
 		}
 		err := next(ctx, cmd)
 		if m != nil {
@@ -87,6 +88,11 @@ func observed(err error) error {
 
 func (k hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if k.near != nil { // before, and again after (see nearcache.go)
+			for _, cmd := range cmds {
+				k.near.evict(cmd)
+			}
+		}
 		if ctx == context.Background() { // an auto-pipeliner's batch: see above
 			err := next(ctx, cmds)
 			if k.near != nil {

@@ -32,10 +32,13 @@ import (
 //     their changes any more. go-redis reads its idle connections for
 //     invalidations every DrainInterval; a connection in use reads them
 //     with its next reply.
-//   - After a write through the node's go-redis client, the hook drops the
-//     key's near copies at once (evict), so that this process reads its
-//     own writes without waiting for the server's invalidation, and a read
-//     in flight keeps nothing it read before the write.
+//   - Before and after a write through the node's go-redis client, the
+//     hook drops the key's near copies (evict): before, so that no read of
+//     this process answers the old value from memory once the server may
+//     hold the new one (a read that began after another one returned the
+//     new value would go back); after, so that this process reads its own
+//     writes without waiting for the server's invalidation, and a read in
+//     flight keeps nothing it read before the write.
 //   - nearMark tells the hook that a call was answered from process memory
 //     (a GET or other read sent through Node.Redis that go-redis answered
 //     from the cache): such a call is not a call to the node, for the

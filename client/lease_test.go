@@ -27,7 +27,9 @@ func TestLeaseOneLoadAcrossProcesses(t *testing.T) {
 		const procs, goroutines = 8, 25
 		clients := make([]*Client, procs)
 		for i := range clients {
-			clients[i] = cl.client(t, Options{MetaLeases: metaLeases, Lease: testLease})
+			// Many callers a client dial at once: on a busy machine one
+			// took longer than the 500 ms default and failed its read.
+			clients[i] = cl.client(t, Options{MetaLeases: metaLeases, Lease: testLease, DialTimeout: 5 * time.Second})
 		}
 		sum := func(f func(LoadStats) int64) (n int64) {
 			for _, c := range clients {
@@ -293,7 +295,9 @@ func TestLeaseBatch(t *testing.T) {
 		keys := []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9"}
 		clients := make([]*Client, procs)
 		for i := range clients {
-			clients[i] = cl.client(t, Options{MetaLeases: metaLeases, Lease: testLease})
+			// Many callers a client dial at once: on a busy machine one
+			// took longer than the 500 ms default and failed its read.
+			clients[i] = cl.client(t, Options{MetaLeases: metaLeases, Lease: testLease, DialTimeout: 5 * time.Second})
 		}
 		var mu sync.Mutex
 		loadedKeys := map[string]int{}

@@ -199,9 +199,10 @@ type read struct {
 
 // keyOps is the history of one key.
 type keyOps struct {
-	writes  []*Op // Set, Load
-	deletes []*Op
+	writes  []*Op // Set, Load, Add, StoreCAS, a SetMulti's share
+	deletes []*Op // Delete, a DeleteMulti's share
 	incrs   []*Op
+	decrs   []*Op
 	reads   []read
 	misses  []*Op // Gets that missed, GetMultis that completed without the key
 }
@@ -235,33 +236,34 @@ func CheckWith(h *History, opt CheckOptions) *Result {
 		if o.Status == Failed || o.Status == Pending {
 			res.Failed++
 		}
-		switch o.Kind {
-		case Set, Load:
-			at(o.Key()).writes = append(at(o.Key()).writes, o)
-		case Delete:
-			at(o.Key()).deletes = append(at(o.Key()).deletes, o)
-		case Incr:
-			at(o.Key()).incrs = append(at(o.Key()).incrs, o)
-		case Get, GetOrLoad:
-			switch o.Status {
-			case OK:
-				at(o.Key()).reads = append(at(o.Key()).reads, read{o, o.Result})
-				res.Reads++
-			case Miss:
-				at(o.Key()).misses = append(at(o.Key()).misses, o)
-				res.Misses++
+		switch {
+		case o.Kind.writesValue() || o.Kind.deletes():
+			if o.Status == NotStored {
+				continue // a conditional write refused: nothing written
 			}
-		case GetMulti:
-			if o.Status != OK && o.Status != Failed {
-				continue
-			}
-			// A failed multi-get's hits are answers of the nodes that
-			// answered: they count. Its misses may be its failures.
 			for _, k := range o.Keys {
-				if v, ok := o.Results[k]; ok {
+				w := keyShare(o, k)
+				if o.Kind.deletes() {
+					at(k).deletes = append(at(k).deletes, w)
+				} else {
+					at(k).writes = append(at(k).writes, w)
+				}
+			}
+		case o.Kind == Incr:
+			at(o.Key()).incrs = append(at(o.Key()).incrs, o)
+		case o.Kind == Decr:
+			at(o.Key()).decrs = append(at(o.Key()).decrs, o)
+		case o.Kind.singleRead() || o.Kind.multiRead():
+			// A failed multi-get's hits are answers of the nodes that
+			// answered: they count. Its misses may be its failures, and
+			// GetMultiOrLoad's are loaded: neither is checked.
+			for _, k := range o.Keys {
+				v, hit, checked := readOf(o, k)
+				switch {
+				case hit:
 					at(k).reads = append(at(k).reads, read{o, v})
 					res.Reads++
-				} else if o.Status == OK {
+				case checked:
 					at(k).misses = append(at(k).misses, o)
 					res.Misses++
 				}
@@ -283,7 +285,7 @@ func CheckWith(h *History, opt CheckOptions) *Result {
 	sort.Strings(names)
 	for _, k := range names {
 		ko := keys[k]
-		if len(ko.incrs) > 0 {
+		if len(ko.incrs)+len(ko.decrs) > 0 {
 			res.Counters++
 			res.Violations = append(res.Violations, checkCounter(k, ko, resets)...)
 		} else {
@@ -409,10 +411,11 @@ func (v *values) latestSuccessor(o *Op, u int64) *Op {
 }
 
 // evidence reports whether a read of w's value shows that the cache held
-// it, newer than anything written before w began: w is an acknowledged Set.
+// it, newer than anything written before w began: w is an acknowledged Set
+// (or SetMulti's share, Add, StoreCAS: each writes every owner as Set does).
 // A failed Set may have reached one replica only, and a load's value may
 // never have been stored (GetOrLoad hands it to its callers all the same).
-func evidence(w *Op) bool { return w.Kind == Set && w.Status == OK }
+func evidence(w *Op) bool { return w.Kind != Load && w.Kind.writesValue() && w.Status == OK }
 
 // checkValues applies the rules of values to one key, counting the misses
 // explained in explained.

@@ -17,7 +17,7 @@ func (v *values) lost(ko *keyOps, explained map[Cause]int) []Violation {
 	var acked []*Op
 	var dels, expiries []span
 	for _, w := range ko.writes {
-		if w.Kind == Set && w.Status == OK {
+		if evidence(w) { // an acknowledged write of the application's
 			acked = append(acked, w)
 		}
 		if w.TTL > 0 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -45,6 +46,30 @@ const WindowSlack = 2 * time.Second
 // These are exact under misses: a miss says nothing, and every way a cache
 // may lose a counter is a reset; a counter that was not reset must count as
 // a single server would.
+//
+// A Decr (Incr by -1) takes one back, and on Memcached stops at 0 (a
+// counter is unsigned there). A decrement may have been applied between
+// two observations when its call could have taken effect between them: it
+// began before the later one ended and was not over (Op.End) before the
+// earlier one began. So, with D that number of decrements:
+//
+//   - CounterBackwards: b is at least a - D (a's own decrement not
+//     counted), and more than that if b is an Incr.
+//   - CounterBelow: b is at least the acknowledged increments counted
+//     above less every decrement that may have been applied since the
+//     counter last started (since the last acknowledged delete over before
+//     b began, or ever).
+//   - CounterAbove counts increments only: a decrement, or a stop at 0,
+//     never raises a counter above them.
+//   - CounterDuplicate: two acknowledged Incrs return the same value only if
+//     a reset or a decrement could fall between them, and two acknowledged
+//     Decrs the same value other than 0 (where Memcached stops) only if a
+//     reset or an increment could.
+//
+// Stopping at 0 only raises a counter above the sum of its deltas, which
+// none of these bounds from above but CounterAbove, which ignores
+// decrements: they stay exact for Redis's signed counters and sound for
+// Memcached's.
 
 // span is an interval in which a counter may have been reset.
 type span struct{ start, end int64 }
@@ -97,7 +122,39 @@ type obs struct {
 	op    *Op
 	value int64
 	incr  bool // an acknowledged Incr, not a read
+	decr  bool // an acknowledged Decr
+	// rank is what CounterBackwards compares a later observation with:
+	// value plus the decrements over before op began (plus its own).
+	rank int64
 }
+
+// timeCount counts the operations that began by a time, and those over
+// before one.
+type timeCount struct{ inv, end []int64 }
+
+func newTimeCount(ops []*Op) timeCount {
+	c := timeCount{inv: make([]int64, len(ops)), end: make([]int64, len(ops))}
+	for i, o := range ops {
+		c.inv[i], c.end[i] = o.Inv, o.End()
+	}
+	sort.Slice(c.inv, func(i, j int) bool { return c.inv[i] < c.inv[j] })
+	sort.Slice(c.end, func(i, j int) bool { return c.end[i] < c.end[j] })
+	return c
+}
+
+// begun counts the operations invoked at or before t.
+func (c timeCount) begun(t int64) int {
+	return sort.Search(len(c.inv), func(i int) bool { return c.inv[i] > t })
+}
+
+// over counts the operations over (End) before t.
+func (c timeCount) over(t int64) int {
+	return sort.Search(len(c.end), func(i int) bool { return c.end[i] >= t })
+}
+
+// between counts the operations that may have taken effect in [lo, hi]:
+// invoked at or before hi, not over before lo.
+func (c timeCount) between(lo, hi int64) int { return c.begun(hi) - c.over(lo) }
 
 // fenwick is a binary indexed tree over positions 1..n answering prefix
 // counts and prefix maxima (with the observation that holds it).
@@ -115,7 +172,7 @@ func (f *fenwick) add(i int, o *obs) {
 		if o.incr {
 			f.count[i]++
 		}
-		if f.best[i] == nil || f.best[i].value < o.value {
+		if f.best[i] == nil || f.best[i].rank < o.rank {
 			f.best[i] = o
 		}
 	}
@@ -126,12 +183,17 @@ func (f *fenwick) add(i int, o *obs) {
 func (f *fenwick) query(i int) (n int, best *obs) {
 	for ; i > 0; i -= i & -i {
 		n += f.count[i]
-		if b := f.best[i]; b != nil && (best == nil || b.value > best.value) {
+		if b := f.best[i]; b != nil && (best == nil || b.rank > best.rank) {
 			best = b
 		}
 	}
 	return n, best
 }
+
+// counterText is a counter's value as read, less the spaces Memcached may
+// leave after it: a decr that shortens the number pads it instead ("9 "
+// after 10; the protocol says the number MAY be space-padded).
+func counterText(v string) string { return strings.TrimRight(v, " ") }
 
 // checkCounter applies the rules of counters to one key.
 func checkCounter(key string, ko *keyOps, global []span) []Violation {
@@ -145,26 +207,55 @@ func checkCounter(key string, ko *keyOps, global []span) []Violation {
 		}
 	}
 	resets := newResetIndex(spans)
+	decs, incs := newTimeCount(ko.decrs), newTimeCount(ko.incrs)
+	sort.Slice(ackedDel, func(i, j int) bool { return ackedDel[i].Comp < ackedDel[j].Comp })
+	delInvMax := make([]int64, len(ackedDel)) // latest invocation among deletes completed by index
+	for i, d := range ackedDel {
+		delInvMax[i] = d.Inv
+		if i > 0 {
+			delInvMax[i] = max(delInvMax[i], delInvMax[i-1])
+		}
+	}
+	// lastDelete returns the latest invocation of an acknowledged delete
+	// over before t, false if none: the counter started again after it.
+	lastDelete := func(t int64) (int64, bool) {
+		i := sort.Search(len(ackedDel), func(i int) bool { return ackedDel[i].Comp >= t })
+		if i == 0 {
+			return 0, false
+		}
+		return delInvMax[i-1], true
+	}
 
 	var all []*obs
-	for _, o := range ko.incrs {
-		if o.Status != OK {
-			continue
+	for _, ops := range [][]*Op{ko.incrs, ko.decrs} {
+		for _, o := range ops {
+			if o.Status != OK {
+				continue
+			}
+			n, err := strconv.ParseInt(o.Result, 10, 64)
+			if err != nil {
+				out = append(out, Violation{Rule: CounterGarbage, Key: key, Read: o, Detail: strconv.Quote(o.Result)})
+				continue
+			}
+			all = append(all, &obs{op: o, value: n, incr: o.Kind == Incr, decr: o.Kind == Decr})
 		}
-		n, err := strconv.ParseInt(o.Result, 10, 64)
-		if err != nil {
-			out = append(out, Violation{Rule: CounterGarbage, Key: key, Read: o, Detail: strconv.Quote(o.Result)})
-			continue
-		}
-		all = append(all, &obs{op: o, value: n, incr: true})
 	}
 	for _, r := range ko.reads {
-		n, err := strconv.ParseInt(r.value, 10, 64)
+		n, err := strconv.ParseInt(counterText(r.value), 10, 64)
 		if err != nil {
 			out = append(out, Violation{Rule: CounterGarbage, Key: key, Read: r.op, Detail: strconv.Quote(r.value)})
 			continue
 		}
 		all = append(all, &obs{op: r.op, value: n})
+	}
+	// a's decrements between a and b: decs.between(a.Inv, b.Comp), less
+	// a's own, is decs.begun(b.Comp) - (decs.over(a.Inv) + own): b is
+	// below a exactly when b.value + decs.begun(b.Comp) < a.rank.
+	for _, o := range all {
+		o.rank = o.value + int64(decs.over(o.op.Inv))
+		if o.decr {
+			o.rank++
+		}
 	}
 
 	// Backwards and below: the observations a with a.Comp < b.Inv, inserted
@@ -195,39 +286,36 @@ func checkCounter(key string, ko *keyOps, global []span) []Violation {
 		if b.incr {
 			step = 1
 		}
+		// The decrements that may count in b: since the counter last
+		// started for certain, or all.
+		since := int64(-1 << 63)
+		if d, ok := lastDelete(b.op.Inv); ok {
+			since = d
+		}
+		taken := int64(decs.between(since, b.op.Comp))
 		switch {
-		case best != nil && b.value < best.value+step:
-			out = append(out, Violation{Rule: CounterBackwards, Key: key, Read: b.op, Witness: best.op,
-				Detail: fmt.Sprintf("%d after %d, no reset between", b.value, best.value)})
-		case b.value < int64(acked)+step:
-			out = append(out, Violation{Rule: CounterBelow, Key: key, Read: b.op,
-				Detail: fmt.Sprintf("%d, after %d acknowledged increments since the last possible reset", b.value, acked)})
+		case best != nil && b.value+int64(decs.begun(b.op.Comp)) < best.rank+step:
+			detail := fmt.Sprintf("%d after %d, no reset between", b.value, best.value)
+			if d := decs.begun(b.op.Comp) - int(best.rank-best.value); d > 0 {
+				detail = fmt.Sprintf("%d after %d, no reset and at most %d decrements between", b.value, best.value, d)
+			}
+			out = append(out, Violation{Rule: CounterBackwards, Key: key, Read: b.op, Witness: best.op, Detail: detail})
+		case b.value+taken < int64(acked)+step:
+			detail := fmt.Sprintf("%d, after %d acknowledged increments since the last possible reset", b.value, acked)
+			if taken > 0 {
+				detail += fmt.Sprintf(" and at most %d decrements", taken)
+			}
+			out = append(out, Violation{Rule: CounterBelow, Key: key, Read: b.op, Detail: detail})
 		}
 	}
 
 	// Above: increments invoked before b ended, less those over before the
 	// last acknowledged delete that completed before b began.
-	incInv := make([]int64, len(ko.incrs))
-	incEnd := make([]int64, len(ko.incrs))
-	for i, o := range ko.incrs {
-		incInv[i], incEnd[i] = o.Inv, o.End()
-	}
-	sort.Slice(incInv, func(i, j int) bool { return incInv[i] < incInv[j] })
-	sort.Slice(incEnd, func(i, j int) bool { return incEnd[i] < incEnd[j] })
-	sort.Slice(ackedDel, func(i, j int) bool { return ackedDel[i].Comp < ackedDel[j].Comp })
-	delInvMax := make([]int64, len(ackedDel)) // latest invocation among deletes completed by index
-	for i, d := range ackedDel {
-		delInvMax[i] = d.Inv
-		if i > 0 {
-			delInvMax[i] = max(delInvMax[i], delInvMax[i-1])
-		}
-	}
 	for _, b := range all {
-		invoked := sort.Search(len(incInv), func(i int) bool { return incInv[i] >= b.op.Comp })
+		invoked := sort.Search(len(incs.inv), func(i int) bool { return incs.inv[i] >= b.op.Comp })
 		gone := 0
-		if i := sort.Search(len(ackedDel), func(i int) bool { return ackedDel[i].Comp >= b.op.Inv }); i > 0 {
-			d := delInvMax[i-1]
-			gone = sort.Search(len(incEnd), func(i int) bool { return incEnd[i] >= d })
+		if d, ok := lastDelete(b.op.Inv); ok {
+			gone = incs.over(d)
 		}
 		if limit := int64(invoked - gone); b.value > limit {
 			out = append(out, Violation{Rule: CounterAbove, Key: key, Read: b.op,
@@ -235,10 +323,22 @@ func checkCounter(key string, ko *keyOps, global []span) []Violation {
 		}
 	}
 
-	// Duplicates: acknowledged Incrs of equal results need a reset between.
+	// Duplicates: acknowledged Incrs of equal results need a reset or a
+	// decrement between, Decrs a reset or an increment (or Memcached's
+	// stop at 0).
+	out = append(out, duplicates(key, all, resets, func(o *obs) bool { return o.incr }, decs, "decrement")...)
+	out = append(out, duplicates(key, all, resets, func(o *obs) bool { return o.decr && o.value != 0 }, incs, "increment")...)
+	return out
+}
+
+// duplicates applies CounterDuplicate to the observations that pick
+// chooses: two of one value need a reset, or an operation of undo (named
+// undoing), that may fall between them.
+func duplicates(key string, all []*obs, resets resetIndex, pick func(*obs) bool, undo timeCount, undoing string) []Violation {
+	var out []Violation
 	groups := make(map[int64][]*obs)
 	for _, o := range all {
-		if o.incr {
+		if pick(o) {
 			groups[o.value] = append(groups[o.value], o)
 		}
 	}
@@ -255,11 +355,14 @@ func checkCounter(key string, ko *keyOps, global []span) []Violation {
 			for j := i + 1; j < len(g) && j < i+64; j++ {
 				a, b := g[i].op, g[j].op
 				lo, hi := min(a.Inv, b.Inv), max(a.Comp, b.Comp)
-				if resets.latest(hi) > lo {
+				if resets.latest(hi) > lo || undo.between(lo, hi) > 0 {
 					continue
 				}
-				out = append(out, Violation{Rule: CounterDuplicate, Key: key, Read: b, Witness: a,
-					Detail: fmt.Sprintf("both returned %d, no reset between", v)})
+				detail := fmt.Sprintf("both returned %d, no reset between", v)
+				if len(undo.inv) > 0 {
+					detail = fmt.Sprintf("both returned %d, no reset or %s between", v, undoing)
+				}
+				out = append(out, Violation{Rule: CounterDuplicate, Key: key, Read: b, Witness: a, Detail: detail})
 				break pairs
 			}
 		}

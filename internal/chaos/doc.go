@@ -2,9 +2,12 @@
 // a history of concurrent operations from several processes while faults are
 // injected, then check the whole history against cache semantics.
 //
-// A worker process (cmd/chaosworker, RunWorker) runs Set, Get, Delete, Incr,
-// GetMulti and GetOrLoad over a small hot keyspace, each write with a unique
-// value (Value), and records every operation's invocation and completion
+// A worker process (cmd/chaosworker, RunWorker) runs every call of the
+// client that reads or writes (Set, SetMulti, Add, a CAS store, Delete,
+// DeleteMulti, Touch, Incr and Decr, Get, GetMulti, GetOrLoad,
+// GetMultiOrLoad, RedisDo) over a small hot keyspace, and reads a cold one
+// written before the migration (WorkerConfig.ColdKeys), each write with a
+// unique value (Value), and records every operation's invocation and completion
 // with a Recorder: JSON lines, one write(2) each, wall-clock times of the one
 // machine, so that the histories of every process merge (Read). The harness
 // (the package's tests, `make chaos`) starts the servers, the toxiproxies in

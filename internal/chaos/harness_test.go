@@ -60,7 +60,17 @@ type run struct {
 	Replicas int
 	Bug      chaos.Bug
 	Tags     string // the worker's build tags
-	Keys     int
+	// SeededBug turns on one of the client's seeded bugs (client/seeded.go,
+	// by its name): the worker is built with the tag shardcache_seeded and
+	// run with SHARDCACHE_SEEDED_BUG.
+	SeededBug string
+	// NearCache, above 0, gives every client a near cache of that MaxAge
+	// (ClientConfig.NearCache): a run of one process.
+	NearCache time.Duration
+	Keys      int
+	// ColdKeys are written once before the migration and read through it
+	// (chaos.WorkerConfig.ColdKeys); 0: none.
+	ColdKeys int
 	Mix      chaos.Mix
 }
 
@@ -75,6 +85,8 @@ type outcome struct {
 	dir      string
 	// read and check are how long reading the history and checking it took.
 	read, check time.Duration
+	// cold is what the run read of its cold keys.
+	cold coldStats
 }
 
 // replay is the command line that replays the run's schedule.
@@ -93,6 +105,10 @@ func (rc run) replay() string {
 	if rc.Tags != "" {
 		s += " -chaos.tags=" + rc.Tags
 	}
+	s += fmt.Sprintf(" -chaos.cold=%d", rc.ColdKeys)
+	if rc.SeededBug != "" {
+		s += " -chaos.bug=" + rc.SeededBug
+	}
 	return s
 }
 
@@ -100,7 +116,7 @@ func (rc run) replay() string {
 // cleanup.
 func (rc run) do(t *testing.T) outcome {
 	t.Helper()
-	worker := buildWorker(t, rc.Tags)
+	worker := buildWorker(t, rc.workerTags())
 	var servers []*testserver.Server
 	switch rc.Backend {
 	case "redis":
@@ -141,10 +157,10 @@ func (rc run) do(t *testing.T) outcome {
 	base := chaos.WorkerConfig{
 		Backend: rc.Backend, New: nodes,
 		Start: start.UnixNano(), End: end.UnixNano(),
-		Goroutines: rc.Goroutines, Keys: rc.Keys, Counters: 8, Mix: rc.Mix, Seed: rc.Seed,
+		Goroutines: rc.Goroutines, Keys: rc.Keys, Counters: 8, ColdKeys: rc.ColdKeys, Mix: rc.Mix, Seed: rc.Seed,
 		Client: chaos.ClientConfig{FailOpen: rc.FailOpen, FailureThreshold: 2,
 			ProbeInterval: 100 * time.Millisecond, Timeout: clientTimeout, Lease: lease, MetaLeases: rc.MetaLeases,
-			Replicas: rc.Replicas},
+			Replicas: rc.Replicas, NearCache: rc.NearCache},
 		OpTimeout: opTimeout, Bug: rc.Bug,
 	}
 	if rc.replicated() {
@@ -172,7 +188,7 @@ func (rc run) do(t *testing.T) outcome {
 		cfg.Proc = p
 		cfg.Client.AsyncBackfill = p < rc.Async
 		cfg.Sweep = p == rc.Procs-1 && rc.Window > 0
-		procs[p] = &proc{t: t, bin: worker, dir: dir, cfg: cfg}
+		procs[p] = &proc{t: t, bin: worker, dir: dir, cfg: cfg, seededBug: rc.SeededBug}
 		procs[p].start()
 	}
 	t.Cleanup(func() {
@@ -204,7 +220,111 @@ func (rc run) do(t *testing.T) outcome {
 		Evictions: evictions(t, servers),
 		FailOpen:  rc.FailOpen,
 	})
-	return outcome{h: h, res: res, schedule: sched, dir: dir, read: t1.Sub(t0), check: time.Since(t1)}
+	return outcome{h: h, res: res, schedule: sched, dir: dir, read: t1.Sub(t0), check: time.Since(t1),
+		cold: coldOf(t, h, base.Old, base.New, max(1, rc.Replicas))}
+}
+
+// coldStats is what a run read of its cold keys (chaos.ColdKey).
+type coldStats struct {
+	// Written counts the cold keys whose write was acknowledged.
+	Written int
+	// Reads, Hits and Misses count the reads of cold keys (a GetMulti's
+	// keys one each) that began in the migration's window; Moved the cold
+	// keys whose owners the migration changed, and MovedRead those of
+	// them read in the window, MovedMisses the misses of those reads.
+	Reads, Hits, Misses           int
+	Moved, MovedRead, MovedMisses int
+}
+
+func (c coldStats) String() string {
+	return fmt.Sprintf("%d cold keys written, %d of them moved; in the window %d cold reads (%d hits, %d misses), %d moved keys read (%d misses)",
+		c.Written, c.Moved, c.Reads, c.Hits, c.Misses, c.MovedRead, c.MovedMisses)
+}
+
+// coldOf counts what h read of its cold keys, a key moved when its owners
+// on new differ from those on old.
+func coldOf(t *testing.T, h *chaos.History, old, new []ring.Node, replicas int) coldStats {
+	t.Helper()
+	var c coldStats
+	var rings []*ring.Ring
+	for _, nodes := range [][]ring.Node{old, new} {
+		if len(nodes) == 0 {
+			return c
+		}
+		r, err := ring.New(nodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rings = append(rings, r)
+	}
+	movedOf := make(map[string]bool)
+	moved := func(key string) bool {
+		m, ok := movedOf[key]
+		if !ok {
+			names := func(r *ring.Ring) string {
+				var s []string
+				for _, n := range ring.LocateN(r, key, replicas) {
+					s = append(s, n.Name)
+				}
+				slices.Sort(s)
+				return strings.Join(s, ",")
+			}
+			m = names(rings[0]) != names(rings[1])
+			movedOf[key] = m
+		}
+		return m
+	}
+	lo, hi := h.Info.MigrationStart, h.Info.MigrationEnd
+	written := make(map[string]bool)
+	read := make(map[string]bool)
+	for _, o := range h.Ops {
+		if o.Kind == chaos.SetMulti {
+			for _, k := range o.Keys {
+				if strings.HasPrefix(k, chaos.ColdPrefix) && (o.Status == chaos.OK || o.Results[k] == chaos.AckedKey) {
+					written[k] = true
+				}
+			}
+			continue
+		}
+		if (o.Kind != chaos.Get && o.Kind != chaos.GetMulti) || o.Inv < lo || o.Inv > hi {
+			continue
+		}
+		for _, k := range o.Keys {
+			if !strings.HasPrefix(k, chaos.ColdPrefix) {
+				continue
+			}
+			var hit, miss bool
+			if o.Kind == chaos.Get {
+				hit, miss = o.Status == chaos.OK, o.Status == chaos.Miss
+			} else if _, ok := o.Results[k]; ok {
+				hit = true
+			} else {
+				miss = o.Status == chaos.OK
+			}
+			if !hit && !miss {
+				continue
+			}
+			c.Reads++
+			if hit {
+				c.Hits++
+			} else {
+				c.Misses++
+			}
+			if moved(k) {
+				read[k] = true
+				if miss {
+					c.MovedMisses++
+				}
+			}
+		}
+	}
+	c.Written, c.MovedRead = len(written), len(read)
+	for k := range written {
+		if moved(k) {
+			c.Moved++
+		}
+	}
+	return c
 }
 
 // owners returns, for the checker, every node that may hold a key in a run
@@ -329,6 +449,8 @@ type proc struct {
 	bin string
 	dir string
 	cfg chaos.WorkerConfig
+	// seededBug is the client's seeded bug the process runs with, if any.
+	seededBug string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -354,6 +476,9 @@ func (p *proc) start() {
 	}
 	cmd := exec.Command(p.bin)
 	cmd.Env = append(os.Environ(), chaos.WorkerEnv+"="+string(b))
+	if p.seededBug != "" {
+		cmd.Env = append(cmd.Env, "SHARDCACHE_SEEDED_BUG="+p.seededBug)
+	}
 	testserver.LinkToParent(cmd)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -448,18 +573,11 @@ func buildWorker(t *testing.T, tags string) string {
 	return bin
 }
 
-// tagDefined reports whether a build tag changes the files of package
-// client: a seeded bug the client defines.
-func tagDefined(t *testing.T, tag string) bool {
-	t.Helper()
-	list := func(tags string) string {
-		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "list", "-tags", tags,
-			"-f", "{{.GoFiles}}", "github.com/shardcache/shardcache/client")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("go list client -tags %q: %v\n%s", tags, err, out)
-		}
-		return string(out)
+// workerTags are the build tags of the run's workers: Tags, and
+// shardcache_seeded for a seeded bug.
+func (rc run) workerTags() string {
+	if rc.SeededBug == "" {
+		return rc.Tags
 	}
-	return list(tag) != list("")
+	return strings.TrimPrefix(rc.Tags+",shardcache_seeded", ",")
 }

@@ -19,8 +19,8 @@ import (
 type Kind string
 
 // Operation kinds. Load is not a call of the application's: it is
-// GetOrLoad's loader, recorded as a write of the value it made, which the
-// client may or may not store.
+// GetOrLoad's (or GetMultiOrLoad's) loader, recorded as a write of the
+// value it made for one key, which the client may or may not store.
 const (
 	Set       Kind = "set"
 	Get       Kind = "get"
@@ -30,6 +30,41 @@ const (
 	GetOrLoad Kind = "getorload"
 	Load      Kind = "load"
 )
+
+// More operation kinds (issue 42's workload); kinds.go says how the checker
+// takes each.
+//
+//   - SetMulti writes Value to every key of Keys, one write per key. Failed,
+//     it lists in Results (as AckedKey) the keys whose nodes all answered:
+//     their writes were acknowledged all the same.
+//   - DeleteMulti deletes every key of Keys, one delete per key, its
+//     Results as SetMulti's.
+//   - Add writes Value if the key is absent: OK, a write; NotStored, none.
+//   - StoreCAS writes Value if the key is unchanged since the GetItem that
+//     the worker ran just before (recorded apart): OK, a write; NotStored
+//     (a conflict, or the key gone), none.
+//   - Decr adds -1 to a counter, Result its new value, as Incr adds 1.
+//   - GetMultiOrLoad reads Keys, Results its answer: a value the cache held
+//     or one a Load made (each recorded apart, as GetOrLoad's).
+//   - RedisGet is a GET through client.RedisDo, GetItem a client.GetItem:
+//     reads as Get.
+//   - Touch sets a key's TTL to none, as every value is written: it changes
+//     no value, and the checker reads nothing from it.
+const (
+	SetMulti       Kind = "setmulti"
+	DeleteMulti    Kind = "deletemulti"
+	Add            Kind = "add"
+	StoreCAS       Kind = "cas"
+	Decr           Kind = "decr"
+	GetMultiOrLoad Kind = "getmultiorload"
+	RedisGet       Kind = "redisget"
+	GetItem        Kind = "getitem"
+	Touch          Kind = "touch"
+)
+
+// AckedKey is the value, in a failed SetMulti's or DeleteMulti's Results, of
+// a key whose write was acknowledged by every node it went to.
+const AckedKey = "ok"
 
 // Status is how an operation ended.
 type Status string
@@ -41,12 +76,16 @@ type Status string
 // (a loaded value, which GetOrLoad stores unless its lease was lost or the
 // store failed, and says nothing of it) may have been applied, but not after
 // Comp.
+//
+// NotStored is a conditional write (Add, StoreCAS) that the cache refused:
+// it wrote nothing.
 const (
-	OK      Status = "ok"
-	Miss    Status = "miss"
-	Failed  Status = "fail"
-	Maybe   Status = "maybe"
-	Pending Status = ""
+	OK        Status = "ok"
+	Miss      Status = "miss"
+	Failed    Status = "fail"
+	Maybe     Status = "maybe"
+	NotStored Status = "notstored"
+	Pending   Status = ""
 )
 
 // Never is the completion time of an operation that never completed, or
@@ -75,9 +114,11 @@ func (id OpID) String() string {
 type Op struct {
 	ID   OpID
 	Kind Kind
-	// Keys is the operation's key, or GetMulti's keys.
+	// Keys is the operation's key, or a multi-key operation's keys.
 	Keys []string
-	// Value is the value a Set or a Load wrote: unique in a history.
+	// Value is the value a write (Set, Load, SetMulti, Add, StoreCAS)
+	// wrote: unique among the key's writes in a history (a SetMulti writes
+	// the same to each of its keys).
 	Value string
 	// TTL is the expiry a Set or a Load wrote Value with, 0 for none. The
 	// checker takes a miss as explained once the value may have expired
@@ -92,6 +133,8 @@ type Op struct {
 	// Result is the value a Get or GetOrLoad returned, or Incr's counter.
 	Result string
 	// Results are GetMulti's hits; a key of Keys missing here was a miss.
+	// For a failed SetMulti or DeleteMulti, the keys acknowledged all the
+	// same (AckedKey).
 	Results map[string]string
 	// Err is the error of a Failed operation.
 	Err string
@@ -108,7 +151,7 @@ func (o *Op) Key() string {
 // End is when the operation's effect is over for certain: Comp, or Never
 // for one whose effect may still come (Failed or Pending).
 func (o *Op) End() int64 {
-	if o.Status == OK || o.Status == Miss || o.Status == Maybe {
+	if o.Status == OK || o.Status == Miss || o.Status == Maybe || o.Status == NotStored {
 		return o.Comp
 	}
 	return Never

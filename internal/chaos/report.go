@@ -111,17 +111,17 @@ func Describe(h *History, v Violation, keyOps []*Op) string {
 	}
 	var others []*Op
 	for _, o := range keyOps {
-		if o == v.Read || o == v.Write || o == v.Witness || o.Inv > hi || o.Inv < lo {
+		if sameOp(o, v.Read) || sameOp(o, v.Write) || sameOp(o, v.Witness) || o.Inv > hi || o.Inv < lo {
 			continue
 		}
-		if o.Kind == Set || o.Kind == Delete || o.Kind == Load || o.Kind == Incr {
+		if o.writes() {
 			others = append(others, o)
 		}
 	}
 	// The reads of the same value under way when the witness began: one
 	// of them may have copied it back (a backfill).
 	for _, o := range keyOps {
-		if v.Write == nil || v.Witness == nil || o == v.Read || o.Inv > v.Witness.Inv || o.Comp < v.Witness.Inv {
+		if v.Write == nil || v.Witness == nil || sameOp(o, v.Read) || o.Inv > v.Witness.Inv || o.Comp < v.Witness.Inv {
 			continue
 		}
 		if readValue(o, v.Key) == v.Write.Value {
@@ -153,16 +153,13 @@ func Describe(h *History, v Violation, keyOps []*Op) string {
 
 // readValue returns the value o read for key, "" for none.
 func readValue(o *Op, key string) string {
-	switch o.Kind {
-	case Get, GetOrLoad:
-		if o.Status == OK {
-			return o.Result
-		}
-	case GetMulti:
-		return o.Results[key]
-	}
-	return ""
+	v, _, _ := readOf(o, key)
+	return v
 }
+
+// sameOp reports whether a and b are one operation, or shares of one
+// (keyShare).
+func sameOp(a, b *Op) bool { return a != nil && b != nil && a.ID == b.ID }
 
 // OpLine prints one operation on one line: id, kind, key, times and outcome.
 // For a GetMulti it shows key's share.
@@ -172,24 +169,23 @@ func OpLine(h *History, o *Op, key string) string {
 		end = rel(h, o.Comp)
 	}
 	k := o.Key()
-	if o.Kind == GetMulti {
+	if len(o.Keys) > 1 {
 		k = fmt.Sprintf("%s (of %d)", key, len(o.Keys))
+		o = keyShare(o, key)
 	}
 	var what string
-	switch o.Kind {
-	case Set, Load:
+	switch {
+	case o.Kind.writesValue() && o.Status != NotStored:
 		what = "wrote " + strconv.Quote(o.Value)
-	case Get, GetOrLoad:
-		if o.Status == OK {
-			what = "read " + strconv.Quote(o.Result)
-		}
-	case GetMulti:
-		if v, ok := o.Results[key]; ok {
+	case o.Kind.writesValue():
+		what = "would write " + strconv.Quote(o.Value)
+	case o.Kind.singleRead() || o.Kind.multiRead():
+		if v, hit, checked := readOf(o, key); hit {
 			what = "read " + strconv.Quote(v)
-		} else if o.Status == OK {
+		} else if checked && o.Kind.multiRead() {
 			what = "missed it"
 		}
-	case Incr:
+	case o.Kind.counts():
 		if o.Status == OK {
 			what = "-> " + o.Result
 		}

@@ -51,13 +51,13 @@ var registerModel = porcupine.Model{
 	Step: func(state, input, output any) (bool, any) {
 		in, out := input.(regInput), output.(regOutput)
 		set := strings.Split(state.(string), "\n")
-		switch in.kind {
-		case Set, Load:
+		switch {
+		case in.kind.writesValue():
 			if in.maybe {
 				return true, join(append(set, in.value))
 			}
 			return true, in.value
-		case Delete:
+		case in.kind.deletes():
 			if in.maybe {
 				return true, join(append(set, absent))
 			}
@@ -78,11 +78,11 @@ var registerModel = porcupine.Model{
 		if in.maybe {
 			maybe = "?"
 		}
-		switch in.kind {
-		case Set, Load:
+		switch {
+		case in.kind.writesValue():
 			return fmt.Sprintf("%s%s(%q)", in.kind, maybe, in.value)
-		case Delete:
-			return "delete" + maybe + "()"
+		case in.kind.deletes():
+			return string(in.kind) + maybe + "()"
 		}
 		if !out.hit {
 			return string(in.kind) + "() -> miss"
@@ -119,11 +119,11 @@ func Visualize(w io.Writer, h *History, v Violation) error {
 		if len(sub) == maxSub || o.Inv > hi {
 			break
 		}
-		if o.Inv < lo || o.Key() != v.Key || slices.Contains(sub, o) {
+		if o.Inv < lo || !slices.Contains(o.Keys, v.Key) || slices.ContainsFunc(sub, func(x *Op) bool { return sameOp(x, o) }) {
 			continue
 		}
-		if o.Kind == Set || o.Kind == Load || o.Kind == Delete {
-			sub = append(sub, o)
+		if (o.Kind.writesValue() || o.Kind.deletes()) && o.Status != NotStored {
+			sub = append(sub, keyShare(o, v.Key))
 		}
 	}
 	base := lo - int64(time.Millisecond)
@@ -136,13 +136,9 @@ func Visualize(w io.Writer, h *History, v Violation) error {
 		}
 		in := regInput{kind: o.Kind, value: o.Value, maybe: o.Status != OK}
 		out := regOutput{}
-		switch o.Kind {
-		case Get, GetOrLoad:
-			out = regOutput{hit: o.Status == OK, value: o.Result}
-			in.kind = Get
-		case GetMulti:
-			val, ok := o.Results[v.Key]
-			out = regOutput{hit: ok, value: val}
+		if o.Kind.singleRead() || o.Kind.multiRead() {
+			val, hit, _ := readOf(o, v.Key)
+			out = regOutput{hit: hit, value: val}
 			in.kind = Get
 		}
 		end := o.End()

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/shardcache/shardcache/client"
 	"github.com/shardcache/shardcache/ring"
@@ -42,12 +45,52 @@ const (
 )
 
 // Mix is the weight of each kind of operation; the zero Mix is DefaultMix.
+// Every kind but the cold reads is over the hot keys (WorkerConfig.Keys)
+// and counters:
+//
+//   - Set, Add (Value if absent), SetMulti (2 to 4 keys, one Value) and
+//     CAS (a GetItem, then StoreCAS of a new Value on a hit; Memcached
+//     only) write values; Delete deletes a key or a counter, DeleteMulti
+//     2 to 4 keys; Touch sets a key's or a counter's TTL to none (every
+//     value has none: it changes nothing a read sees).
+//   - Incr adds 1 to a counter; Decr adds -1 to one of the counters' second
+//     half (the first half only counts up: the counter rules are tighter
+//     there).
+//   - Get, GetMulti (4 keys), GetOrLoad, GetMultiOrLoad (2 to 4 keys) and
+//     RedisGet (a GET through client.RedisDo; Redis only, and not with
+//     Replicas, which RedisDo refuses) read.
+//   - ColdGet and ColdGetMulti (ColdBatch keys) read the cold keys
+//     (WorkerConfig.ColdKeys), which process 0 wrote at its start.
+//
+// A kind the backend lacks, or cold reads without cold keys, is not drawn.
 type Mix struct {
 	Set, Get, Delete, Incr, GetMulti, GetOrLoad int
+	SetMulti, DeleteMulti, Add, CAS, Touch      int
+	Decr, GetMultiOrLoad, RedisGet              int
+	ColdGet, ColdGetMulti                       int
 }
 
-// DefaultMix is 20% sets, 7% deletes, 8% increments, the rest reads.
-var DefaultMix = Mix{Set: 20, Get: 45, Delete: 7, Incr: 8, GetMulti: 10, GetOrLoad: 10}
+// DefaultMix is about 30% writes and deletes, 2% touches, 8% counts, the
+// rest reads, 5 points of which read cold keys (CAS on Memcached and
+// RedisGet on Redis, 2 and 3 points, are drawn on one backend only).
+var DefaultMix = Mix{Set: 16, Get: 33, Delete: 6, Incr: 6, GetMulti: 8, GetOrLoad: 7,
+	SetMulti: 3, DeleteMulti: 2, Add: 2, CAS: 2, Touch: 2,
+	Decr: 2, GetMultiOrLoad: 3, RedisGet: 3,
+	ColdGet: 4, ColdGetMulti: 1}
+
+// ColdBatch is how many cold keys a ColdGetMulti reads, and the initial
+// SetMulti of process 0 writes at once.
+const ColdBatch = 50
+
+// ColdKey is the name of cold key i: "cold:0042", apart from the hot keys
+// ("k00"...) and the counters ("c0"...).
+func ColdKey(i int) string { return fmt.Sprintf("%s%04d", ColdPrefix, i) }
+
+// ColdPrefix begins every cold key's name.
+const ColdPrefix = "cold:"
+
+// coldWriter is the goroutine number of the cold keys' writes in an OpID.
+const coldWriter = -2
 
 // ClientConfig is the client options a worker varies.
 type ClientConfig struct {
@@ -63,6 +106,10 @@ type ClientConfig struct {
 	// Replicas keeps every key on that many nodes (client.Options.Replicas,
 	// which refuses Lease and MetaLeases). 0 or 1: one.
 	Replicas int
+	// NearCache, above 0, keeps near copies for that long at most
+	// (client.NearCache.MaxAge). Memcached tells no process of another's
+	// writes, so the checker's rules hold for a run of one process only.
+	NearCache time.Duration
 }
 
 // WorkerConfig is one client process's part of a run.
@@ -81,9 +128,16 @@ type WorkerConfig struct {
 	// Goroutines run operations over Keys values ("k00"...) and Counters
 	// counters ("c0"...), in the proportions of Mix.
 	Goroutines, Keys, Counters int
-	Mix                        Mix
-	Seed                       uint64
-	Client                     ClientConfig
+	// ColdKeys are values ("cold:0000"...) that the first incarnation of
+	// process 0 writes once at its start (SetMulti, ColdBatch keys a call,
+	// each batch tried up to three times), before the migration, and that
+	// every process reads all through the run (Mix.ColdGet,
+	// Mix.ColdGetMulti): a key moved by the migration, read as a miss
+	// with no cause, is a lost key.
+	ColdKeys int
+	Mix      Mix
+	Seed     uint64
+	Client   ClientConfig
 	// OpTimeout bounds each call.
 	OpTimeout time.Duration
 	// Sweep makes this process run client.Sweep once the migration starts.
@@ -114,6 +168,8 @@ type worker struct {
 	newOnly  *client.Client // NoDualDelete's client of New alone
 	keys     []string
 	counters []string
+	cold     []string
+	mix      []weighted // Mix's kinds the backend has, cumulative
 	loadSeq  atomic.Uint64
 	loads    sync.Map // value -> OpID of the Load that made it
 	ops      atomic.Int64
@@ -129,9 +185,13 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, rec *Recorder) error {
 	for i := range cfg.Counters {
 		w.counters = append(w.counters, fmt.Sprintf("c%d", i))
 	}
+	for i := range cfg.ColdKeys {
+		w.cold = append(w.cold, ColdKey(i))
+	}
 	if cfg.Mix == (Mix{}) {
 		w.cfg.Mix = DefaultMix
 	}
+	w.mix = w.weights()
 	ctx, cancel := context.WithDeadline(ctx, time.Unix(0, cfg.End))
 	defer cancel()
 	var wg sync.WaitGroup
@@ -162,6 +222,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, rec *Recorder) error {
 		if cfg.Sweep && cfg.ReshardAt != 0 {
 			wg.Go(func() { w.sweepAt(ctx, time.Unix(0, cfg.ReshardAt).Add(500*time.Millisecond)) })
 		}
+	}
+	if len(w.cold) > 0 && cfg.Proc == 0 && cfg.Incarnation == 0 {
+		w.writeCold(ctx)
 	}
 	for g := range cfg.Goroutines {
 		wg.Go(func() { w.loop(ctx, g) })
@@ -246,19 +309,34 @@ func (w *worker) options(nodes []ring.Node) client.Options {
 		AsyncBackfill: c.AsyncBackfill, FailOpen: c.FailOpen,
 		FailureThreshold: c.FailureThreshold, ProbeInterval: c.ProbeInterval,
 		Lease: c.Lease, MetaLeases: c.MetaLeases, Replicas: c.Replicas, PoolSize: 4 * max(1, w.cfg.Goroutines),
+		NearCache: nearCache(c.NearCache),
 	}
+}
+
+// nearCache is the client's near cache of a ClientConfig.NearCache: none
+// for 0.
+func nearCache(maxAge time.Duration) *client.NearCache {
+	if maxAge <= 0 {
+		return nil
+	}
+	return &client.NearCache{MaxAge: maxAge}
 }
 
 // loop runs one goroutine's operations.
 func (w *worker) loop(ctx context.Context, g int) {
 	rng := rand.New(rand.NewPCG(w.cfg.Seed, uint64(w.cfg.Proc)<<32|uint64(w.cfg.Incarnation)<<16|uint64(g)))
-	for seq := uint64(1); ctx.Err() == nil; seq++ {
+	var seq uint64
+	next := func() OpID {
+		seq++
+		return OpID{Proc: w.cfg.Proc, Incarnation: w.cfg.Incarnation, Goroutine: g, Seq: seq}
+	}
+	for ctx.Err() == nil {
 		c, deadline := w.route(ctx)
 		if c == nil {
 			continue
 		}
 		octx, cancel := context.WithDeadline(ctx, deadline)
-		w.one(octx, c, rng, OpID{Proc: w.cfg.Proc, Incarnation: w.cfg.Incarnation, Goroutine: g, Seq: seq})
+		w.one(octx, c, rng, next)
 		cancel()
 		w.ops.Add(1)
 	}
@@ -293,10 +371,97 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// one runs one operation and records it.
-func (w *worker) one(ctx context.Context, c *client.Client, rng *rand.Rand, id OpID) {
+// opKind is a kind of operation the worker draws (Mix's fields).
+type opKind int
+
+const (
+	opSet opKind = iota
+	opGet
+	opDelete
+	opIncr
+	opGetMulti
+	opGetOrLoad
+	opSetMulti
+	opDeleteMulti
+	opAdd
+	opCAS
+	opTouch
+	opDecr
+	opGetMultiOrLoad
+	opRedisGet
+	opColdGet
+	opColdGetMulti
+)
+
+// weighted is one kind and the weights of those before it and it.
+type weighted struct {
+	kind opKind
+	upTo int
+}
+
+// weights lists Mix's kinds that the backend has, with their cumulative
+// weights.
+func (w *worker) weights() []weighted {
 	m := w.cfg.Mix
-	n := rng.IntN(m.Set + m.Get + m.Delete + m.Incr + m.GetMulti + m.GetOrLoad)
+	redis, cold, counters := w.cfg.Backend != "memcached", len(w.cold) > 0, len(w.counters) > 0
+	// RedisDo refuses a replica set: it cannot tell which member a command
+	// is for.
+	redisDo := redis && w.cfg.Client.Replicas <= 1
+	all := []struct {
+		kind   opKind
+		weight int
+		ok     bool
+	}{
+		{opSet, m.Set, true}, {opGet, m.Get, true}, {opDelete, m.Delete, true},
+		{opIncr, m.Incr, counters}, {opGetMulti, m.GetMulti, true}, {opGetOrLoad, m.GetOrLoad, true},
+		{opSetMulti, m.SetMulti, true}, {opDeleteMulti, m.DeleteMulti, true}, {opAdd, m.Add, true},
+		{opCAS, m.CAS, !redis}, {opTouch, m.Touch, true}, {opDecr, m.Decr, counters},
+		{opGetMultiOrLoad, m.GetMultiOrLoad, true}, {opRedisGet, m.RedisGet, redisDo},
+		{opColdGet, m.ColdGet, cold}, {opColdGetMulti, m.ColdGetMulti, cold},
+	}
+	var out []weighted
+	total := 0
+	for _, k := range all {
+		if k.ok && k.weight > 0 {
+			total += k.weight
+			out = append(out, weighted{k.kind, total})
+		}
+	}
+	return out
+}
+
+// draw picks a kind of operation by Mix's weights.
+func (w *worker) draw(rng *rand.Rand) opKind {
+	if len(w.mix) == 0 {
+		return opGet
+	}
+	n := rng.IntN(w.mix[len(w.mix)-1].upTo)
+	for _, k := range w.mix {
+		if n < k.upTo {
+			return k.kind
+		}
+	}
+	return opGet
+}
+
+// pick returns n distinct keys of from, at random.
+func pick(rng *rand.Rand, from []string, n int) []string {
+	n = min(n, len(from))
+	seen := make(map[int]bool, n)
+	out := make([]string, 0, n)
+	for len(out) < n {
+		i := rng.IntN(len(from))
+		if !seen[i] {
+			seen[i] = true
+			out = append(out, from[i])
+		}
+	}
+	return out
+}
+
+// one runs one operation (two for CAS) and records it, each with an id of
+// next.
+func (w *worker) one(ctx context.Context, c *client.Client, rng *rand.Rand, next func() OpID) {
 	anyKey := func() string {
 		i := rng.IntN(len(w.keys) + len(w.counters))
 		if i < len(w.keys) {
@@ -305,56 +470,51 @@ func (w *worker) one(ctx context.Context, c *client.Client, rng *rand.Rand, id O
 		return w.counters[i-len(w.keys)]
 	}
 	value := func() string { return w.keys[rng.IntN(len(w.keys))] }
-	switch {
-	case n < m.Set:
+	id := next()
+	switch w.draw(rng) {
+	case opSet:
 		k := value()
 		v := Value(id)
 		w.rec.Invoke(id, Set, []string{k}, v)
 		w.done(id, c.Set(ctx, k, []byte(v), 0), nil)
-	case n < m.Set+m.Get:
+	case opGet:
 		k := anyKey()
 		w.rec.Invoke(id, Get, []string{k}, "")
 		v, err := c.Get(ctx, k)
 		w.done(id, err, v)
-	case n < m.Set+m.Get+m.Delete:
+	case opColdGet:
+		k := w.cold[rng.IntN(len(w.cold))]
+		w.rec.Invoke(id, Get, []string{k}, "")
+		v, err := c.Get(ctx, k)
+		w.done(id, err, v)
+	case opDelete:
 		k := anyKey()
 		if w.newOnly != nil && k[0] == 'k' && c == w.cur && c.Migrating() {
 			c = w.newOnly
 		}
 		w.rec.Invoke(id, Delete, []string{k}, "")
 		w.done(id, c.Delete(ctx, k), nil)
-	case n < m.Set+m.Get+m.Delete+m.Incr:
-		if len(w.counters) == 0 {
-			return
-		}
+	case opIncr:
 		k := w.counters[rng.IntN(len(w.counters))]
 		w.rec.Invoke(id, Incr, []string{k}, "")
 		v, err := c.Incr(ctx, k, 1)
 		w.done(id, err, []byte(strconv.FormatInt(v, 10)))
-	case n < m.Set+m.Get+m.Delete+m.Incr+m.GetMulti:
-		perm := rng.Perm(len(w.keys))
-		keys := make([]string, min(4, len(perm)))
-		for i := range keys {
-			keys[i] = w.keys[perm[i]]
-		}
-		w.rec.Invoke(id, GetMulti, keys, "")
-		vals, err := c.GetMulti(ctx, keys)
-		hits := make(map[string]string, len(vals))
-		for k, v := range vals {
-			hits[k] = string(v)
-		}
-		st := OK
-		if err != nil {
-			st = Failed
-		}
-		w.rec.Complete(id, st, nil, hits, err)
-	default:
+	case opDecr:
+		// The second half of the counters: the first only counts up.
+		half := w.counters[len(w.counters)/2:]
+		k := half[rng.IntN(len(half))]
+		w.rec.Invoke(id, Decr, []string{k}, "")
+		v, err := c.Incr(ctx, k, -1)
+		w.done(id, err, []byte(strconv.FormatInt(v, 10)))
+	case opGetMulti:
+		w.getMulti(ctx, c, id, pick(rng, w.keys, 4))
+	case opColdGetMulti:
+		w.getMulti(ctx, c, id, pick(rng, w.cold, ColdBatch))
+	case opGetOrLoad:
 		k := value()
 		w.rec.Invoke(id, GetOrLoad, []string{k}, "")
 		v, err := c.GetOrLoad(ctx, k, 0, func(context.Context) ([]byte, error) {
-			lid := OpID{Proc: w.cfg.Proc, Incarnation: w.cfg.Incarnation, Goroutine: -1, Seq: w.loadSeq.Add(1)}
-			lv := Value(lid)
-			w.rec.Invoke(lid, Load, []string{k}, lv)
+			lid, lv := w.load(k)
 			w.loads.Store(lv, lid)
 			return []byte(lv), nil
 		})
@@ -364,6 +524,232 @@ func (w *worker) one(ctx context.Context, c *client.Client, rng *rand.Rand, id O
 			}
 		}
 		w.done(id, err, v)
+	case opGetMultiOrLoad:
+		w.getMultiOrLoad(ctx, c, id, pick(rng, w.keys, 2+rng.IntN(3)))
+	case opSetMulti:
+		keys := pick(rng, w.keys, 2+rng.IntN(3))
+		v := Value(id)
+		items := make(map[string][]byte, len(keys))
+		for _, k := range keys {
+			items[k] = []byte(v)
+		}
+		w.rec.Invoke(id, SetMulti, keys, v)
+		w.multiDone(id, keys, c.SetMulti(ctx, items, 0))
+	case opDeleteMulti:
+		keys := pick(rng, w.keys, 2+rng.IntN(3))
+		if w.newOnly != nil && c == w.cur && c.Migrating() {
+			c = w.newOnly
+		}
+		w.rec.Invoke(id, DeleteMulti, keys, "")
+		w.multiDone(id, keys, c.DeleteMulti(ctx, keys))
+	case opAdd:
+		k := value()
+		v := Value(id)
+		w.rec.Invoke(id, Add, []string{k}, v)
+		w.condDone(id, c.Add(ctx, k, []byte(v), 0))
+	case opCAS:
+		k := value()
+		w.rec.Invoke(id, GetItem, []string{k}, "")
+		it, err := c.GetItem(ctx, k)
+		if err == nil && it.Value == nil {
+			it.Value = []byte{}
+		}
+		w.done(id, err, it.Value)
+		if err != nil {
+			return
+		}
+		id = next()
+		v := Value(id)
+		w.rec.Invoke(id, StoreCAS, []string{k}, v)
+		w.condDone(id, c.Store(ctx, client.StoreCAS, client.Item{Key: k, Value: []byte(v), CasID: it.CasID}))
+	case opTouch:
+		k := anyKey()
+		w.rec.Invoke(id, Touch, []string{k}, "")
+		w.done(id, c.Touch(ctx, k, 0), nil)
+	case opRedisGet:
+		k := anyKey()
+		w.rec.Invoke(id, RedisGet, []string{k}, "")
+		cmd := redis.NewStringCmd(ctx, "get", k)
+		err := c.RedisDo(ctx, k, client.RedisRead, cmd)
+		if errors.Is(err, redis.Nil) {
+			err = client.ErrCacheMiss
+		}
+		var v []byte
+		if err == nil {
+			v = []byte(cmd.Val())
+		}
+		w.done(id, err, v)
+	}
+}
+
+// load records the start of a load of key and returns its id and value.
+func (w *worker) load(key string) (OpID, string) {
+	lid := OpID{Proc: w.cfg.Proc, Incarnation: w.cfg.Incarnation, Goroutine: -1, Seq: w.loadSeq.Add(1)}
+	lv := Value(lid)
+	w.rec.Invoke(lid, Load, []string{key}, lv)
+	return lid, lv
+}
+
+// getMulti runs and records a GetMulti of keys.
+func (w *worker) getMulti(ctx context.Context, c *client.Client, id OpID, keys []string) {
+	w.rec.Invoke(id, GetMulti, keys, "")
+	vals, err := c.GetMulti(ctx, keys)
+	w.rec.Complete(id, multiStatus(err), nil, hits(vals), err)
+}
+
+// getMultiOrLoad runs and records a GetMultiOrLoad of keys, and each load
+// of its loader: Maybe if its value came back (stored or not, before the
+// call returned), else Failed at the call's return (its store, if sent,
+// may still be in a server's socket).
+func (w *worker) getMultiOrLoad(ctx context.Context, c *client.Client, id OpID, keys []string) {
+	w.rec.Invoke(id, GetMultiOrLoad, keys, "")
+	var mu sync.Mutex
+	loaded := make(map[string]OpID)
+	lvs := make(map[string]string)
+	vals, err := c.GetMultiOrLoad(ctx, keys, 0, func(_ context.Context, missing []string) (map[string][]byte, error) {
+		out := make(map[string][]byte, len(missing))
+		mu.Lock()
+		defer mu.Unlock()
+		for _, k := range missing {
+			lid, lv := w.load(k)
+			loaded[lv], lvs[lv] = lid, k
+			out[k] = []byte(lv)
+		}
+		return out, nil
+	})
+	h := hits(vals)
+	mu.Lock()
+	for lv, lid := range loaded {
+		if h[lvs[lv]] == lv {
+			w.rec.Complete(lid, Maybe, nil, nil, nil)
+		} else {
+			w.rec.Complete(lid, Failed, nil, nil, errNotReturned)
+		}
+	}
+	mu.Unlock()
+	w.rec.Complete(id, multiStatus(err), nil, h, err)
+}
+
+// errNotReturned is the error of a load whose value its call did not
+// return.
+var errNotReturned = errors.New("loaded value not returned")
+
+func multiStatus(err error) Status {
+	if err != nil {
+		return Failed
+	}
+	return OK
+}
+
+func hits(vals map[string][]byte) map[string]string {
+	h := make(map[string]string, len(vals))
+	for k, v := range vals {
+		h[k] = string(v)
+	}
+	return h
+}
+
+// multiDone records the end of a SetMulti or DeleteMulti of keys: failed,
+// the keys no *client.NodeError names were acknowledged.
+func (w *worker) multiDone(id OpID, keys []string, err error) {
+	if err == nil {
+		w.rec.Complete(id, OK, nil, nil, nil)
+		return
+	}
+	var acked map[string]string
+	if failed, ok := failedKeys(err, keys); ok {
+		acked = make(map[string]string)
+		for _, k := range keys {
+			if !failed[k] {
+				acked[k] = AckedKey
+			}
+		}
+	}
+	w.rec.Complete(id, Failed, nil, acked, err)
+}
+
+// failedKeys returns the keys of keys that the *client.NodeErrors joined
+// in err name, false if err holds anything else, or a NodeError names a key
+// not in keys: every key may have failed then. (A DeleteMulti under leases
+// that fails to clear them returns before it deletes anything, with an
+// error that names the lease keys.)
+func failedKeys(err error, keys []string) (map[string]bool, bool) {
+	failed := make(map[string]bool)
+	var walk func(error) bool
+	walk = func(err error) bool {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				if !walk(e) {
+					return false
+				}
+			}
+			return true
+		}
+		ne, ok := err.(*client.NodeError)
+		if !ok {
+			return false
+		}
+		for _, k := range ne.Keys {
+			if !slices.Contains(keys, k) {
+				return false
+			}
+			failed[k] = true
+		}
+		return true
+	}
+	return failed, walk(err)
+}
+
+// condDone records the end of a conditional write (Add, StoreCAS): refused,
+// it wrote nothing.
+func (w *worker) condDone(id OpID, err error) {
+	switch {
+	case errors.Is(err, client.ErrNotStored) || errors.Is(err, client.ErrCASConflict) || errors.Is(err, client.ErrCacheMiss):
+		w.rec.Complete(id, NotStored, nil, nil, err)
+	default:
+		w.done(id, err, nil)
+	}
+}
+
+// writeCold writes the cold keys, ColdBatch a SetMulti, each batch's
+// failed keys again up to twice.
+func (w *worker) writeCold(ctx context.Context) {
+	var seq uint64
+	for i := 0; i < len(w.cold); i += ColdBatch {
+		keys := w.cold[i:min(i+ColdBatch, len(w.cold))]
+		for try := 0; try < 3 && len(keys) > 0 && ctx.Err() == nil; try++ {
+			c, deadline := w.route(ctx)
+			if c == nil {
+				continue
+			}
+			seq++
+			id := OpID{Proc: w.cfg.Proc, Incarnation: w.cfg.Incarnation, Goroutine: coldWriter, Seq: seq}
+			v := Value(id)
+			items := make(map[string][]byte, len(keys))
+			for _, k := range keys {
+				items[k] = []byte(v)
+			}
+			w.rec.Invoke(id, SetMulti, keys, v)
+			octx, cancel := context.WithDeadline(ctx, deadline)
+			err := c.SetMulti(octx, items, 0)
+			cancel()
+			w.multiDone(id, keys, err)
+			w.ops.Add(1)
+			if err == nil {
+				break
+			}
+			failed, ok := failedKeys(err, keys)
+			if !ok {
+				continue // all again
+			}
+			var again []string
+			for _, k := range keys {
+				if failed[k] {
+					again = append(again, k)
+				}
+			}
+			keys = again
+		}
 	}
 }
 

@@ -24,8 +24,8 @@ func grClient(t *testing.T, backend Backend, ss []*testserver.Server, o Options)
 	}
 	o.Backend, o.Nodes = backend, nodes
 	o.Gutter = []ring.Node{{Name: "g", Addr: ss[len(ss)-1].Addr}}
-	if o.ReadTimeout == 0 {
-		o.ReadTimeout, o.WriteTimeout = 200*time.Millisecond, 200*time.Millisecond
+	if o.ReadTimeout == 0 { // out of a healthy node's reach on a busy machine
+		o.ReadTimeout, o.WriteTimeout = faultTimeout, faultTimeout
 	}
 	c, err := New(o)
 	if err != nil {
@@ -228,7 +228,8 @@ func TestGutterAdd(t *testing.T) {
 
 // TestGutterGetMultiSharedGutter: on Memcached, a GetMulti over two down
 // nodes that share one gutter has two batches for it: neither waits for
-// the other's connection (the gutter is a node.Sender), with PoolSize 1.
+// the other's connection (the gutter is a node.Sender), with PoolSize 1:
+// one that did would fail on the pool's timeout.
 func TestGutterGetMultiSharedGutter(t *testing.T) {
 	ss := testserver.Memcached(t, 3)
 	c := grClient(t, Memcached, ss, Options{PoolSize: 1})
@@ -237,9 +238,8 @@ func TestGutterGetMultiSharedGutter(t *testing.T) {
 	grMember(c, ss[0].Addr).h.SetDown(true)
 	grMember(c, ss[1].Addr).h.SetDown(true)
 	start := time.Now()
-	_, err := c.GetMulti(ctx, []string{a, b})
-	if d := time.Since(start); d > 500*time.Millisecond {
-		t.Errorf("GetMulti over two guttered nodes took %v: %v", d, err)
+	if _, err := c.GetMulti(ctx, []string{a, b}); err != nil {
+		t.Errorf("GetMulti over two guttered nodes: %v (after %v)", err, time.Since(start))
 	}
 }
 

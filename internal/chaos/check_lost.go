@@ -45,7 +45,9 @@ func (v *values) lost(ko *keyOps, explained map[Cause]int) []Violation {
 			continue
 		}
 		heldBack = append(heldBack, span{d.Inv, v.c.returned(d)})
-		if t := v.trouble.firstAfter(d.Inv); t != Never {
+		// Only trouble before d's first successor completed can hold d
+		// back past it: after that, d has landed or never will.
+		if t := v.trouble.firstAfter(d.Inv); t != Never && max(d.Inv, t) < v.end(d) {
 			throughFault = append(throughFault, span{max(d.Inv, t), v.end(d)})
 		}
 	}

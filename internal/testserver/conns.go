@@ -32,7 +32,7 @@ type ConnCounter struct {
 // memcached.
 func (s *Server) CountConns(t testing.TB) *ConnCounter {
 	t.Helper()
-	redis := strings.Contains(filepath.Base(s.bin), "redis")
+	redis := s.isRedis()
 	conn, err := net.DialTimeout("tcp", s.Addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -218,37 +218,10 @@ func (m *Monitor) Stop(t testing.TB) map[string]int64 {
 	}
 }
 
-// MemcachedStat returns the field name of a memcached's stats, such as
-// "bytes_read" (everything its clients sent it, this call's request
-// included).
-func (s *Server) MemcachedStat(t testing.TB, name string) int64 {
-	t.Helper()
-	conn, err := net.DialTimeout("tcp", s.Addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(5 * time.Second))
-	fields, err := memcachedStats(conn, bufio.NewReader(conn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, ok := fields[name]
-	if !ok {
-		t.Fatalf("testserver: %s has no stats field %q", s.Addr, name)
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		t.Fatalf("testserver: stats %s = %q", name, v)
-	}
-	return n
-}
-
-// Evictions returns the keys the server has evicted to make room since it
-// started (redis-server's evicted_keys, memcached's evictions): a checker
-// of lost keys needs to know that none were, or which server's were. A
-// server that does not answer fails the test.
-func (s *Server) Evictions(t testing.TB) int64 {
+// stats returns the fields of the server's statistics, over a connection
+// of its own: redis-server's INFO, memcached's stats. A server that does
+// not answer fails the test.
+func (s *Server) stats(t testing.TB) map[string]string {
 	t.Helper()
 	conn, err := net.DialTimeout("tcp", s.Addr, 5*time.Second)
 	if err != nil {
@@ -257,19 +230,50 @@ func (s *Server) Evictions(t testing.TB) int64 {
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(5 * time.Second))
 	r := bufio.NewReader(conn)
-	field, fields := "evictions", map[string]string(nil)
-	if strings.Contains(filepath.Base(s.bin), "redis") {
-		field = "evicted_keys"
+	var fields map[string]string
+	if s.isRedis() {
 		fields, err = redisInfo(conn, r)
 	} else {
 		fields, err = memcachedStats(conn, r)
 	}
 	if err != nil {
-		t.Fatalf("testserver: evictions of %s: %v", s.Addr, err)
+		t.Fatalf("testserver: statistics of %s: %v", s.Addr, err)
 	}
-	n, err := strconv.ParseInt(strings.TrimSpace(fields[field]), 10, 64)
+	return fields
+}
+
+// isRedis reports whether the server is a redis-server, not a memcached.
+func (s *Server) isRedis() bool { return strings.Contains(filepath.Base(s.bin), "redis") }
+
+// stat returns the integer field name of the server's statistics.
+func (s *Server) stat(t testing.TB, name string) int64 {
+	t.Helper()
+	v, ok := s.stats(t)[name]
+	if !ok {
+		t.Fatalf("testserver: %s has no statistics field %q", s.Addr, name)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err != nil {
-		t.Fatalf("testserver: %s of %s = %q", field, s.Addr, fields[field])
+		t.Fatalf("testserver: %s of %s = %q", name, s.Addr, v)
 	}
 	return n
+}
+
+// MemcachedStat returns the field name of a memcached's stats, such as
+// "bytes_read" (everything its clients sent it, this call's request
+// included).
+func (s *Server) MemcachedStat(t testing.TB, name string) int64 {
+	t.Helper()
+	return s.stat(t, name)
+}
+
+// Evictions returns the keys the server has evicted to make room since it
+// started (redis-server's evicted_keys, memcached's evictions): a checker
+// of lost keys needs to know that none were, or which server's were.
+func (s *Server) Evictions(t testing.TB) int64 {
+	t.Helper()
+	if s.isRedis() {
+		return s.stat(t, "evicted_keys")
+	}
+	return s.stat(t, "evictions")
 }

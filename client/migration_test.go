@@ -78,6 +78,20 @@ func mustRing(t testing.TB, nodes []ring.Node) *ring.Ring {
 	return r
 }
 
+// countMoved returns how many of keys change owner from one placement to
+// the other.
+func countMoved(t testing.TB, keys []string, from, to []ring.Node) int {
+	t.Helper()
+	oldRing, newRing := mustRing(t, from), mustRing(t, to)
+	moved := 0
+	for _, k := range keys {
+		if oldRing.Locate(k).Addr != newRing.Locate(k).Addr {
+			moved++
+		}
+	}
+	return moved
+}
+
 func numberedKeys(prefix string, n int) []string {
 	keys := make([]string, n)
 	for i := range keys {

@@ -282,13 +282,7 @@ func TestNearCacheMemcachedDeleteInMigration(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			oldRing, newRing := mustRing(t, from), mustRing(t, to)
-			moved := 0
-			for _, k := range keys {
-				if oldRing.Locate(k).Addr != newRing.Locate(k).Addr {
-					moved++
-				}
-			}
+			moved := countMoved(t, keys, from, to)
 			for range 2 {
 				for _, k := range keys {
 					mustGet(t, c, k, "v:"+k)

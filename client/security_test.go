@@ -323,13 +323,7 @@ func reshardOverTLS(t *testing.T, c *Client, clock *fakeClock, from, to []ring.N
 	if err := c.Reshard(to, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	oldRing, newRing := mustRing(t, from), mustRing(t, to)
-	moved := 0
-	for _, k := range keys {
-		if oldRing.Locate(k).Addr != newRing.Locate(k).Addr {
-			moved++
-		}
-	}
+	moved := countMoved(t, keys, from, to)
 	for _, k := range keys[:100] {
 		if v, err := c.Get(ctx, k); err != nil || string(v) != "v:"+k {
 			t.Fatalf("Get(%q) after the reshard = %q, %v", k, v, logErr(t, "Get", err))

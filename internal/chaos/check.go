@@ -184,12 +184,13 @@ type CheckOptions struct {
 	// from its start to FaultSlack after it returned. Check sets it when a
 	// process's statistics show a write dropped or a read missed.
 	FailOpen bool
-	// Failures counts every failed operation as trouble on its keys'
-	// nodes, as FailOpen does, without FailOpen: a request that timed out
-	// on a node no fault touched (a starved one, under load) may still be
+	// Failures counts every failed operation as trouble on its own keys
+	// (FailOpen: on every key of their nodes): a request that timed out on
+	// a node no fault touched (a starved one, under load) may still be
 	// applied after one sent later on another connection (Memcached's
 	// worker threads, a proxy's goroutines), so its failure voids the
-	// order the failed-write rule assumes and may explain a miss.
+	// order the failed-write rule assumes for its keys, and a replica set
+	// may purge a key whose write failed on one replica.
 	Failures bool
 	// FaultSlack is how long after a fault ends (and, with FailOpen, after
 	// a failed operation returns) the node counts as faulted: 0 is

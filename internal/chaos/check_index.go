@@ -78,6 +78,8 @@ type checker struct {
 	slack int64
 	// faults and failures are by node; every node's under "".
 	faults, failures map[string][]span
+	// keyFailures are CheckOptions.Failures' failed operations, by key.
+	keyFailures map[string][]span
 	kills            map[int][]int64 // KillClient starts by process, sorted
 	moves            spanSet         // when a key may leave its nodes for good
 	evicted          []string
@@ -89,7 +91,7 @@ type checker struct {
 const anyNode = ""
 
 func newChecker(h *History, opt CheckOptions) *checker {
-	c := &checker{h: h, opt: opt, faults: make(map[string][]span), failures: make(map[string][]span),
+	c := &checker{h: h, opt: opt, faults: make(map[string][]span), failures: make(map[string][]span), keyFailures: make(map[string][]span),
 		kills: make(map[int][]int64), byOwners: make(map[string]*trouble), owners: make(map[string][]string)}
 	switch {
 	case opt.FaultSlack == 0:
@@ -128,6 +130,16 @@ func newChecker(h *History, opt CheckOptions) *checker {
 			sp := span{o.Inv, after(o.Comp, c.slack)}
 			if o.Comp == 0 { // failed without a recorded return
 				sp.end = Never
+			}
+			if !c.opt.FailOpen {
+				// Without FailOpen a failure befalls its own keys: a
+				// request that may land late, a replica purged. As trouble
+				// on every key of its nodes it excused nearly any miss of a
+				// key written long before.
+				for _, k := range o.Keys {
+					c.keyFailures[k] = append(c.keyFailures[k], sp)
+				}
+				continue
 			}
 			c.failures[anyNode] = append(c.failures[anyNode], sp)
 			if opt.Owners == nil {
@@ -180,7 +192,8 @@ func (c *checker) troubleOf(key string) *trouble {
 	if len(owners) == 0 {
 		owners, id = nil, "\x01" // every node
 	}
-	if t := c.byOwners[id]; t != nil {
+	own := c.keyFailures[key]
+	if t := c.byOwners[id]; t != nil && len(own) == 0 {
 		return t
 	}
 	t := &trouble{owners: owners}
@@ -195,9 +208,12 @@ func (c *checker) troubleOf(key string) *trouble {
 			t.evicting = t.evicting || slices.Contains(c.evicted, n)
 		}
 	}
+	failures = append(failures, own...)
 	t.faults, t.failures = newSpanSet(faults), newSpanSet(failures)
 	t.all = newSpanSet(append(slices.Clone(faults), failures...))
-	c.byOwners[id] = t
+	if len(own) == 0 { // shared by every key of these owners
+		c.byOwners[id] = t
+	}
 	return t
 }
 

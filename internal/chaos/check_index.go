@@ -80,11 +80,11 @@ type checker struct {
 	faults, failures map[string][]span
 	// keyFailures are CheckOptions.Failures' failed operations, by key.
 	keyFailures map[string][]span
-	kills            map[int][]int64 // KillClient starts by process, sorted
-	moves            spanSet         // when a key may leave its nodes for good
-	evicted          []string
-	byOwners         map[string]*trouble // by owner set, joined
-	owners           map[string][]string // CheckOptions.Owners, by key
+	kills       map[int][]int64 // KillClient starts by process, sorted
+	moves       spanSet         // when a key may leave its nodes for good
+	evicted     []string
+	byOwners    map[string]*trouble // by owner set, joined
+	owners      map[string][]string // CheckOptions.Owners, by key
 }
 
 // anyNode keys the spans of every node, for keys of unknown owners.

@@ -124,6 +124,9 @@ func newCluster(t testing.TB, kind string, n int) *cluster {
 		var r directReader
 		if c.backend == Memcached {
 			mc := memcache.New(addr)
+			// gomemcache's 500 ms: a busy machine timed a read out, and a
+			// key the server held read as held nowhere (holders).
+			mc.Timeout = 5 * time.Second
 			t.Cleanup(func() { mc.Close() })
 			r = rawMemcache{mc}
 		} else {

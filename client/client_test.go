@@ -414,7 +414,7 @@ func TestNodeClients(t *testing.T) {
 				if c.Redis(k) != nil {
 					t.Fatal("Redis() on a Memcached client is not nil")
 				}
-				mc := memcache.New(n.Addr) // gomemcache reads what the façade wrote
+				mc := gomemcacheClient(n.Addr) // gomemcache reads what the façade wrote
 				it, err := mc.Get(k)
 				if err != nil || string(it.Value) != "via façade" {
 					t.Fatalf("Memcache(%q).Get = %v, %v", k, it, err)

@@ -78,6 +78,16 @@ var autoPipelined = map[string]bool{
 	"TestNilContext":             true,
 }
 
+// gomemcacheClient is memcache.New(addrs...) with a 5 s timeout:
+// gomemcache's 500 ms default was reached on a busy machine, where a read
+// that timed out made a key the server held read as held nowhere
+// (cluster.holders, TestKeysLandOnLocatedNode).
+func gomemcacheClient(addrs ...string) *memcache.Client {
+	mc := memcache.New(addrs...)
+	mc.Timeout = 5 * time.Second
+	return mc
+}
+
 // newCluster starts n servers of the kind.
 func newCluster(t testing.TB, kind string, n int) *cluster {
 	t.Helper()
@@ -123,10 +133,7 @@ func newCluster(t testing.TB, kind string, n int) *cluster {
 		}
 		var r directReader
 		if c.backend == Memcached {
-			mc := memcache.New(addr)
-			// gomemcache's 500 ms: a busy machine timed a read out, and a
-			// key the server held read as held nowhere (holders).
-			mc.Timeout = 5 * time.Second
+			mc := gomemcacheClient(addr)
 			t.Cleanup(func() { mc.Close() })
 			r = rawMemcache{mc}
 		} else {

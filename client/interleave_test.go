@@ -222,7 +222,7 @@ func TestDeleteDuringBackfill(t *testing.T) {
 func rawHas(t *testing.T, b Backend, addr, key string) bool {
 	t.Helper()
 	if b == Memcached {
-		mc := memcache.New(addr)
+		mc := gomemcacheClient(addr)
 		defer mc.Close()
 		it, err := mc.Get(key)
 		if err != nil && err != memcache.ErrCacheMiss {

@@ -53,8 +53,7 @@ func holdersOf(t *testing.T, backend Backend, addrs, keys []string) map[string][
 		for chunk := range slices.Chunk(keys, 500) {
 			var found map[string]string
 			if backend == Memcached {
-				mc := memcache.New(addr)
-				mc.Timeout = 5 * time.Second
+				mc := gomemcacheClient(addr)
 				items, err := mc.GetMulti(chunk)
 				mc.Close()
 				if err != nil {
@@ -257,8 +256,7 @@ func deleteDirect(t *testing.T, backend Backend, keys map[string][]string) {
 	t.Helper()
 	for addr, ks := range keys {
 		if backend == Memcached {
-			mc := memcache.New(addr)
-			mc.Timeout = 5 * time.Second
+			mc := gomemcacheClient(addr)
 			for _, k := range ks {
 				if err := mc.Delete(k); err != nil {
 					t.Fatalf("delete %q on %s: %v", k, addr, err)
@@ -313,8 +311,7 @@ func TestTwemproxyKetamaMemcached(t *testing.T) {
 	}
 	proxy := testserver.NutcrackerPool(t, testserver.Pool{Backends: backends, Hash: "md5", Distribution: "ketama"})
 	keys := foreignKeys("twem-mc", false)
-	mc := memcache.New(proxy.Addr)
-	mc.Timeout = 5 * time.Second
+	mc := gomemcacheClient(proxy.Addr)
 	defer mc.Close()
 	setParallel(t, keys, func(k string) error {
 		return mc.Set(&memcache.Item{Key: k, Value: []byte(foreignValue(k))})
@@ -380,8 +377,7 @@ func TestGomemcacheServerList(t *testing.T) {
 	ss := testserver.Memcached(t, 3)
 	addrs := testserver.Addrs(ss)
 	list := []string{addrs[0], addrs[1], addrs[2], addrs[1]}
-	mc := memcache.New(list...)
-	mc.Timeout = 5 * time.Second
+	mc := gomemcacheClient(list...)
 	defer mc.Close()
 	keys := foreignKeys("gomemcache", false)
 	setParallel(t, keys, func(k string) error {
@@ -461,8 +457,7 @@ func TestTwemproxyKetamaRounding(t *testing.T) {
 	if p := k.Points(); p[0] != 156 {
 		t.Fatalf("%d points a server, want 156: the test no longer exercises the rounding", p[0])
 	}
-	mc := memcache.New(proxy.Addr)
-	mc.Timeout = 5 * time.Second
+	mc := gomemcacheClient(proxy.Addr)
 	defer mc.Close()
 	keys := foreignKeys("twem-round", false)
 	setParallel(t, keys, func(k string) error {
@@ -485,8 +480,7 @@ func TestTwemproxyKetamaFNV1a64(t *testing.T) {
 			keys[i] += ":é\xff\x80"
 		}
 	}
-	mc := memcache.New(proxy.Addr)
-	mc.Timeout = 5 * time.Second
+	mc := gomemcacheClient(proxy.Addr)
 	defer mc.Close()
 	setParallel(t, keys, func(k string) error {
 		return mc.Set(&memcache.Item{Key: k, Value: []byte(foreignValue(k))})

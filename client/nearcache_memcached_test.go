@@ -50,7 +50,7 @@ func TestNearCacheMemcached(t *testing.T) {
 			cl := newCluster(t, "memcached", 1)
 			addr := cl.addrs[0]
 			c := cl.client(t, Options{NearCache: &NearCache{MaxAge: time.Hour}, AutoPipeline: ap})
-			other := memcache.New(addr)
+			other := gomemcacheClient(addr)
 			t.Cleanup(func() { other.Close() })
 			ctx := context.Background()
 			if err := c.Set(ctx, "k", []byte("v1"), 0); err != nil {
@@ -108,7 +108,7 @@ func TestNearCacheMemcachedMaxAge(t *testing.T) {
 	const maxAge = 50 * time.Millisecond
 	cl := newCluster(t, "memcached", 1)
 	c := cl.client(t, Options{NearCache: &NearCache{MaxAge: maxAge}})
-	other := memcache.New(cl.addrs[0])
+	other := gomemcacheClient(cl.addrs[0])
 	t.Cleanup(func() { other.Close() })
 	ctx := context.Background()
 	if err := c.Set(ctx, "k", []byte("v1"), 0); err != nil {

@@ -101,6 +101,7 @@ func refRingN(r *Ring) func(key string, n int) []Node {
 // and without zones, and the properties a replicated client relies on: n
 // distinct nodes, the owner first, a zone per replica while zones last.
 func TestLocateNMatchesDefinition(t *testing.T) {
+	skipUnderRace(t)
 	zoned := zonedNodes()
 	mixed := equalNodes(7)
 	for i := range mixed {

@@ -45,6 +45,7 @@ func randomKeys(n int, seed uint64) []string {
 // definition, the first point at or after the hash, wrapping round, on hashes
 // chosen to take every path through the table of either width.
 func TestLocateMatchesBinarySearch(t *testing.T) {
+	skipUnderRace(t)
 	paths := map[string]map[string]int{"16-bit": {}, "32-bit": {}}
 	for _, tc := range []struct {
 		nodes, vnodes int

@@ -522,7 +522,7 @@ func TestFleetEtcd8to6(t *testing.T) {
 		peakFrac = max(peakFrac, 1-hit)
 		rc, rl = rc+calls[i], rl+loads[i]
 		rates = append(rates, fmt.Sprintf("%d/%d", loads[i], calls[i]))
-		if b := loadsBound(calls[i], allowed); loads[i] > b {
+		if b := loadsBound(calls[i], allowed, sc); loads[i] > b {
 			over = append(over, fmt.Sprintf("second %d: %d loads of %d calls (bound %d)", i-rollFrom, loads[i], calls[i], b))
 		}
 	}
@@ -551,19 +551,21 @@ func TestFleetEtcd8to6(t *testing.T) {
 		t.Errorf("database loads above %.4f per call (99%% of the steady hit rate %.4f, 1.2× its %.4f loads per call) beyond the noise of their second's calls: %s",
 			allowed, steadyHit, steadyFrac, strings.Join(over, "; "))
 	}
-	if b := loadsBound(rc, allowed); rl > b {
+	if b := loadsBound(rc, allowed, sc); rl > b {
 		t.Errorf("over the rollout, %d loads of %d calls: above %.4f per call (bound %d)", rl, rc, allowed, b)
 	}
 }
 
 // loadsBound is the most loads n calls may make at a rate of p loads per
-// call before the excess is more than chance: the mean plus 4.5 standard
-// deviations of Binomial(n, p), which a fair second exceeds about once in
-// 300,000 (a test of about 20 seconds a run is far from that), plus one for
-// the rounding of tiny samples.
-func loadsBound(n int, p float64) int {
+// call, p estimated from m calls of the steady state, before the excess is
+// more than chance: the mean plus 4.5 standard deviations of the loads of
+// n calls, p's own error from its m calls included (a fair second exceeds
+// it about once in 300,000, and a test of about 20 seconds a run is far
+// from that), plus one for the rounding of tiny samples.
+func loadsBound(n int, p float64, m int) int {
 	mean := float64(n) * p
-	return int(mean + 4.5*math.Sqrt(mean*(1-p)) + 1)
+	variance := mean*(1-p) + float64(n)*float64(n)*p*(1-p)/float64(max(m, 1))
+	return int(mean + 4.5*math.Sqrt(variance) + 1)
 }
 
 // TestFleetRestartMidWindow: a process of a fleet following etcd, killed

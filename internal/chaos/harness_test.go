@@ -153,7 +153,7 @@ func (rc run) do(t *testing.T) outcome {
 	dir := t.TempDir()
 	start := time.Now().Add(500 * time.Millisecond)
 	end := start.Add(rc.Duration)
-	info := chaos.RunInfo{Backend: rc.Backend, Seed: rc.Seed, Start: start.UnixNano(), Schedule: sched.String()}
+	info := chaos.RunInfo{Backend: rc.Backend, Seed: rc.Seed, Start: start.UnixNano(), Schedule: sched.String(), Replicas: rc.Replicas}
 	base := chaos.WorkerConfig{
 		Backend: rc.Backend, New: nodes,
 		Start: start.UnixNano(), End: end.UnixNano(),

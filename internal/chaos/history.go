@@ -189,6 +189,10 @@ type RunInfo struct {
 	MigrationEnd   int64 `json:"migration_end,omitempty"`
 	// Schedule is the fault schedule, as Schedule.String prints it.
 	Schedule string `json:"schedule,omitempty"`
+	// Replicas is the copies of each key (client.Options.Replicas), 0 or 1
+	// for one: a replica back from a fault has the keys it missed purged
+	// (the client's hints), counters included.
+	Replicas int `json:"replicas,omitempty"`
 }
 
 // History is the merged record of one run.

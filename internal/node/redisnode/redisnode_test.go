@@ -220,3 +220,66 @@ func TestTombstones(t *testing.T) {
 	defer n.Close()
 	nodetest.Tombstones(t, n, "tomb:")
 }
+
+// TestNoHiddenRetries counts what one failed call costs the network: a node
+// that refuses connections is dialed once per call, and one that accepts
+// and hangs up is connected to once per call. go-redis's defaults (5 dial
+// attempts 100ms apart, then 3 command retries) made a refused node cost
+// 1.7s a call; counting the attempts shows it without timing anything.
+func TestNoHiddenRetries(t *testing.T) {
+	const calls = 3
+	ctx := context.Background()
+	dialsTo := func(addr string) int64 {
+		t.Helper()
+		var dials atomic.Int64
+		n, err := New(Config{Addr: addr, PoolSize: 2 * calls, NewClient: func(opt *redis.Options) *redis.Client {
+			var d net.Dialer
+			opt.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				dials.Add(1)
+				return d.DialContext(ctx, network, addr)
+			}
+			return redis.NewClient(opt)
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Close()
+		for range calls {
+			if _, err := n.Get(ctx, "k"); err == nil || errors.Is(err, node.ErrCacheMiss) {
+				t.Fatalf("Get from %s = %v; want a connection error", addr, err)
+			}
+		}
+		return dials.Load()
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusing := ln.Addr().String()
+	ln.Close()
+	if d := dialsTo(refusing); d != calls {
+		t.Errorf("%d calls to a node refusing connections dialed it %d times; want %d", calls, d, calls)
+	}
+
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	dials := dialsTo(ln.Addr().String())
+	if dials != calls {
+		t.Errorf("%d calls to a node that hangs up dialed it %d times; want %d (a retried command dials again)", calls, dials, calls)
+	}
+}

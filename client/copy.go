@@ -64,7 +64,7 @@ func (c *Client) bury(ctx context.Context, n node.Node, keys []string, ttl time.
 // never replaced: a copy that read the old owner before that Delete could
 // land after it.
 func tombKind(before bool) node.TombKind {
-	if before {
+	if before || bugTombReplaceable { // a seeded bug (seeded.go)
 		return node.TombWritten
 	}
 	return node.TombDeleted

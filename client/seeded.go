@@ -24,4 +24,9 @@ const (
 	// bugGetMultiNoFallback ("getmultinofallback"): likewise for the keys
 	// of a GetMulti.
 	bugGetMultiNoFallback = false
+	// bugTombReplaceable ("tombreplaceable"): a migration's Delete in the
+	// window leaves the tombstone of a write before the start
+	// (node.TombWritten), which a copy past the handover may replace
+	// (copy.go).
+	bugTombReplaceable = false
 )

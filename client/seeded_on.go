@@ -11,4 +11,5 @@ var (
 	bugNoTomb             = seeded.On("notomb")
 	bugGetNoFallback      = seeded.On("getnofallback")
 	bugGetMultiNoFallback = seeded.On("getmultinofallback")
+	bugTombReplaceable    = seeded.On("tombreplaceable")
 )

@@ -20,7 +20,7 @@ const Env = "SHARDCACHE_SEEDED_BUG"
 // Names are the seeded bugs, each named where its constant is declared.
 var Names = []string{
 	"nodualdelete", "backfillset", "notomb",
-	"getnofallback", "getmultinofallback", "nearburykeeps",
+	"getnofallback", "getmultinofallback", "nearburykeeps", "tombreplaceable",
 }
 
 // On reports whether Env names the bug name. It panics when Env names no

@@ -29,4 +29,8 @@ const (
 	// (node.TombWritten), which a copy past the handover may replace
 	// (copy.go).
 	bugTombReplaceable = false
+	// bugHalfAck ("halfack"): a migration's write or Delete is acknowledged
+	// when its second owner's half failed (the old owner's copy of a
+	// write, the plain delete beside the tombstone).
+	bugHalfAck = false
 )

@@ -12,4 +12,5 @@ var (
 	bugGetNoFallback      = seeded.On("getnofallback")
 	bugGetMultiNoFallback = seeded.On("getmultinofallback")
 	bugTombReplaceable    = seeded.On("tombreplaceable")
+	bugHalfAck            = seeded.On("halfack")
 )

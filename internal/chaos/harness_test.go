@@ -50,9 +50,12 @@ type run struct {
 	// a client process killed in its middle unless NoClientKill.
 	Faults       int
 	NoClientKill bool
-	Async        int // processes on AsyncBackfill
-	FailOpen     bool
-	MetaLeases   bool // GetOrLoad's leases taken by its reads
+	// Planned are faults placed by hand, beside the drawn ones: a seeded
+	// bug's run puts its faults where the bug matters.
+	Planned    []chaos.Planned
+	Async      int // processes on AsyncBackfill
+	FailOpen   bool
+	MetaLeases bool // GetOrLoad's leases taken by its reads
 	// Replicas keeps every key on that many nodes (client.Options.Replicas,
 	// 0 or 1: one); above 1, GetOrLoad takes no lease (Replicas refuses
 	// Lease and MetaLeases) and the schedule pauses a node in a quarter of
@@ -144,6 +147,8 @@ func (rc run) do(t *testing.T) outcome {
 	if rc.Faults == 0 {
 		sched.Faults = slices.DeleteFunc(sched.Faults, func(p chaos.Planned) bool { return p.Kind != chaos.KillClient })
 	}
+	sched.Faults = append(sched.Faults, rc.Planned...)
+	slices.SortStableFunc(sched.Faults, func(a, b chaos.Planned) int { return int(a.At - b.At) })
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("schedule: %s", sched)

@@ -21,6 +21,7 @@ const Env = "SHARDCACHE_SEEDED_BUG"
 var Names = []string{
 	"nodualdelete", "backfillset", "notomb",
 	"getnofallback", "getmultinofallback", "nearburykeeps", "tombreplaceable",
+	"halfack",
 }
 
 // On reports whether Env names the bug name. It panics when Env names no

@@ -28,6 +28,7 @@ var (
 	replicas = flag.Int("chaos.replicas", 0, "copies of each key (client.Options.Replicas; default 2 in every fourth run from the first, 1 in the others); above 1, no leases and no MetaLeases, which Replicas refuses")
 	nfaults  = flag.Int("chaos.faults", -1, "server faults a run (default one per 1.8 s; 0: none, and no client killed)")
 	procs    = flag.Int("chaos.procs", 3, "client processes")
+	remove   = flag.Int("chaos.remove", -1, "1: the migration removes a node (5 → 4), 0: adds one (4 → 5); default: drawn from the seed, odd seeds remove")
 	cold     = flag.Int("chaos.cold", 1000, "cold keys: written once before the migration, read through it (chaos.WorkerConfig.ColdKeys)")
 	gor      = flag.Int("chaos.goroutines", 0, "goroutines per client process (0: 8, and 12 in runs with replicas, whose writes wait for two servers: at 8 they fell short of 100,000 operations in a minute)")
 	tags     = flag.String("chaos.tags", os.Getenv("SHARDCACHE_CHAOS_TAGS"), "build tags of the worker processes")
@@ -72,8 +73,9 @@ func firstSeed() uint64 {
 }
 
 // TestChaos runs the harness over both backends: three client processes
-// through a migration from 4 nodes to 5 in the middle of each run, under a
-// fault schedule, and checks each run's history: any violation fails it
+// through a migration in the middle of each run, from 4 nodes to 5 (even
+// seeds) or from 5 to 4 (odd seeds: a node removed), under a fault
+// schedule, and checks each run's history: any violation fails it
 // (with SHARDCACHE_CHAOS_STRICT=0, only those outside the migration's
 // window). Odd runs put one process on AsyncBackfill and every process's
 // GetOrLoad on MetaLeases; every fourth run from the first keeps each key
@@ -104,6 +106,10 @@ func TestChaos(t *testing.T) {
 				rc := run{Backend: b, Procs: *procs, Goroutines: *gor, Duration: d,
 					ReshardAt: d / 4, Window: d / 2, Seed: s0 + uint64(i), Faults: faults,
 					Async: i % 2, FailOpen: *failOpen, Tags: *tags, SeededBug: *bug, Keys: 40, ColdKeys: *cold, NoClientKill: faults == 0}
+				rc.Remove = rc.Seed%2 == 1
+				if *remove >= 0 {
+					rc.Remove = *remove == 1
+				}
 				if *async >= 0 {
 					rc.Async = *async
 				}
@@ -162,8 +168,12 @@ func verify(t *testing.T, rc run, o outcome) {
 			pauses++
 		}
 	}
-	t.Logf("%s replicas=%d async=%d metaleases=%v: %d faults applied (%d pauses), breaker opened %d times, %d keys moved (%d copies refused); read in %v, checked in %v; %s",
-		rc.Backend, max(1, rc.Replicas), rc.Async, rc.MetaLeases, applied, pauses, downs, moved, refused, o.read.Round(time.Millisecond), o.check.Round(time.Millisecond),
+	change := "4 → 5"
+	if rc.Remove {
+		change = "5 → 4"
+	}
+	t.Logf("%s %s replicas=%d async=%d metaleases=%v: %d faults applied (%d pauses), breaker opened %d times, %d keys moved (%d copies refused); read in %v, checked in %v; %s",
+		rc.Backend, change, max(1, rc.Replicas), rc.Async, rc.MetaLeases, applied, pauses, downs, moved, refused, o.read.Round(time.Millisecond), o.check.Round(time.Millisecond),
 		strings.TrimSpace(res.Summary()))
 	if rc.ColdKeys > 0 {
 		t.Logf("cold keys: %s", o.cold)

@@ -42,9 +42,10 @@ type run struct {
 	Procs      int
 	Goroutines int
 	Duration   time.Duration
-	// ReshardAt and Window place the migration from 4 nodes to 5 (Window
-	// 0: none, 5 nodes throughout).
+	// ReshardAt and Window place the migration from 4 nodes to 5, or with
+	// Remove from 5 to 4, n4 leaving (Window 0: none, 5 nodes throughout).
 	ReshardAt, Window time.Duration
+	Remove            bool
 	Seed              uint64
 	// Faults is how many server faults to draw (0: none); a migration adds
 	// a client process killed in its middle unless NoClientKill.
@@ -108,7 +109,7 @@ func (rc run) replay() string {
 	if rc.Tags != "" {
 		s += " -chaos.tags=" + rc.Tags
 	}
-	s += fmt.Sprintf(" -chaos.cold=%d", rc.ColdKeys)
+	s += fmt.Sprintf(" -chaos.cold=%d -chaos.remove=%d", rc.ColdKeys, map[bool]int{false: 0, true: 1}[rc.Remove])
 	if rc.SeededBug != "" {
 		s += " -chaos.bug=" + rc.SeededBug
 	}
@@ -173,6 +174,9 @@ func (rc run) do(t *testing.T) outcome {
 	}
 	if rc.Window > 0 {
 		base.Old = nodes[:4]
+		if rc.Remove {
+			base.Old, base.New = nodes, nodes[:4]
+		}
 		base.ReshardAt = start.Add(rc.ReshardAt).UnixNano()
 		base.Window = rc.Window
 		info.MigrationStart = base.ReshardAt

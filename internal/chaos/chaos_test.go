@@ -29,6 +29,7 @@ var (
 	nfaults  = flag.Int("chaos.faults", -1, "server faults a run (default one per 1.8 s; 0: none, and no client killed)")
 	procs    = flag.Int("chaos.procs", 3, "client processes")
 	remove   = flag.Int("chaos.remove", -1, "1: the migration removes a node (5 → 4), 0: adds one (4 → 5); default: drawn from the seed, odd seeds remove")
+	near     = flag.Duration("chaos.near", -1, "every client with a near cache of that MaxAge, the checker allowing reads that far behind (0: none; default 500ms in every fourth run from the second, none in the others)")
 	cold     = flag.Int("chaos.cold", 1000, "cold keys: written once before the migration, read through it (chaos.WorkerConfig.ColdKeys)")
 	gor      = flag.Int("chaos.goroutines", 0, "goroutines per client process (0: 8, and 12 in runs with replicas, whose writes wait for two servers: at 8 they fell short of 100,000 operations in a minute)")
 	tags     = flag.String("chaos.tags", os.Getenv("SHARDCACHE_CHAOS_TAGS"), "build tags of the worker processes")
@@ -82,7 +83,9 @@ func firstSeed() uint64 {
 // on two nodes (Replicas 2), which refuses leases: the short form's first
 // run, and 5 of the long form's 20, so that R=2 is checked on both
 // backends in CI at no extra time, and R=1 without MetaLeases stays in the
-// long form.
+// long form. Every fourth run from the second gives every process a near
+// cache (MaxAge 500ms; the checker allows reads that far behind, and the
+// longest operation's time more): the short form's second run.
 func TestChaos(t *testing.T) {
 	n, d := 2, 20*time.Second
 	if *long {
@@ -106,6 +109,12 @@ func TestChaos(t *testing.T) {
 				rc := run{Backend: b, Procs: *procs, Goroutines: *gor, Duration: d,
 					ReshardAt: d / 4, Window: d / 2, Seed: s0 + uint64(i), Faults: faults,
 					Async: i % 2, FailOpen: *failOpen, Tags: *tags, SeededBug: *bug, Keys: 40, ColdKeys: *cold, NoClientKill: faults == 0}
+				if i%4 == 1 {
+					rc.NearCache = 500 * time.Millisecond
+				}
+				if *near >= 0 {
+					rc.NearCache = *near
+				}
 				rc.Remove = rc.Seed%2 == 1
 				if *remove >= 0 {
 					rc.Remove = *remove == 1
@@ -119,6 +128,12 @@ func TestChaos(t *testing.T) {
 				}
 				if *replicas > 0 {
 					rc.Replicas = *replicas
+				}
+				if rc.NearCache > 0 && rc.replicated() {
+					if *replicas > 1 {
+						t.Fatalf("-chaos.near with -chaos.replicas=%d: client.Options refuses NearCache with Replicas", *replicas)
+					}
+					rc.Replicas = 1 // Replicas refuses NearCache (issue 43)
 				}
 				if rc.Goroutines == 0 {
 					rc.Goroutines = 8
@@ -172,8 +187,8 @@ func verify(t *testing.T, rc run, o outcome) {
 	if rc.Remove {
 		change = "5 → 4"
 	}
-	t.Logf("%s %s replicas=%d async=%d metaleases=%v: %d faults applied (%d pauses), breaker opened %d times, %d keys moved (%d copies refused); read in %v, checked in %v; %s",
-		rc.Backend, change, max(1, rc.Replicas), rc.Async, rc.MetaLeases, applied, pauses, downs, moved, refused, o.read.Round(time.Millisecond), o.check.Round(time.Millisecond),
+	t.Logf("%s %s replicas=%d async=%d metaleases=%v near=%v: %d faults applied (%d pauses), breaker opened %d times, %d keys moved (%d copies refused); read in %v, checked in %v; %s",
+		rc.Backend, change, max(1, rc.Replicas), rc.Async, rc.MetaLeases, rc.NearCache, applied, pauses, downs, moved, refused, o.read.Round(time.Millisecond), o.check.Round(time.Millisecond),
 		strings.TrimSpace(res.Summary()))
 	if rc.ColdKeys > 0 {
 		t.Logf("cold keys: %s", o.cold)

@@ -196,6 +196,15 @@ type CheckOptions struct {
 	// a failed operation returns) the node counts as faulted: 0 is
 	// DefaultFaultSlack, a negative value none.
 	FaultSlack time.Duration
+	// Staleness is how far behind the cache a read may be by design: a
+	// near cache's MaxAge (Memcached tells no client of a change; a copy
+	// filled during a write may hold the value it replaces until then).
+	// A read (a miss too, for LostKey) is held to the writes, deletes and
+	// reads over Staleness before it began, not to those over when it
+	// began. 0: none. The
+	// counter rules do not take it: a run with a bound must not read
+	// counters through a near cache.
+	Staleness time.Duration
 }
 
 // read is one key's share of a read: a Get, a GetOrLoad, or one key of a
@@ -437,8 +446,10 @@ func (c *checker) checkValues(key string, ko *keyOps, explained map[Cause]int) [
 	var out []Violation
 	// The reads that returned an admissible value, for ReadWentBack.
 	var ok []read
+	stale := int64(c.opt.Staleness)
 	for _, r := range ko.reads {
 		w := byValue[r.value]
+		at := r.op.Inv - stale // what the read must have seen: what was over by then
 		switch {
 		case w == nil:
 			out = append(out, Violation{Rule: UnknownValue, Key: key, Read: r.op, Detail: strconv.Quote(r.value)})
@@ -448,14 +459,14 @@ func (c *checker) checkValues(key string, ko *keyOps, explained map[Cause]int) [
 			continue
 		}
 		// A delete is the worse news, so it is reported first.
-		if x := v.dels.first(w.End()); x != nil && x.Comp < r.op.Inv {
-			x = v.dels.latest(w.End(), r.op.Inv)
+		if x := v.dels.first(w.End()); x != nil && x.Comp < at {
+			x = v.dels.latest(w.End(), at)
 			out = append(out, Violation{Rule: DeletedRead, Key: key, Read: r.op, Write: w, Witness: x})
-		} else if x := v.sets.first(w.End()); x != nil && x.Comp < r.op.Inv {
-			x = v.sets.latest(w.End(), r.op.Inv)
+		} else if x := v.sets.first(w.End()); x != nil && x.Comp < at {
+			x = v.sets.latest(w.End(), at)
 			out = append(out, Violation{Rule: StaleRead, Key: key, Read: r.op, Write: w, Witness: x})
-		} else if w.End() == Never && v.end(w) < r.op.Inv {
-			x := v.latestSuccessor(w, r.op.Inv)
+		} else if w.End() == Never && v.end(w) < at {
+			x := v.latestSuccessor(w, at)
 			out = append(out, Violation{Rule: StaleFailedRead, Key: key, Read: r.op, Write: w, Witness: x})
 		} else {
 			ok = append(ok, r)

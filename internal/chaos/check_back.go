@@ -26,8 +26,9 @@ func (v *values) wentBack(reads []read, byValue map[string]*Op) []Violation {
 	var seen *read // the evidence whose write began last
 	newest := int64(math.MinInt64)
 	next := 0
+	stale := int64(v.c.opt.Staleness)
 	for _, r := range byInv {
-		for ; next < len(evid) && evid[next].op.Comp < r.op.Inv; next++ {
+		for ; next < len(evid) && evid[next].op.Comp < r.op.Inv-stale; next++ {
 			if w := byValue[evid[next].value]; w.Inv > newest {
 				seen, newest = &evid[next], w.Inv
 			}

@@ -68,8 +68,9 @@ func (v *values) lost(ko *keyOps, explained map[Cause]int) []Violation {
 	}
 	losses := make(map[*Op]*loss)
 	var order []*Op
+	stale := int64(v.c.opt.Staleness) // a read may not have seen a write over less than that before it
 	for _, m := range ko.misses {
-		i := sort.Search(len(acked), func(i int) bool { return acked[i].Comp >= m.Inv })
+		i := sort.Search(len(acked), func(i int) bool { return acked[i].Comp >= m.Inv-stale })
 		if i == 0 {
 			continue // nothing acknowledged yet: a miss is no news
 		}

@@ -503,3 +503,60 @@ func TestWitnessIsLatest(t *testing.T) {
 		t.Errorf("witness %v, want %v", res.Violations[0].Witness.ID, w3.ID)
 	}
 }
+
+// TestStaleness: with a staleness bound, a read may return what was
+// overwritten, deleted or seen newer by another read less than the bound
+// before it began, and not what was so longer before.
+func TestStaleness(t *testing.T) {
+	opt := CheckOptions{Staleness: 20 * time.Millisecond}
+	for _, tc := range []struct {
+		name  string
+		inv   int64 // the stale read's start; the newer value's write or the delete is over at 30
+		rules []Rule
+	}{
+		{"within", 45, nil},
+		{"beyond", 55, []Rule{StaleRead}},
+	} {
+		t.Run("stale "+tc.name, func(t *testing.T) {
+			var b builder
+			b.set("k", "v1", 0, 10, OK)
+			b.set("k", "v2", 20, 30, OK)
+			r := b.get("k", "v1", tc.inv, tc.inv+5)
+			wantWith(t, &b, opt, r, tc.rules...)
+			want(t, &b, r, StaleRead) // without the bound, either is stale
+		})
+		t.Run("deleted "+tc.name, func(t *testing.T) {
+			var b builder
+			b.set("k", "v1", 0, 10, OK)
+			b.del("k", 20, 30, OK)
+			r := b.get("k", "v1", tc.inv, tc.inv+5)
+			rules := tc.rules
+			if rules != nil {
+				rules = []Rule{DeletedRead}
+			}
+			wantWith(t, &b, opt, r, rules...)
+		})
+		t.Run("lost "+tc.name, func(t *testing.T) {
+			var b builder
+			b.set("k", "v1", 20, 30, OK)
+			r := b.get("k", "", tc.inv, tc.inv+5)
+			var rules []Rule
+			if tc.rules != nil {
+				rules = []Rule{LostKey}
+			}
+			wantWith(t, &b, opt, r, rules...)
+		})
+		t.Run("went back "+tc.name, func(t *testing.T) {
+			var b builder
+			b.set("k", "v1", 0, 10, OK)
+			b.set("k", "v2", 20, 100, OK)                   // acknowledged after both reads
+			b.op(3, Get, "k", "", 25, 30, OK).Result = "v2" // seen, over at 30
+			r := b.get("k", "v1", tc.inv, tc.inv+5)
+			var rules []Rule
+			if tc.rules != nil {
+				rules = []Rule{ReadWentBack}
+			}
+			wantWith(t, &b, opt, r, rules...)
+		})
+	}
+}

@@ -69,7 +69,8 @@ type run struct {
 	// run with SHARDCACHE_SEEDED_BUG.
 	SeededBug string
 	// NearCache, above 0, gives every client a near cache of that MaxAge
-	// (ClientConfig.NearCache): a run of one process.
+	// (ClientConfig.NearCache), and the checker a staleness bound
+	// (run.staleness).
 	NearCache time.Duration
 	Keys      int
 	// ColdKeys are written once before the migration and read through it
@@ -110,6 +111,9 @@ func (rc run) replay() string {
 		s += " -chaos.tags=" + rc.Tags
 	}
 	s += fmt.Sprintf(" -chaos.cold=%d -chaos.remove=%d", rc.ColdKeys, map[bool]int{false: 0, true: 1}[rc.Remove])
+	if rc.NearCache > 0 {
+		s += fmt.Sprintf(" -chaos.near=%v", rc.NearCache)
+	}
 	if rc.SeededBug != "" {
 		s += " -chaos.bug=" + rc.SeededBug
 	}
@@ -231,7 +235,8 @@ func (rc run) do(t *testing.T) outcome {
 		// A timed-out request may land after a later one on a node no
 		// fault touched (memcached's threads, the proxies' goroutines,
 		// all starved under load): its failure is trouble too.
-		Failures: true,
+		Failures:  true,
+		Staleness: rc.staleness(),
 	})
 	return outcome{h: h, res: res, schedule: sched, dir: dir, read: t1.Sub(t0), check: time.Since(t1),
 		cold: coldOf(t, h, base.Old, base.New, max(1, rc.Replicas))}
@@ -593,4 +598,15 @@ func (rc run) workerTags() string {
 		return rc.Tags
 	}
 	return strings.TrimPrefix(rc.Tags+",shardcache_seeded", ",")
+}
+
+// staleness is the checker's bound for the run's clients: with a near
+// cache and several processes, its MaxAge and opTimeout (a copy filled by
+// a read that took that long holds what the read found at its start). A
+// single process drops its own copies as it writes: no bound.
+func (rc run) staleness() time.Duration {
+	if rc.NearCache == 0 || rc.Procs < 2 {
+		return 0
+	}
+	return rc.NearCache + opTimeout
 }

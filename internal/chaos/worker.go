@@ -58,7 +58,9 @@ const (
 //     there).
 //   - Get, GetMulti (4 keys), GetOrLoad, GetMultiOrLoad (2 to 4 keys) and
 //     RedisGet (a GET through client.RedisDo; Redis only, and not with
-//     Replicas, which RedisDo refuses) read.
+//     Replicas, which RedisDo refuses) read; with a near cache, Get and
+//     RedisGet read values only (a counter is read by Incr alone: the
+//     counter rules allow no staleness).
 //   - ColdGet and ColdGetMulti (ColdBatch keys) read the cold keys
 //     (WorkerConfig.ColdKeys), which process 0 wrote at its start.
 //
@@ -470,6 +472,13 @@ func (w *worker) one(ctx context.Context, c *client.Client, rng *rand.Rand, next
 		return w.counters[i-len(w.keys)]
 	}
 	value := func() string { return w.keys[rng.IntN(len(w.keys))] }
+	// A near copy may be behind (CheckOptions.Staleness), which the
+	// counter rules do not allow for: with a near cache, reads (Get,
+	// RedisDo's GET) are of values alone, and counters read by Incr.
+	readKey := anyKey
+	if w.cfg.Client.NearCache > 0 {
+		readKey = value
+	}
 	id := next()
 	switch w.draw(rng) {
 	case opSet:
@@ -478,7 +487,7 @@ func (w *worker) one(ctx context.Context, c *client.Client, rng *rand.Rand, next
 		w.rec.Invoke(id, Set, []string{k}, v)
 		w.done(id, c.Set(ctx, k, []byte(v), 0), nil)
 	case opGet:
-		k := anyKey()
+		k := readKey()
 		w.rec.Invoke(id, Get, []string{k}, "")
 		v, err := c.Get(ctx, k)
 		w.done(id, err, v)
@@ -567,7 +576,7 @@ func (w *worker) one(ctx context.Context, c *client.Client, rng *rand.Rand, next
 		w.rec.Invoke(id, Touch, []string{k}, "")
 		w.done(id, c.Touch(ctx, k, 0), nil)
 	case opRedisGet:
-		k := anyKey()
+		k := readKey()
 		w.rec.Invoke(id, RedisGet, []string{k}, "")
 		cmd := redis.NewStringCmd(ctx, "get", k)
 		err := c.RedisDo(ctx, k, client.RedisRead, cmd)

@@ -208,6 +208,9 @@ func heldDownTraffic(ctx context.Context, c *client.Client) {
 
 func newClient(t *testing.T, opts client.Options) *client.Client {
 	t.Helper()
+	if opts.ReadTimeout == 0 {
+		opts.ReadTimeout, opts.WriteTimeout = healthyTimeout, healthyTimeout
+	}
 	c, err := client.New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -416,3 +419,9 @@ func ruleExpr(t *testing.T, rules *ruleFile, record string) string {
 	t.Fatalf("%s: no recording rule %s", alertsFile, record)
 	return ""
 }
+
+// healthyTimeout is the network timeout of these tests' clients: the
+// client's default, 500ms, is one a healthy server on a busy machine can
+// reach (a drop-in's test did, in CI under load), and no test here is of
+// timeouts.
+const healthyTimeout = 5 * time.Second

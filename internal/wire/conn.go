@@ -53,7 +53,7 @@ type lateReader struct{ c *Conn }
 func (l lateReader) Read(b []byte) (int, error) {
 	n, err := l.c.Conn.Read(b)
 	if n > 0 && l.c.late.Load() {
-		l.c.Conn.SetReadDeadline(minTime(time.Now().Add(lateGrace), l.c.lateEnd))
+		l.c.Conn.SetReadDeadline(minTime(time.Now().Add(l.c.p.lateGrace()), l.c.lateEnd))
 	}
 	return n, err
 }

@@ -37,11 +37,20 @@ type Answer struct {
 // machine: 2 ms did not, under -race in CI.
 const readGrace = 10 * time.Millisecond
 
+// minLateGrace is the least time an answer read after it was due may go
+// without bringing bytes (Pending.Recv): longer than the reading goroutine
+// may wait for a CPU on a busy machine (20 ms did not, under -race beside
+// other packages' tests).
+const minLateGrace = 50 * time.Millisecond
+
 // lateGrace is how long an answer read after it was due may go without
-// bringing bytes (Pending.Recv): longer than the reading goroutine may wait
-// for a CPU on a busy machine (20 ms did not, under -race beside other
-// packages' tests).
-const lateGrace = 50 * time.Millisecond
+// bringing bytes: a quarter of ReadTimeout, at least minLateGrace. Its
+// server, held back by flow control while the client read other nodes,
+// must be woken and given a CPU before it sends again: 50 ms was not
+// always enough beside CPU-bound processes (a 24 MiB answer failed in a
+// busy CI run), and a timeout the user chose says how much waiting on a
+// node is normal.
+func (p *Pool) lateGrace() time.Duration { return max(minLateGrace, p.cfg.ReadTimeout/4) }
 
 // Pending is a multi-get sent, its answer not yet read.
 type Pending struct {
@@ -136,7 +145,7 @@ func (g *Pending) Recv(out []Answer) (int, error) {
 		if dl, ok := ctx.Deadline(); ok {
 			rc.lateEnd = minTime(rc.lateEnd, maxTime(dl, now).Add(readGrace))
 		}
-		deadline = minTime(now.Add(lateGrace), rc.lateEnd)
+		deadline = minTime(now.Add(g.p.lateGrace()), rc.lateEnd)
 		rc.late.Store(true)
 		defer rc.late.Store(false)
 	}

@@ -30,7 +30,7 @@ var (
 	procs    = flag.Int("chaos.procs", 3, "client processes")
 	remove   = flag.Int("chaos.remove", -1, "1: the migration removes a node (5 → 4), 0: adds one (4 → 5); default: drawn from the seed, odd seeds remove")
 	near     = flag.Duration("chaos.near", -1, "every client with a near cache of that MaxAge, the checker allowing reads that far behind (0: none; default 500ms in every fourth run from the second, none in the others)")
-	cold     = flag.Int("chaos.cold", 1000, "cold keys: written once before the migration, read through it (chaos.WorkerConfig.ColdKeys)")
+	cold     = flag.Int("chaos.cold", 10000, "cold keys: written once before the migration, read through it (chaos.WorkerConfig.ColdKeys)")
 	gor      = flag.Int("chaos.goroutines", 0, "goroutines per client process (0: 8, and 12 in runs with replicas, whose writes wait for two servers: at 8 they fell short of 100,000 operations in a minute)")
 	tags     = flag.String("chaos.tags", os.Getenv("SHARDCACHE_CHAOS_TAGS"), "build tags of the worker processes")
 	seeds    = flag.Int("chaos.seeds", 1, "TestSeededBugs: runs of each seeded bug on each backend, every one of which must show a violation")
@@ -167,11 +167,12 @@ func TestChaos(t *testing.T) {
 func verify(t *testing.T, rc run, o outcome) {
 	t.Helper()
 	res, h := o.res, o.h
-	var ops, downs, moved, refused int64
+	var ops, downs, moved, swept, refused int64
 	for _, s := range h.Stats {
 		ops += s.Ops
 		downs += s.Downs
 		moved += s.Backfills + s.SweepCopied
+		swept += s.SweepCopied
 		refused += s.BackfillsSkipped
 	}
 	applied, pauses := 0, 0
@@ -187,8 +188,8 @@ func verify(t *testing.T, rc run, o outcome) {
 	if rc.Remove {
 		change = "5 → 4"
 	}
-	t.Logf("%s %s replicas=%d async=%d metaleases=%v near=%v: %d faults applied (%d pauses), breaker opened %d times, %d keys moved (%d copies refused); read in %v, checked in %v; %s",
-		rc.Backend, change, max(1, rc.Replicas), rc.Async, rc.MetaLeases, rc.NearCache, applied, pauses, downs, moved, refused, o.read.Round(time.Millisecond), o.check.Round(time.Millisecond),
+	t.Logf("%s %s replicas=%d async=%d metaleases=%v near=%v: %d faults applied (%d pauses), breaker opened %d times, %d keys moved (%d by the sweep; %d copies refused); read in %v, checked in %v; %s",
+		rc.Backend, change, max(1, rc.Replicas), rc.Async, rc.MetaLeases, rc.NearCache, applied, pauses, downs, moved, swept, refused, o.read.Round(time.Millisecond), o.check.Round(time.Millisecond),
 		strings.TrimSpace(res.Summary()))
 	if rc.ColdKeys > 0 {
 		t.Logf("cold keys: %s", o.cold)

@@ -317,7 +317,7 @@ var seededBugs = []seededBug{
 	{name: "tombreplaceable", what: "a Delete in the window leaves a tombstone a copy past the handover replaces",
 		rule: chaos.DeletedRead, async: true},
 	{name: "halfack", what: "a migration's write or Delete is acknowledged with its old owner's half failed",
-		oldCut: true},
+		rule: chaos.StaleRead, oldCut: true},
 }
 
 // seededBug is one seeded bug's run.
@@ -346,7 +346,10 @@ type seededBug struct {
 // seededRun is the run of a seeded bug: 8 s without faults, the migration
 // from the first half-second, ten hot keys (the races a seeded bug opens
 // are narrow: at 40 keys Redis showed none of notomb's in three runs under
-// CI's load) and the cold keys.
+// CI's load) and the cold keys; a bug's arrangement (seededBug) changes
+// what it says. Its replay line (run.replay) runs TestChaos, which draws
+// its own faults and keys: it names the seed and the bug, not the whole
+// arrangement.
 func seededRun(backend string, bug seededBug, seed uint64) run {
 	rc := run{Backend: backend, Procs: 3, Goroutines: 8, Duration: 8 * time.Second,
 		ReshardAt: 500 * time.Millisecond, Window: 7 * time.Second, Seed: seed,
@@ -399,7 +402,9 @@ func TestSeededBugs(t *testing.T) {
 }
 
 // TestSeededArrangements is TestSeededBugs' control: each run arranged for
-// a bug (its faults, AsyncBackfill, near cache) with the sound client,
+// a bug (its placed faults, AsyncBackfill; the near cache's one-process
+// run is left out, its own violations being issue 43's) with the sound
+// client,
 // which must show no violation, so that what the seeded runs report is the
 // bug's and not the arrangement's.
 func TestSeededArrangements(t *testing.T) {

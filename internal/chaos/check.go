@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -196,15 +197,26 @@ type CheckOptions struct {
 	// a failed operation returns) the node counts as faulted: 0 is
 	// DefaultFaultSlack, a negative value none.
 	FaultSlack time.Duration
-	// Staleness is how far behind the cache a read may be by design: a
-	// near cache's MaxAge (Memcached tells no client of a change; a copy
-	// filled during a write may hold the value it replaces until then).
-	// A read (a miss too, for LostKey) is held to the writes, deletes and
-	// reads over Staleness before it began, not to those over when it
-	// began. 0: none. The
-	// counter rules do not take it: a run with a bound must not read
-	// counters through a near cache.
+	// Staleness is how far behind the cache a read of one of StaleKinds
+	// may be by design: a near cache's MaxAge (Memcached tells no client
+	// of a change; a copy filled during a write may hold the value it
+	// replaces until then). Such a read (a miss too, for LostKey) is held
+	// to the writes, deletes and reads over Staleness before it began,
+	// not to those over when it began; any other read to those over when
+	// it began. 0: none. The counter rules do not take it: a run with a
+	// bound must not read counters through a near cache.
 	Staleness time.Duration
+	// StaleKinds are the kinds of read Staleness applies to: those a near
+	// cache may answer. Nil: every kind.
+	StaleKinds []Kind
+}
+
+// staleness returns how far behind the cache a read of kind k may be.
+func (o *CheckOptions) staleness(k Kind) int64 {
+	if o.StaleKinds != nil && !slices.Contains(o.StaleKinds, k) {
+		return 0
+	}
+	return int64(o.Staleness)
 }
 
 // read is one key's share of a read: a Get, a GetOrLoad, or one key of a
@@ -446,10 +458,9 @@ func (c *checker) checkValues(key string, ko *keyOps, explained map[Cause]int) [
 	var out []Violation
 	// The reads that returned an admissible value, for ReadWentBack.
 	var ok []read
-	stale := int64(c.opt.Staleness)
 	for _, r := range ko.reads {
 		w := byValue[r.value]
-		at := r.op.Inv - stale // what the read must have seen: what was over by then
+		at := r.op.Inv - c.opt.staleness(r.op.Kind) // what the read must have seen: what was over by then
 		switch {
 		case w == nil:
 			out = append(out, Violation{Rule: UnknownValue, Key: key, Read: r.op, Detail: strconv.Quote(r.value)})

@@ -12,9 +12,12 @@ import (
 // read over before it began saw. O(n log n): the reads in order of
 // invocation, the evidence in order of completion.
 func (v *values) wentBack(reads []read, byValue map[string]*Op) []Violation {
+	// Each read is held to the evidence over before its own time: its
+	// start, less the staleness its kind may have (CheckOptions).
+	since := func(r read) int64 { return r.op.Inv - v.c.opt.staleness(r.op.Kind) }
 	byInv := make([]read, len(reads))
 	copy(byInv, reads)
-	sort.SliceStable(byInv, func(i, j int) bool { return byInv[i].op.Inv < byInv[j].op.Inv })
+	sort.SliceStable(byInv, func(i, j int) bool { return since(byInv[i]) < since(byInv[j]) })
 	var evid []read
 	for _, r := range reads {
 		if evidence(byValue[r.value]) {
@@ -26,9 +29,8 @@ func (v *values) wentBack(reads []read, byValue map[string]*Op) []Violation {
 	var seen *read // the evidence whose write began last
 	newest := int64(math.MinInt64)
 	next := 0
-	stale := int64(v.c.opt.Staleness)
 	for _, r := range byInv {
-		for ; next < len(evid) && evid[next].op.Comp < r.op.Inv-stale; next++ {
+		for ; next < len(evid) && evid[next].op.Comp < since(r); next++ {
 			if w := byValue[evid[next].value]; w.Inv > newest {
 				seen, newest = &evid[next], w.Inv
 			}

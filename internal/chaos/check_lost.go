@@ -68,9 +68,11 @@ func (v *values) lost(ko *keyOps, explained map[Cause]int) []Violation {
 	}
 	losses := make(map[*Op]*loss)
 	var order []*Op
-	stale := int64(v.c.opt.Staleness) // a read may not have seen a write over less than that before it
 	for _, m := range ko.misses {
-		i := sort.Search(len(acked), func(i int) bool { return acked[i].Comp >= m.Inv-stale })
+		// A read may not have seen a write over less than its staleness
+		// before it began.
+		since := m.Inv - v.c.opt.staleness(m.Kind)
+		i := sort.Search(len(acked), func(i int) bool { return acked[i].Comp >= since })
 		if i == 0 {
 			continue // nothing acknowledged yet: a miss is no news
 		}

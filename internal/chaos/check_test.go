@@ -504,6 +504,19 @@ func TestWitnessIsLatest(t *testing.T) {
 	}
 }
 
+// TestStaleKinds: the bound applies to the kinds of read listed, and any
+// other kind is held to what was over when it began.
+func TestStaleKinds(t *testing.T) {
+	opt := CheckOptions{Staleness: 20 * time.Millisecond, StaleKinds: []Kind{Get}}
+	var b builder
+	b.set("k", "v1", 0, 10, OK)
+	b.set("k", "v2", 20, 30, OK)
+	b.get("k", "v1", 45, 50) // within the bound: admissible
+	r := b.op(2, GetItem, "k", "", 45, 50, OK)
+	r.Result = "v1"
+	wantWith(t, &b, opt, r, StaleRead)
+}
+
 // TestStaleness: with a staleness bound, a read may return what was
 // overwritten, deleted or seen newer by another read less than the bound
 // before it began, and not what was so longer before.

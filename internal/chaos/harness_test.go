@@ -1,6 +1,7 @@
 package chaos_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -153,7 +154,7 @@ func (rc run) do(t *testing.T) outcome {
 		sched.Faults = slices.DeleteFunc(sched.Faults, func(p chaos.Planned) bool { return p.Kind != chaos.KillClient })
 	}
 	sched.Faults = append(sched.Faults, rc.Planned...)
-	slices.SortStableFunc(sched.Faults, func(a, b chaos.Planned) int { return int(a.At - b.At) })
+	slices.SortStableFunc(sched.Faults, func(a, b chaos.Planned) int { return cmp.Compare(a.At, b.At) })
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("schedule: %s", sched)
@@ -235,8 +236,9 @@ func (rc run) do(t *testing.T) outcome {
 		// A timed-out request may land after a later one on a node no
 		// fault touched (memcached's threads, the proxies' goroutines,
 		// all starved under load): its failure is trouble too.
-		Failures:  true,
-		Staleness: rc.staleness(),
+		Failures:   true,
+		Staleness:  rc.staleness(),
+		StaleKinds: nearKinds,
 	})
 	return outcome{h: h, res: res, schedule: sched, dir: dir, read: t1.Sub(t0), check: time.Since(t1),
 		cold: coldOf(t, h, base.Old, base.New, max(1, rc.Replicas))}
@@ -601,12 +603,19 @@ func (rc run) workerTags() string {
 }
 
 // staleness is the checker's bound for the run's clients: with a near
-// cache and several processes, its MaxAge and opTimeout (a copy filled by
-// a read that took that long holds what the read found at its start). A
-// single process drops its own copies as it writes: no bound.
+// cache and several processes, its MaxAge. A copy's age counts from before
+// its read was sent (internal/near's Reserve), so it holds every write
+// over by then and is served no longer than MaxAge after: nothing more is
+// allowed for the read's own time. A single process drops its own copies
+// as it writes: no bound.
 func (rc run) staleness() time.Duration {
 	if rc.NearCache == 0 || rc.Procs < 2 {
 		return 0
 	}
-	return rc.NearCache + opTimeout
+	return rc.NearCache
 }
+
+// nearKinds are the reads a near cache may answer, which the staleness
+// bound applies to; every other (GetItem's CAS read, counters' Incr) is
+// held to what was over when it began.
+var nearKinds = []chaos.Kind{chaos.Get, chaos.GetMulti, chaos.GetOrLoad, chaos.GetMultiOrLoad, chaos.RedisGet}

@@ -37,20 +37,22 @@ type Answer struct {
 // machine: 2 ms did not, under -race in CI.
 const readGrace = 10 * time.Millisecond
 
-// minLateGrace is the least time an answer read after it was due may go
-// without bringing bytes (Pending.Recv): longer than the reading goroutine
-// may wait for a CPU on a busy machine (20 ms did not, under -race beside
-// other packages' tests).
-const minLateGrace = 50 * time.Millisecond
+// firstGrace is how long an answer read after it was due may take to
+// bring its first bytes (Pending.Recv): a healthy node's are in the
+// socket's buffer by then, so this only bounds what a second stalled node
+// adds to a multi-get, and it must outlast the reading goroutine's wait
+// for a CPU on a busy machine (20 ms did not, under -race beside other
+// packages' tests).
+const firstGrace = 50 * time.Millisecond
 
-// lateGrace is how long an answer read after it was due may go without
-// bringing bytes: a quarter of ReadTimeout, at least minLateGrace. Its
+// lateGrace is how long such an answer may go without bringing bytes once
+// it has brought some: a quarter of ReadTimeout, at least firstGrace. Its
 // server, held back by flow control while the client read other nodes,
 // must be woken and given a CPU before it sends again: 50 ms was not
 // always enough beside CPU-bound processes (a 24 MiB answer failed in a
-// busy CI run), and a timeout the user chose says how much waiting on a
-// node is normal.
-func (p *Pool) lateGrace() time.Duration { return max(minLateGrace, p.cfg.ReadTimeout/4) }
+// busy CI run), and the timeout the user chose says how much waiting on a
+// node that is sending is normal.
+func (p *Pool) lateGrace() time.Duration { return max(firstGrace, p.cfg.ReadTimeout/4) }
 
 // Pending is a multi-get sent, its answer not yet read.
 type Pending struct {
@@ -126,7 +128,7 @@ func (g *Pending) Keys() []string { return g.keys }
 // call and returns the number of keys found. The answer is due by
 // ReadTimeout after the send, as if every node's were read at once. Read
 // after that, because the client read slower nodes first, it has
-// lateGrace for its first bytes, and lateGrace more after each read that
+// firstGrace for its first bytes, and lateGrace more after each read that
 // brings some (the server, held back by flow control while the client
 // read the others, is sending), up to one more ReadTimeout. When ctx ends,
 // the read has readGrace left; an answer read whole is a success however
@@ -145,7 +147,7 @@ func (g *Pending) Recv(out []Answer) (int, error) {
 		if dl, ok := ctx.Deadline(); ok {
 			rc.lateEnd = minTime(rc.lateEnd, maxTime(dl, now).Add(readGrace))
 		}
-		deadline = minTime(now.Add(g.p.lateGrace()), rc.lateEnd)
+		deadline = minTime(now.Add(firstGrace), rc.lateEnd)
 		rc.late.Store(true)
 		defer rc.late.Store(false)
 	}

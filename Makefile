@@ -12,9 +12,10 @@ SERVERS := redis-server memcached nutcracker prometheus etcd:etcd-server
 
 # go test's -timeout bounds each test binary (package). Its default, 10
 # minutes, was the client package's whole run on a shared 2-core runner,
-# which panicked there. The client package, the longest, took 515-686 s
-# with two CPU-bound loops beside the suite (make test-busy): 40 minutes
-# keeps it under a third of its limit (the figures per package are in
+# which panicked there. The client package, the longest, took 491-518 s
+# in three runs with two CPU-bound loops beside the suite (make test-busy,
+# 2026-12-07), 765 s with more load beside it: 40 minutes keeps it under a
+# third of its limit (the figures per package are in
 # docs/performance.md). A binary that reaches it dies with its
 # servers (testserver.LinkToParent).
 TEST_TIMEOUT ?= 40m

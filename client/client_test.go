@@ -631,23 +631,28 @@ func TestNewBadOptions(t *testing.T) {
 	}
 }
 
-// failures returns the failed calls c made to the node at addr, by kind
-// of error (Stats' Errors, every kind of call added up but the health
-// probes, which run on their own).
-func failures(c *Client, addr string) Errors {
-	var e Errors
+// callStats returns the counts of the calls c made to the node at addr,
+// by kind of call, the health probes' ("ping", which run on their own)
+// left out.
+func callStats(c *Client, addr string) []OpStats {
+	var out []OpStats
 	for _, ns := range c.Stats().Nodes {
 		if ns.Node.Addr == addr {
-			for _, op := range ns.Ops {
-				if op.Op == "ping" {
-					continue
-				}
-				e.Timeout += op.Errors.Timeout
-				e.Refused += op.Errors.Refused
-				e.Down += op.Errors.Down
-				e.Other += op.Errors.Other
-			}
+			out = append(out, slices.DeleteFunc(ns.Ops, func(op OpStats) bool { return op.Op == "ping" })...)
 		}
+	}
+	return out
+}
+
+// failures returns the failed calls c made to the node at addr, by kind
+// of error (callStats' Errors added up).
+func failures(c *Client, addr string) Errors {
+	var e Errors
+	for _, op := range callStats(c, addr) {
+		e.Timeout += op.Errors.Timeout
+		e.Refused += op.Errors.Refused
+		e.Down += op.Errors.Down
+		e.Other += op.Errors.Other
 	}
 	return e
 }

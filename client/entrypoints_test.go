@@ -167,21 +167,14 @@ func checkDownEveryPath(t *testing.T, c *Client, cl *cluster, addr, k string) {
 }
 
 // networkCalls returns how many calls c handed to the node at addr's
-// connection, answered or not: the calls its latency histograms count,
-// the health probes' ("ping", which run on their own) left out. Calls
-// refused at once because the node was held down are not among them (a
-// call refused for its cancelled context is).
+// connection, answered or not: the calls its latency histograms count
+// (callStats: the health probes left out). Calls refused at once because
+// the node was held down are not among them (a call refused for its
+// cancelled context is).
 func networkCalls(c *Client, addr string) int64 {
 	var n int64
-	for _, ns := range c.Stats().Nodes {
-		if ns.Node.Addr == addr {
-			for _, op := range ns.Ops {
-				if op.Op == "ping" {
-					continue
-				}
-				n += op.Latency.Count()
-			}
-		}
+	for _, op := range callStats(c, addr) {
+		n += op.Latency.Count()
 	}
 	return n
 }

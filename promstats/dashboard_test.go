@@ -175,7 +175,7 @@ func exportedMetrics(t *testing.T) map[string]family {
 	c.GetMulti(ctx, []string{"k", "missing"})
 	c.GetOrLoad(ctx, "k", time.Hour, func(context.Context) ([]byte, error) { return []byte("v"), nil })
 	real := testserver.RedisArgs(t, 1, "--maxmemory", "64mb")[0]
-	rc, err := client.New(client.Options{ReadTimeout: healthyTimeout, WriteTimeout: healthyTimeout, Nodes: []ring.Node{{Name: "b", Addr: real.Addr}}})
+	rc, err := client.New(client.Options{ReadTimeout: testserver.ClientTimeout, WriteTimeout: testserver.ClientTimeout, Nodes: []ring.Node{{Name: "b", Addr: real.Addr}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // redis-server: miniredis has no CLIENT TRACKING).
 func TestNearCacheMetrics(t *testing.T) {
 	ss := testserver.Redis(t, 1)
-	c, err := client.New(client.Options{ReadTimeout: healthyTimeout, WriteTimeout: healthyTimeout, Nodes: []ring.Node{{Name: "n0", Addr: ss[0].Addr}},
+	c, err := client.New(client.Options{ReadTimeout: testserver.ClientTimeout, WriteTimeout: testserver.ClientTimeout, Nodes: []ring.Node{{Name: "n0", Addr: ss[0].Addr}},
 		NearCache: &client.NearCache{MaxAge: -1}})
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +48,7 @@ func TestNearCacheMetrics(t *testing.T) {
 	}
 
 	// Without a near cache: no near cache series.
-	plain, err := client.New(client.Options{ReadTimeout: healthyTimeout, WriteTimeout: healthyTimeout, Nodes: []ring.Node{{Name: "n0", Addr: ss[0].Addr}}})
+	plain, err := client.New(client.Options{ReadTimeout: testserver.ClientTimeout, WriteTimeout: testserver.ClientTimeout, Nodes: []ring.Node{{Name: "n0", Addr: ss[0].Addr}}})
 	if err != nil {
 		t.Fatal(err)
 	}

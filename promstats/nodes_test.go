@@ -182,7 +182,7 @@ func TestNodeCollectorNeverWaits(t *testing.T) {
 // exports nothing of its nodes.
 func TestNodeCollectorClosedClient(t *testing.T) {
 	s := testserver.Redis(t, 1)[0]
-	c, err := client.New(client.Options{ReadTimeout: healthyTimeout, WriteTimeout: healthyTimeout, Nodes: []ring.Node{{Name: "a", Addr: s.Addr}}})
+	c, err := client.New(client.Options{ReadTimeout: testserver.ClientTimeout, WriteTimeout: testserver.ClientTimeout, Nodes: []ring.Node{{Name: "a", Addr: s.Addr}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -209,7 +209,7 @@ func heldDownTraffic(ctx context.Context, c *client.Client) {
 func newClient(t *testing.T, opts client.Options) *client.Client {
 	t.Helper()
 	if opts.ReadTimeout == 0 {
-		opts.ReadTimeout, opts.WriteTimeout = healthyTimeout, healthyTimeout
+		opts.ReadTimeout, opts.WriteTimeout = testserver.ClientTimeout, testserver.ClientTimeout
 	}
 	c, err := client.New(opts)
 	if err != nil {
@@ -419,9 +419,3 @@ func ruleExpr(t *testing.T, rules *ruleFile, record string) string {
 	t.Fatalf("%s: no recording rule %s", alertsFile, record)
 	return ""
 }
-
-// healthyTimeout is the network timeout of these tests' clients: the
-// client's default, 500ms, is one a healthy server on a busy machine can
-// reach (a drop-in's test did, in CI under load), and no test here is of
-// timeouts.
-const healthyTimeout = 5 * time.Second

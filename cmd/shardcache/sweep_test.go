@@ -28,7 +28,7 @@ func TestSweepCommand(t *testing.T) {
 			}
 			nodes, list := fleet(servers)
 			from, to := strings.Join(list[:3], ","), strings.Join(list, ",")
-			c, err := client.New(client.Options{ReadTimeout: healthyTimeout, WriteTimeout: healthyTimeout, Backend: backend, Nodes: nodes[:3]})
+			c, err := client.New(client.Options{ReadTimeout: testserver.ClientTimeout, WriteTimeout: testserver.ClientTimeout, Backend: backend, Nodes: nodes[:3]})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,7 +52,7 @@ func TestSweepCommand(t *testing.T) {
 				t.Fatalf("summary lacks %d copies, or stderr its bar:\n%s%s", moved, out, errOut)
 			}
 
-			after, err := client.New(client.Options{ReadTimeout: healthyTimeout, WriteTimeout: healthyTimeout, Backend: backend, Nodes: nodes})
+			after, err := client.New(client.Options{ReadTimeout: testserver.ClientTimeout, WriteTimeout: testserver.ClientTimeout, Backend: backend, Nodes: nodes})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -224,8 +224,3 @@ func TestSweepCommandSecure(t *testing.T) {
 		t.Fatalf("exit %d, want %d copies:\n%s%s", code, moved, out, errOut)
 	}
 }
-
-// healthyTimeout is the network timeout of these tests' clients: the
-// client's default, 500ms, is one a healthy server on a busy machine can
-// reach, and no test here is of timeouts.
-const healthyTimeout = 5 * time.Second

@@ -332,7 +332,7 @@ func TestSameAsGomemcache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mc.Timeout = healthy
+		mc.Timeout = testserver.ClientTimeout
 		spread := map[string]bool{}
 		key := func(k string) string {
 			spread[mc.Shardcache().Locate(k).Addr] = true
@@ -351,7 +351,7 @@ func TestSameAsGomemcache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mc.Timeout = healthy
+		mc.Timeout = testserver.ClientTimeout
 		oldRing, newRing := mustRing(t, from), mustRing(t, to)
 		key := func(k string) string { // the first variant of k that moves
 			for i := 0; ; i++ {
@@ -393,7 +393,7 @@ func TestReshardKeepsEveryKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mc.Timeout = healthy
+	mc.Timeout = testserver.ClientTimeout
 	keys := make([]string, 600)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("user:%d", i)
@@ -533,7 +533,7 @@ func TestBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mc.Timeout = healthy
+	mc.Timeout = testserver.ClientTimeout
 	for _, exp := range []int32{-1, int32(time.Now().Add(-time.Hour).Unix())} {
 		if err := mc.Set(&memcache.Item{Key: "k", Value: []byte("v"), Expiration: exp}); !errors.Is(err, client.ErrBadTTL) {
 			t.Errorf("Set with Expiration %d = %v, want ErrBadTTL", exp, err)
@@ -585,7 +585,7 @@ func TestSelector(t *testing.T) {
 		t.Fatal(err)
 	}
 	mc := memcache.NewFromSelector(sel)
-	mc.Timeout = healthy
+	mc.Timeout = testserver.ClientTimeout
 	for i := range 60 {
 		k := fmt.Sprintf("sel:%d", i)
 		if err := mc.Set(&memcache.Item{Key: k, Value: []byte(k)}); err != nil {
@@ -635,7 +635,7 @@ func TestMigrateFromServerList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mc.Timeout = healthy
+	mc.Timeout = testserver.ClientTimeout
 	m, err := mc.GetMulti(keys)
 	if err != nil || len(m) != len(keys) {
 		t.Fatalf("GetMulti of the legacy keys: %d of %d, %v", len(m), len(keys), err)
@@ -652,15 +652,10 @@ func TestMigrateFromServerList(t *testing.T) {
 	t.Logf("%d of %d keys were on another server under crc32 %% 4; all read back", st.FallbackHits, len(keys))
 }
 
-// healthy is the timeout of every client of these tests but TestKnobs':
-// gomemcache's default, 500ms, is a timeout a healthy memcached on a busy
-// machine reached (a Set of TestReshardKeepsEveryKey, in CI under load).
-// The tests are of what the drop-in answers, not of timeouts.
-const healthy = 5 * time.Second
-
-// plain returns a gomemcache client of addrs with the timeout healthy.
+// plain returns a gomemcache client of addrs with testserver.ClientTimeout
+// (TestKnobs sets its own: it tests the timeout).
 func plain(addrs ...string) *memcache.Client {
 	c := memcache.New(addrs...)
-	c.Timeout = healthy
+	c.Timeout = testserver.ClientTimeout
 	return c
 }

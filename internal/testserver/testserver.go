@@ -39,6 +39,12 @@ const (
 	maxOutput = 1 << 20
 )
 
+// ClientTimeout is the network timeout for a test's clients of servers no
+// fault touches: the clients' defaults (500 ms, gomemcache's and
+// shardcache's) are timeouts a healthy server on a busy machine reached in
+// CI, and a test that is not about timeouts must not depend on them.
+const ClientTimeout = 5 * time.Second
+
 // EnvMark names the variable set in the environment of every server this
 // package starts, to the test process's pid: a process that has it and
 // outlived its test is a leak (/proc/PID/environ shows it).

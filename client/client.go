@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -78,6 +79,13 @@ type Options struct {
 	// process started during its window resumes it instead of starting
 	// over. It is ignored once its window has passed.
 	MigrateFrom *MigrateFrom
+	// SkipEmptyCheck makes Reshard add nodes without checking that they
+	// hold no keys (ErrNodeNotEmpty): for a fleet whose every process
+	// calls Reshard itself, as go-redis Ring's SetAddrs is called
+	// (compat/goredis sets it), where the first process to switch writes
+	// to an added node before the others would check it. A node added back
+	// with the keys it held when it left then serves them: flush it first.
+	SkipEmptyCheck bool
 
 	// DialTimeout, ReadTimeout and WriteTimeout bound each network step,
 	// and the caller's context bounds the whole call. Default
@@ -674,7 +682,18 @@ func (c *Client) Redis(key string) *redis.Client {
 // without one, the longest TTL the application writes, and keys without
 // expiry that nobody reads during the window are lost.
 //
-// It fails with ErrMigrationActive while an earlier window is open.
+// It fails with ErrMigrationActive while an earlier window is open, and
+// with ErrNodeNotEmpty when a node it adds already holds keys: a node
+// removed earlier and added back still has the values it held then, older
+// than what was written since, and would serve them (CheckEmpty). It reads
+// each added node's key count first (one round trip, bounded by
+// DefaultNodeStatsTimeout), and fails with the node's error when one
+// cannot be read.
+//
+// Reshard is one process's change: in a fleet where every process called
+// it, the first to start would write to an added node before the others
+// checked it. A fleet changes its nodes by publishing the change ahead
+// (Options.Topology, Options.MigrateFrom), checked by its publisher.
 func (c *Client) Reshard(nodes []ring.Node, window time.Duration) error {
 	p, err := c.placement(nil, nodes)
 	if err != nil {
@@ -704,6 +723,12 @@ func (c *Client) ReshardTo(p ring.Locator, window time.Duration) error {
 	own, err := c.pools.Acquire(p.Nodes())
 	if err != nil {
 		return err
+	}
+	if !c.opts.SkipEmptyCheck {
+		if err := checkEmpty(context.Background(), added(st.placement.Nodes(), p.Nodes()), own); err != nil {
+			c.pools.Release(p.Nodes())
+			return err
+		}
 	}
 	next, err := c.migrate(st.placement, st.own, p, own, now, window, 0)
 	if err != nil {

@@ -36,6 +36,12 @@ var (
 	// ErrMigrationActive means Reshard was called while a migration's window
 	// is still open.
 	ErrMigrationActive = errors.New("shardcache: a migration is already active")
+	// ErrNodeNotEmpty means a change would add a node that already holds
+	// keys (Reshard, CheckEmpty). Keys left on a node that was removed and
+	// comes back are older than what the application wrote since: once the
+	// node owns them again, reads would return them. Flush the node first
+	// (a Client of that node alone, Flush; or FLUSHDB, flush_all).
+	ErrNodeNotEmpty = errors.New("shardcache: an added node holds keys")
 	// ErrUnknownNode means a placement located a key on a node it does not
 	// list in Nodes(), so the client has no connection for it.
 	ErrUnknownNode = node.ErrUnknownNode

@@ -72,8 +72,9 @@ func TestLogger(t *testing.T) {
 	nodes := []ring.Node{{Name: "a", Addr: ss[0].Addr}, {Name: "b", Addr: ss[1].Addr}}
 	rec := &logRecorder{}
 	clock := newFakeClock()
+	// b comes back holding what it held: SkipEmptyCheck.
 	c, err := New(Options{Nodes: nodes, Logger: slog.New(rec), FailureThreshold: 1, ProbeInterval: 10 * time.Millisecond,
-		Now: clock.Now, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second})
+		Now: clock.Now, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, SkipEmptyCheck: true})
 	if err != nil {
 		t.Fatal(err)
 	}

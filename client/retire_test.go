@@ -166,7 +166,9 @@ func TestCloseDuringBackfill(t *testing.T) {
 	from := []ring.Node{{Name: "old", Addr: old.Addr}}
 	to := []ring.Node{{Name: "new", Addr: stuck.addr}}
 	const timeout = time.Hour // the stuck copy never ends by itself
-	c, err := New(Options{Backend: Memcached, Nodes: from, AsyncBackfill: true,
+	// The new node never answers: SkipEmptyCheck, or Reshard would
+	// wait out its check and refuse it.
+	c, err := New(Options{Backend: Memcached, Nodes: from, AsyncBackfill: true, SkipEmptyCheck: true,
 		ReadTimeout: timeout, WriteTimeout: timeout, DialTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)

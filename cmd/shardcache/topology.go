@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/term"
 
+	"github.com/shardcache/shardcache/client"
 	"github.com/shardcache/shardcache/ring"
 	"github.com/shardcache/shardcache/topology"
 	"github.com/shardcache/shardcache/topology/etcdsource"
@@ -217,6 +218,13 @@ A change that removes more than half of the weight at once is refused by
 publish and by every process; --max-removed-share allows more for this
 change only.
 
+A change that adds nodes is checked first: each added node must hold no
+keys (client.Client.CheckEmpty), for a node added back still has the
+values it held when it left, older than what was written since, and every
+process would read them. Give the servers' --backend (and the connection
+flags) for the check; flush a node that fails it, or publish without the
+check with --skip-empty-check.
+
 --start-in must leave every process the time to receive the topology (etcd
 delivers within a second to a process that is connected) and you the time
 to check "shardcache topology status". The window, as a migration's: with
@@ -238,6 +246,9 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 	hitRate := fs.Float64("hit-rate", 0.95, "the steady hit rate, in [0, 1), for the plan")
 	yes := fs.Bool("yes", false, "publish without asking")
 	dryRun := fs.Bool("dry-run", false, "print the plan and stop")
+	backend := fs.String("backend", "", "the servers' protocol, redis or memcached, for the check that the added nodes hold no keys")
+	skipCheck := fs.Bool("skip-empty-check", false, "publish without checking that the added nodes hold no keys (a node added back with old keys serves them)")
+	connFlags := addConnFlags(fs.FlagSet)
 	replace := fs.Bool("replace-running", false, "publish even though the topology at --key has a migration not over yet (keys only its old nodes hold are then lost)")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
@@ -262,6 +273,15 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 	}
 	if err := kind.check(set); err != nil {
 		return badInput(stderr, cmd, "%v", err)
+	}
+	var b client.Backend
+	switch *backend {
+	case "", "redis":
+		b = client.Redis
+	case "memcached":
+		b = client.Memcached
+	default:
+		return badInput(stderr, cmd, "--backend %q: want redis or memcached", *backend)
 	}
 	toNodes, err := parseNodes(*to)
 	if err == nil {
@@ -377,6 +397,20 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 	}
 	if err := topology.Validate(prev, next); err != nil {
 		return badInput(stderr, cmd, "%v", err)
+	}
+	if add := addedNodes(fromNodes, toNodes); next.Migration != nil && len(add) > 0 && !*skipCheck {
+		if *backend == "" {
+			return badInput(stderr, cmd, "the change adds %s: give --backend, so that publish checks they hold no keys, or --skip-empty-check", formatNodes(add))
+		}
+		conn, err := connFlags.resolve(os.Getenv, stderr)
+		if err != nil {
+			return badInput(stderr, cmd, "%v", err)
+		}
+		if err := checkAdded(ctx, b, conn, add); err != nil {
+			fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
+			return exitFail
+		}
+		fmt.Fprintf(stdout, "Checked: %s hold no keys.\n", formatNodes(add))
 	}
 	if *dryRun {
 		fmt.Fprintln(stdout, "Dry run: nothing published.")
@@ -621,4 +655,28 @@ func runTopologyWatch(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 	}
 	return exitOK
+}
+
+// addedNodes returns the nodes of to at an address from lacks.
+func addedNodes(from, to []ring.Node) []ring.Node {
+	var out []ring.Node
+	for _, n := range to {
+		if !slices.ContainsFunc(from, func(o ring.Node) bool { return o.Addr == n.Addr }) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// checkAdded checks that the nodes hold no keys (client.Client.CheckEmpty),
+// through a client of those nodes alone.
+func checkAdded(ctx context.Context, b client.Backend, conn *connection, nodes []ring.Node) error {
+	opts := client.Options{Backend: b, Nodes: nodes}
+	conn.apply(&opts)
+	c, err := client.New(opts)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.CheckEmpty(ctx, nodes)
 }

@@ -15,7 +15,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/shardcache/shardcache/client"
 	"github.com/shardcache/shardcache/internal/testserver"
+	"github.com/shardcache/shardcache/ring"
 	"github.com/shardcache/shardcache/topology"
 	"github.com/shardcache/shardcache/topology/etcdsource"
 	"github.com/shardcache/shardcache/topology/topofile"
@@ -76,9 +78,15 @@ func TestTopologyPublish(t *testing.T) {
 
 	// A dry run prints the plan and writes nothing; without --yes and
 	// without a terminal, publish refuses.
-	out = mustRun(t, publish("--to", fiveNodes, "--dry-run")...)
+	// A change that adds a node is checked, on servers of a --backend;
+	// these addresses have none.
+	code, out, errOut := runCmd(t, publish("--to", fiveNodes, "--dry-run")...)
+	if code != exitUsage || !strings.Contains(errOut, "--backend") || !strings.Contains(errOut, "--skip-empty-check") {
+		t.Fatalf("publish adding a node without --backend: exit %d\n%s%s", code, out, errOut)
+	}
+	out = mustRun(t, publish("--to", fiveNodes, "--dry-run", "--skip-empty-check")...)
 	wantIn(t, "dry run", out, "Plan: 4 nodes → 5 nodes", "Keys that move", "Migration: starts 2m0s after the write, window 1h0m0s", "Dry run: nothing published")
-	code, out, errOut := runCmd(t, publish("--to", fiveNodes)...)
+	code, out, errOut = runCmd(t, publish("--to", fiveNodes, "--skip-empty-check")...)
 	if code != exitUsage || !strings.Contains(errOut, "--yes") {
 		t.Fatalf("publish without --yes: exit %d\n%s%s", code, out, errOut)
 	}
@@ -88,7 +96,7 @@ func TestTopologyPublish(t *testing.T) {
 
 	// The migration: from the nodes at the key, with a start and a window.
 	before := time.Now()
-	out = mustRun(t, publish("--to", fiveNodes, "--window", "30m", "--start-in", "5m", "--yes")...)
+	out = mustRun(t, publish("--to", fiveNodes, "--window", "30m", "--start-in", "5m", "--skip-empty-check", "--yes")...)
 	wantIn(t, "publish", out, "Topology at /shardcache/cli: version "+itoa(first.Version)+", 4 nodes", "Keys that move", "Published version", "window 30m0s")
 	second, err := src.Get(t.Context())
 	if err != nil || len(second.Nodes) != 5 || second.Migration == nil || len(second.Migration.From) != 4 {
@@ -123,6 +131,48 @@ func TestTopologyPublish(t *testing.T) {
 	}
 }
 
+// TestTopologyPublishChecksAddedNodes: publish refuses a change adding a
+// node that holds keys (a node added back with old values), and publishes
+// it once the node is flushed.
+func TestTopologyPublishChecksAddedNodes(t *testing.T) {
+	for _, backend := range []string{"redis", "memcached"} {
+		t.Run(backend, func(t *testing.T) {
+			srv := testserver.Etcd(t)
+			var servers []*testserver.Server
+			b := client.Redis
+			if backend == "redis" {
+				servers = testserver.Redis(t, 2)
+			} else {
+				servers, b = testserver.Memcached(t, 2), client.Memcached
+			}
+			nodes := []ring.Node{{Name: "a", Addr: servers[0].Addr, Weight: 1}, {Name: "b", Addr: servers[1].Addr, Weight: 1}}
+			key := "/shardcache/check-" + backend
+			publish := func(args ...string) []string {
+				return append([]string{"topology", "publish", "--etcd", srv.Addr, "--key", key, "--backend", backend, "--yes"}, args...)
+			}
+			mustRun(t, publish("--to", "a="+nodes[0].Addr)...)
+			old, err := client.New(client.Options{Backend: b, Nodes: nodes[1:]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer old.Close()
+			if err := old.Set(t.Context(), "left-behind", []byte("v1"), 0); err != nil {
+				t.Fatal(err)
+			}
+			both := "a=" + nodes[0].Addr + ",b=" + nodes[1].Addr
+			code, out, errOut := runCmd(t, publish("--to", both)...)
+			if code != exitFail || !strings.Contains(errOut, "node b ("+nodes[1].Addr+") holds keys") || strings.Contains(out, "Published") {
+				t.Fatalf("publish adding a node that holds a key: exit %d\n%s%s", code, out, errOut)
+			}
+			if err := old.Flush(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			out = mustRun(t, publish("--to", both)...)
+			wantIn(t, "publish after the flush", out, "Checked: b="+nodes[1].Addr+" hold no keys", "Published version")
+		})
+	}
+}
+
 func TestTopologyStatus(t *testing.T) {
 	srv := testserver.Etcd(t)
 	src := etcdSource(t, srv.Addr, "/shardcache/status")
@@ -130,7 +180,7 @@ func TestTopologyStatus(t *testing.T) {
 	wantIn(t, "status of an empty key", mustRun(t, status...), "0 processes on version 0")
 	mustRun(t, "topology", "publish", "--etcd", srv.Addr, "--key", "/shardcache/status", "--to", fourNodes, "--yes")
 	v1, _ := src.Get(t.Context())
-	mustRun(t, "topology", "publish", "--etcd", srv.Addr, "--key", "/shardcache/status", "--to", fiveNodes, "--start-in", "0s", "--window", "0s", "--yes")
+	mustRun(t, "topology", "publish", "--etcd", srv.Addr, "--key", "/shardcache/status", "--to", fiveNodes, "--start-in", "0s", "--window", "0s", "--skip-empty-check", "--yes")
 	v2, _ := src.Get(t.Context())
 	for id, v := range map[string]int64{"web-1": v2.Version, "web-2": v2.Version, "web-3": v1.Version} {
 		r, err := src.Register(t.Context(), id, v, 0)

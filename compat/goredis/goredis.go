@@ -156,6 +156,9 @@ func NewWithOptions(nodes []ring.Node, opts Options) (*Ring, error) {
 		Placement:   placement,
 		Vnodes:      opts.Vnodes,
 		MigrateFrom: opts.MigrateFrom,
+		// Every process calls SetAddrs: the first to add a node writes to
+		// it before the others would check that it is empty.
+		SkipEmptyCheck: true,
 		// The client's calls run on the shards: its timeouts (how long it
 		// waits before closing a node it dropped, its probes) are theirs.
 		DialTimeout: dial, ReadTimeout: read, WriteTimeout: write,

@@ -28,7 +28,7 @@ var (
 	replicas = flag.Int("chaos.replicas", 0, "copies of each key (client.Options.Replicas; default 2 in every fourth run from the first, 1 in the others); above 1, no leases and no MetaLeases, which Replicas refuses")
 	nfaults  = flag.Int("chaos.faults", -1, "server faults a run (default one per 1.8 s; 0: none, and no client killed)")
 	procs    = flag.Int("chaos.procs", 3, "client processes")
-	remove   = flag.Int("chaos.remove", -1, "1: the migration removes a node (5 → 4), 0: adds one (4 → 5); default: drawn from the seed, odd seeds remove")
+	change   = flag.String("chaos.change", "", "the migration: add (4 → 5), remove (5 → 4) or readd (4 → 5, the added node holding the values of a prefill; see run.Readd); default: drawn from the seed, by its remainder modulo 3 in that order")
 	near     = flag.Duration("chaos.near", -1, "every client with a near cache of that MaxAge, the checker allowing reads that far behind (0: none; default 500ms in every fourth run from the second, none in the others)")
 	cold     = flag.Int("chaos.cold", 10000, "cold keys: written once before the migration, read through it (chaos.WorkerConfig.ColdKeys)")
 	gor      = flag.Int("chaos.goroutines", 0, "goroutines per client process (0: 8, and 12 in runs with replicas, whose writes wait for two servers: at 8 they fell short of 100,000 operations in a minute)")
@@ -115,9 +115,18 @@ func TestChaos(t *testing.T) {
 				if *near >= 0 {
 					rc.NearCache = *near
 				}
-				rc.Remove = rc.Seed%2 == 1
-				if *remove >= 0 {
-					rc.Remove = *remove == 1
+				ch := []string{"add", "remove", "readd"}[rc.Seed%3]
+				if *change != "" {
+					ch = *change
+				}
+				switch ch {
+				case "add":
+				case "remove":
+					rc.Remove = true
+				case "readd":
+					rc.Readd = true
+				default:
+					t.Fatalf("-chaos.change=%q: want add, remove or readd", ch)
 				}
 				if *async >= 0 {
 					rc.Async = *async
@@ -185,8 +194,14 @@ func verify(t *testing.T, rc run, o outcome) {
 		}
 	}
 	change := "4 → 5"
-	if rc.Remove {
+	switch {
+	case rc.Remove:
 		change = "5 → 4"
+	case rc.Readd:
+		change = "4 → 5 (n4 re-added, flushed)"
+		if rc.Unflushed {
+			change = "4 → 5 (n4 re-added, not flushed)"
+		}
 	}
 	t.Logf("%s %s replicas=%d async=%d metaleases=%v near=%v: %d faults applied (%d pauses), breaker opened %d times, %d keys moved (%d by the sweep; %d copies refused); read in %v, checked in %v; %s",
 		rc.Backend, change, max(1, rc.Replicas), rc.Async, rc.MetaLeases, rc.NearCache, applied, pauses, downs, moved, swept, refused, o.read.Round(time.Millisecond), o.check.Round(time.Millisecond),
@@ -434,6 +449,24 @@ func TestSeededArrangements(t *testing.T) {
 	}
 }
 
+// TestReaddUnflushed is the re-added node without its check: a publisher
+// that adds back a node still holding a prefill's values, unflushed. The
+// processes then read those values over what they wrote since (a stale
+// read in every run, on both backends), which is what client.CheckEmpty
+// (called by the prefill, which must see ErrNodeNotEmpty), Reshard and
+// `topology publish` refuse. TestChaos draws the flushed change.
+func TestReaddUnflushed(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b, func(t *testing.T) {
+			t.Parallel()
+			rc := run{Backend: b, Procs: 3, Goroutines: 8, Duration: 8 * time.Second,
+				ReshardAt: 500 * time.Millisecond, Window: 7 * time.Second, Seed: firstSeed(),
+				NoClientKill: true, Keys: 40, ColdKeys: *cold, Readd: true, Unflushed: true}
+			expectViolation(t, rc, chaos.StaleRead)
+		})
+	}
+}
+
 // expectViolation runs rc once and fails the test unless the checker
 // found a violation of rule (any rule if empty).
 func expectViolation(t *testing.T, rc run, rule chaos.Rule) {
@@ -452,6 +485,9 @@ func expectViolation(t *testing.T, rc run, rule chaos.Rule) {
 		dir = o.dir
 	}
 	name := fmt.Sprintf("%s-%s%s%s", rc.Backend, rc.Bug, rc.SeededBug, strings.ReplaceAll(rc.Tags, ",", "_"))
+	if rc.Unflushed {
+		name += "readd-unflushed"
+	}
 	paths, err := chaos.SaveReport(dir, name, o.h, o.res)
 	if err != nil {
 		t.Error(err)

@@ -3,6 +3,7 @@ package chaos_test
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardcache/shardcache/client"
 	"github.com/shardcache/shardcache/internal/chaos"
 	"github.com/shardcache/shardcache/internal/testserver"
 	"github.com/shardcache/shardcache/internal/testserver/faultproxy"
@@ -47,7 +49,15 @@ type run struct {
 	// Remove from 5 to 4, n4 leaving (Window 0: none, 5 nodes throughout).
 	ReshardAt, Window time.Duration
 	Remove            bool
-	Seed              uint64
+	// Readd makes the migration (4 → 5) add back a node that still holds
+	// old values: before the run a prefill process writes over all five
+	// nodes (the cold keys included), then n4 leaves at once, recorded as
+	// a Reshard of window 0 (its keys out of reach). As a change's
+	// publisher does, the harness checks n4 (client.CheckEmpty must refuse
+	// it) and flushes it, unless Unflushed: the publisher that skips the
+	// check, whose run must show the old values read.
+	Readd, Unflushed bool
+	Seed             uint64
 	// Faults is how many server faults to draw (0: none); a migration adds
 	// a client process killed in its middle unless NoClientKill.
 	Faults       int
@@ -111,7 +121,14 @@ func (rc run) replay() string {
 	if rc.Tags != "" {
 		s += " -chaos.tags=" + rc.Tags
 	}
-	s += fmt.Sprintf(" -chaos.cold=%d -chaos.remove=%d", rc.ColdKeys, map[bool]int{false: 0, true: 1}[rc.Remove])
+	change := "add"
+	switch {
+	case rc.Remove:
+		change = "remove"
+	case rc.Readd:
+		change = "readd"
+	}
+	s += fmt.Sprintf(" -chaos.cold=%d -chaos.change=%s", rc.ColdKeys, change)
 	if rc.NearCache > 0 {
 		s += fmt.Sprintf(" -chaos.near=%v", rc.NearCache)
 	}
@@ -162,6 +179,16 @@ func (rc run) do(t *testing.T) outcome {
 	})
 
 	dir := t.TempDir()
+	clientCfg := chaos.ClientConfig{FailOpen: rc.FailOpen, FailureThreshold: 2,
+		ProbeInterval: 100 * time.Millisecond, Timeout: clientTimeout, Lease: lease, MetaLeases: rc.MetaLeases,
+		Replicas: rc.Replicas, NearCache: rc.NearCache}
+	if rc.replicated() {
+		clientCfg.Lease = 0
+	}
+	var left int64
+	if rc.Readd {
+		left = rc.prefill(t, worker, dir, nodes, clientCfg)
+	}
 	start := time.Now().Add(500 * time.Millisecond)
 	end := start.Add(rc.Duration)
 	info := chaos.RunInfo{Backend: rc.Backend, Seed: rc.Seed, Start: start.UnixNano(), Schedule: sched.String(), Replicas: rc.Replicas}
@@ -169,13 +196,8 @@ func (rc run) do(t *testing.T) outcome {
 		Backend: rc.Backend, New: nodes,
 		Start: start.UnixNano(), End: end.UnixNano(),
 		Goroutines: rc.Goroutines, Keys: rc.Keys, Counters: 8, ColdKeys: rc.ColdKeys, Mix: rc.Mix, Seed: rc.Seed,
-		Client: chaos.ClientConfig{FailOpen: rc.FailOpen, FailureThreshold: 2,
-			ProbeInterval: 100 * time.Millisecond, Timeout: clientTimeout, Lease: lease, MetaLeases: rc.MetaLeases,
-			Replicas: rc.Replicas, NearCache: rc.NearCache},
+		Client:    clientCfg,
 		OpTimeout: opTimeout, Bug: rc.Bug,
-	}
-	if rc.replicated() {
-		base.Client.Lease = 0
 	}
 	if rc.Window > 0 {
 		base.Old = nodes[:4]
@@ -195,6 +217,11 @@ func (rc run) do(t *testing.T) outcome {
 	defer f.Close()
 	rec := chaos.NewRecorder(f)
 	rec.Info(info)
+	if left != 0 {
+		// "window 0s," as moves reads a Reshard's window.
+		rec.Fault(chaos.Fault{Kind: chaos.Reshard, Target: "harness", Start: left, End: left,
+			Detail: "to 4 nodes, window 0s, n4 leaving with its keys (added back by the migration)"})
+	}
 
 	procs := make([]*proc, rc.Procs)
 	for p := range procs {
@@ -242,6 +269,48 @@ func (rc run) do(t *testing.T) outcome {
 	})
 	return outcome{h: h, res: res, schedule: sched, dir: dir, read: t1.Sub(t0), check: time.Since(t1),
 		cold: coldOf(t, h, base.Old, base.New, max(1, rc.Replicas))}
+}
+
+// prefill runs the prefill of a Readd run: one process (numbered after the
+// run's) writing for 2 s over all five nodes, the cold keys first, and no
+// counters (the counter rules know no placement change). Then n4
+// leaves; the harness checks it as a publisher adding it back must
+// (client.CheckEmpty refuses it), and flushes it unless rc.Unflushed. It
+// returns when n4 left, for the history.
+func (rc run) prefill(t *testing.T, worker, dir string, nodes []ring.Node, cc chaos.ClientConfig) int64 {
+	t.Helper()
+	ps := time.Now().Add(300 * time.Millisecond)
+	cfg := chaos.WorkerConfig{Proc: rc.Procs, Backend: rc.Backend, New: nodes,
+		Start: ps.UnixNano(), End: ps.Add(2 * time.Second).UnixNano(),
+		Goroutines: 8, Keys: rc.Keys, ColdKeys: rc.ColdKeys, WritesCold: true, Mix: rc.Mix,
+		Seed: rc.Seed ^ 0x9e3779b97f4a7c15, Client: cc, OpTimeout: opTimeout}
+	p := &proc{t: t, bin: worker, dir: dir, cfg: cfg}
+	p.start()
+	p.wait(ps.Add(30 * time.Second))
+	left := time.Now().UnixNano()
+
+	b := client.Redis
+	if rc.Backend == "memcached" {
+		b = client.Memcached
+	}
+	c, err := client.New(client.Options{Backend: b, Nodes: nodes[4:]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	if err := c.CheckEmpty(ctx, nodes[4:]); !errors.Is(err, client.ErrNodeNotEmpty) {
+		t.Fatalf("CheckEmpty of n4 after the prefill: %v, want ErrNodeNotEmpty", err)
+	}
+	if !rc.Unflushed {
+		if err := c.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.CheckEmpty(ctx, nodes[4:]); err != nil {
+			t.Fatalf("CheckEmpty of n4 after its flush: %v", err)
+		}
+	}
+	return left
 }
 
 // coldStats is what a run read of its cold keys (chaos.ColdKey).

@@ -137,9 +137,13 @@ type WorkerConfig struct {
 	// Mix.ColdGetMulti): a key moved by the migration, read as a miss
 	// with no cause, is a lost key.
 	ColdKeys int
-	Mix      Mix
-	Seed     uint64
-	Client   ClientConfig
+	// WritesCold makes any process write the cold keys at its start, as
+	// process 0's first incarnation does: a run's prefill, whose values a
+	// node re-added later still holds.
+	WritesCold bool
+	Mix        Mix
+	Seed       uint64
+	Client     ClientConfig
 	// OpTimeout bounds each call.
 	OpTimeout time.Duration
 	// Sweep makes this process run client.Sweep once the migration starts.
@@ -225,7 +229,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, rec *Recorder) error {
 			wg.Go(func() { w.sweepAt(ctx, time.Unix(0, cfg.ReshardAt).Add(500*time.Millisecond)) })
 		}
 	}
-	if len(w.cold) > 0 && cfg.Proc == 0 && cfg.Incarnation == 0 {
+	if len(w.cold) > 0 && (cfg.Proc == 0 && cfg.Incarnation == 0 || cfg.WritesCold) {
 		w.writeCold(ctx)
 	}
 	for g := range cfg.Goroutines {

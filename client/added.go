@@ -1,0 +1,119 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/ring"
+)
+
+// CheckEmpty checks that each of nodes holds no keys, as a change that adds
+// them needs before its start, and fails with ErrNodeNotEmpty (naming the
+// node and its count) when one does. Reshard checks the nodes it adds
+// itself; a change published to a fleet (Options.MigrateFrom, a Topology
+// source) is checked by whoever publishes it, before its start: once it
+// starts, the processes' own writes reach the added nodes. `shardcache
+// topology publish` calls it.
+//
+// A node that cannot be read fails the check with its error: whether it
+// holds old keys is then unknown. A node whose backend cannot count its
+// keys (ErrUnsupported) passes. The nodes are dialled with the client's
+// Options (credentials, TLS), each read bounded by
+// DefaultNodeStatsTimeout, and released after.
+func (c *Client) CheckEmpty(ctx context.Context, nodes []ring.Node) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	if len(nodes) == 0 {
+		return nil
+	}
+	conns, err := c.pools.Acquire(nodes)
+	if err != nil {
+		if c.state.Load() == nil {
+			return ErrClosed
+		}
+		return err
+	}
+	defer c.pools.Release(nodes)
+	return checkEmpty(ctx, nodes, conns)
+}
+
+// added returns the nodes of next whose address cur does not use: the
+// servers a change starts writing to.
+func added(cur, next []ring.Node) []ring.Node {
+	var out []ring.Node
+	for _, n := range next {
+		if !slices.ContainsFunc(cur, func(o ring.Node) bool { return o.Addr == n.Addr }) &&
+			!slices.ContainsFunc(out, func(o ring.Node) bool { return o.Addr == n.Addr }) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// checkEmpty checks each node through conns, in parallel.
+func checkEmpty(ctx context.Context, nodes []ring.Node, conns map[string]*member) error {
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() {
+			nctx, cancel := context.WithTimeout(ctx, DefaultNodeStatsTimeout)
+			defer cancel()
+			switch count, err := holdsKeys(nctx, conns[n.Addr].Node); {
+			case errors.Is(err, node.ErrUnsupported):
+			case err != nil:
+				errs[i] = &NodeError{Op: "check_empty", Node: n, Err: err}
+			case count != 0:
+				about := ""
+				if count > 0 {
+					about = fmt.Sprintf(" (%d by its count)", count)
+				}
+				errs[i] = fmt.Errorf("%w: node %s (%s) holds keys%s, older than what was written since it left: flush it before adding it",
+					ErrNodeNotEmpty, n.Name, n.Addr, about)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// errHolds ends holdsKeys's listing at its first key.
+var errHolds = errors.New("holds keys")
+
+// holdsKeys reports whether n holds a live key: 0 when it holds none, else
+// the server's count of its keys, or -1 when it has none. A server's count
+// of 0 is enough (one round trip); a count above 0 may include keys expired
+// or flushed and not yet reclaimed (memcached's curr_items right after
+// flush_all), so the node's key listing (Sweeper.Scan), which skips them,
+// decides, stopping at its first key. A Redis whose INFO is partial
+// (miniredis) is listed at once.
+func holdsKeys(ctx context.Context, n node.Node) (int64, error) {
+	count := int64(-1)
+	if u, err := node.UsageOf(n).Usage(ctx); err == nil {
+		if u.Items == 0 {
+			return 0, nil
+		}
+		count = u.Items
+	}
+	sw := node.SweeperOf(n)
+	if sw == nil {
+		return 0, fmt.Errorf("%w: the node cannot list its keys", node.ErrUnsupported)
+	}
+	err := sw.Scan(ctx, node.ScanOptions{Page: 100}, func(page []node.Item) error {
+		if len(page) > 0 {
+			return errHolds
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errHolds):
+		return count, nil
+	case err != nil:
+		return 0, err
+	}
+	return 0, nil
+}

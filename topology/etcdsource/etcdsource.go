@@ -188,6 +188,11 @@ func (s *Source) follow(ctx context.Context, sent *int64, send func(topology.Upd
 // against the topology it replaces (topology.Validate), so a publisher
 // cannot write what the processes would refuse. A revision other than
 // expected, before the write or at it, is ErrConflict.
+//
+// It does not read the cache nodes: that a node the change adds holds no
+// keys (a node added back still has its old values, which every process
+// would read) is for the caller to check first, with the client's
+// Client.CheckEmpty, as `shardcache topology publish` does.
 func (s *Source) Publish(ctx context.Context, next *topology.Topology, expected int64) (int64, error) {
 	resp, err := s.Client.Get(ctx, s.Key)
 	if err != nil {

@@ -19,11 +19,20 @@ import (
 // starts, the processes' own writes reach the added nodes. `shardcache
 // topology publish` calls it.
 //
-// A node that cannot be read fails the check with its error: whether it
-// holds old keys is then unknown. A node whose backend cannot count its
-// keys (ErrUnsupported) passes. The nodes are dialled with the client's
-// Options (credentials, TLS), each read bounded by
-// DefaultNodeStatsTimeout, and released after.
+// Each failure is a *NodeError of op "check_empty": one that holds keys
+// wraps ErrNodeNotEmpty; one that cannot be read wraps its error, for
+// whether it holds old keys is then unknown. A node that can neither count
+// nor list its keys (ErrUnsupported) passes. A server whose count is above
+// 0 is listed, since memcached counts flushed items until it reclaims
+// them; a memcached node spools its whole listing first (mcnode's Scan),
+// so a large one just flushed may time out the check: retry once its
+// count has dropped. The nodes are dialled with the client's Options
+// (credentials, TLS), each read bounded by DefaultNodeStatsTimeout, and
+// released after.
+//
+// It checks by address only: a server already in the placement that still
+// holds an old copy of a key that moves back to it (a weight changed there
+// and back, a node removed that took keys) is not seen.
 func (c *Client) CheckEmpty(ctx context.Context, nodes []ring.Node) error {
 	if err := checkCtx(ctx); err != nil {
 		return err
@@ -40,6 +49,25 @@ func (c *Client) CheckEmpty(ctx context.Context, nodes []ring.Node) error {
 	}
 	defer c.pools.Release(nodes)
 	return checkEmpty(ctx, nodes, conns)
+}
+
+// checkAdded checks the nodes p adds to the current placement, which it
+// returns.
+func (c *Client) checkAdded(p ring.Locator) (ring.Locator, error) {
+	st := c.state.Load()
+	if st == nil {
+		return nil, ErrClosed
+	}
+	add := added(st.placement.Nodes(), p.Nodes())
+	if len(add) == 0 || st.mig != nil && st.mig.Active(c.opts.Now()) { // ErrMigrationActive, under c.mu
+		return st.placement, nil
+	}
+	conns, err := c.pools.Acquire(add)
+	if err != nil {
+		return nil, err
+	}
+	defer c.pools.Release(add)
+	return st.placement, checkEmpty(context.Background(), add, conns)
 }
 
 // added returns the nodes of next whose address cur does not use: the
@@ -72,8 +100,8 @@ func checkEmpty(ctx context.Context, nodes []ring.Node, conns map[string]*member
 				if count > 0 {
 					about = fmt.Sprintf(" (%d by its count)", count)
 				}
-				errs[i] = fmt.Errorf("%w: node %s (%s) holds keys%s, older than what was written since it left: flush it before adding it",
-					ErrNodeNotEmpty, n.Name, n.Addr, about)
+				errs[i] = &NodeError{Op: "check_empty", Node: n,
+					Err: fmt.Errorf("%w%s, maybe older than what was written since it left: flush it before adding it", ErrNodeNotEmpty, about)}
 			}
 		})
 	}
@@ -84,8 +112,9 @@ func checkEmpty(ctx context.Context, nodes []ring.Node, conns map[string]*member
 // errHolds ends holdsKeys's listing at its first key.
 var errHolds = errors.New("holds keys")
 
-// holdsKeys reports whether n holds a live key: 0 when it holds none, else
-// the server's count of its keys, or -1 when it has none. A server's count
+// holdsKeys reports whether n holds a live key: 0 when it holds none; when
+// it does, the server's count of its keys, or -1 when the server gave no
+// count. A server's count
 // of 0 is enough (one round trip); a count above 0 may include keys expired
 // or flushed and not yet reclaimed (memcached's curr_items right after
 // flush_all), so the node's key listing (Sweeper.Scan), which skips them,
@@ -101,7 +130,10 @@ func holdsKeys(ctx context.Context, n node.Node) (int64, error) {
 	}
 	sw := node.SweeperOf(n)
 	if sw == nil {
-		return 0, fmt.Errorf("%w: the node cannot list its keys", node.ErrUnsupported)
+		if count > 0 {
+			return count, nil // counted, and no listing to say otherwise
+		}
+		return 0, fmt.Errorf("%w: the node can neither count nor list its keys", node.ErrUnsupported)
 	}
 	err := sw.Scan(ctx, node.ScanOptions{Page: 100}, func(page []node.Item) error {
 		if len(page) > 0 {
@@ -111,6 +143,8 @@ func holdsKeys(ctx context.Context, n node.Node) (int64, error) {
 	})
 	switch {
 	case errors.Is(err, errHolds):
+		return count, nil
+	case errors.Is(err, node.ErrSweepUnsupported) && count > 0:
 		return count, nil
 	case err != nil:
 		return 0, err

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -707,11 +706,23 @@ func (c *Client) ReshardTo(p ring.Locator, window time.Duration) error {
 	if p == nil || len(p.Nodes()) == 0 {
 		return fmt.Errorf("%w: placement has no nodes", ErrBadOptions)
 	}
+	// The added nodes are read before c.mu is taken: Stats, Close and the
+	// retirement of a window wait on it, not on a node's round trip.
+	var checked ring.Locator
+	if !c.opts.SkipEmptyCheck {
+		var err error
+		if checked, err = c.checkAdded(p); err != nil {
+			return err
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.state.Load()
 	if st == nil {
 		return ErrClosed
+	}
+	if checked != nil && st.placement != checked {
+		return fmt.Errorf("%w: another Reshard changed the placement during this one's check of its nodes", ErrMigrationActive)
 	}
 	now := c.opts.Now()
 	if st.mig != nil {
@@ -723,12 +734,6 @@ func (c *Client) ReshardTo(p ring.Locator, window time.Duration) error {
 	own, err := c.pools.Acquire(p.Nodes())
 	if err != nil {
 		return err
-	}
-	if !c.opts.SkipEmptyCheck {
-		if err := checkEmpty(context.Background(), added(st.placement.Nodes(), p.Nodes()), own); err != nil {
-			c.pools.Release(p.Nodes())
-			return err
-		}
 	}
 	next, err := c.migrate(st.placement, st.own, p, own, now, window, 0)
 	if err != nil {

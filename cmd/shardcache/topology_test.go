@@ -161,7 +161,7 @@ func TestTopologyPublishChecksAddedNodes(t *testing.T) {
 			}
 			both := "a=" + nodes[0].Addr + ",b=" + nodes[1].Addr
 			code, out, errOut := runCmd(t, publish("--to", both)...)
-			if code != exitFail || !strings.Contains(errOut, "node b ("+nodes[1].Addr+") holds keys") || strings.Contains(out, "Published") {
+			if code != exitFail || !strings.Contains(errOut, nodes[1].Addr) || !strings.Contains(errOut, "holds keys") || strings.Contains(out, "Published") {
 				t.Fatalf("publish adding a node that holds a key: exit %d\n%s%s", code, out, errOut)
 			}
 			if err := old.Flush(t.Context()); err != nil {

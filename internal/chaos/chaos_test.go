@@ -74,8 +74,10 @@ func firstSeed() uint64 {
 }
 
 // TestChaos runs the harness over both backends: three client processes
-// through a migration in the middle of each run, from 4 nodes to 5 (even
-// seeds) or from 5 to 4 (odd seeds: a node removed), under a fault
+// through a migration in the middle of each run, drawn by the seed modulo
+// 3: from 4 nodes to 5, from 5 to 4 (a node removed), or from 4 to 5 with
+// the node added back flushed after a prefill (run.Readd; the short
+// form's two consecutive seeds draw two of the three), under a fault
 // schedule, and checks each run's history: any violation fails it
 // (with SHARDCACHE_CHAOS_STRICT=0, only those outside the migration's
 // window). Odd runs put one process on AsyncBackfill and every process's

@@ -139,7 +139,10 @@ func prefillTTLs(ctx context.Context, c *client.Client, ttls []time.Duration, ke
 // baseOptions returns the client options every mode's clients share: the
 // ring, the mode's clock and servers, the load limit, the credentials.
 func baseOptions(cfg *Config, cl *cluster) client.Options {
-	opts := client.Options{Backend: cfg.Backend, Vnodes: cfg.Vnodes, Equalize: cfg.Equalize, Now: cl.clock.Now, NewRedisClient: cl.redis}
+	// The modes share the servers (their keys apart by prefix): the
+	// nodes one adds hold another's keys.
+	opts := client.Options{Backend: cfg.Backend, Vnodes: cfg.Vnodes, Equalize: cfg.Equalize, Now: cl.clock.Now, NewRedisClient: cl.redis,
+		SkipEmptyCheck: true}
 	if cfg.LoadLimit > 0 {
 		// A step's requests all start at its beginning on the simulated
 		// clock: a burst of one step's tokens lets through LoadLimit per

@@ -24,9 +24,7 @@ import (
 // whether it holds old keys is then unknown. A node that can neither count
 // nor list its keys (ErrUnsupported) passes. A server whose count is above
 // 0 is listed, since memcached counts flushed items until it reclaims
-// them; a memcached node spools its whole listing first (mcnode's Scan),
-// so a large one just flushed may time out the check: retry once its
-// count has dropped. The nodes are dialled with the client's Options
+// them, stopping at the first key listed. The nodes are dialled with the client's Options
 // (credentials, TLS), each read bounded by DefaultNodeStatsTimeout, and
 // released after.
 //
@@ -135,7 +133,7 @@ func holdsKeys(ctx context.Context, n node.Node) (int64, error) {
 		}
 		return 0, fmt.Errorf("%w: the node can neither count nor list its keys", node.ErrUnsupported)
 	}
-	err := sw.Scan(ctx, node.ScanOptions{Page: 100}, func(page []node.Item) error {
+	err := sw.Scan(ctx, node.ScanOptions{Page: 1, Limit: 1}, func(page []node.Item) error {
 		if len(page) > 0 {
 			return errHolds
 		}

@@ -398,13 +398,23 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 	if err := topology.Validate(prev, next); err != nil {
 		return badInput(stderr, cmd, "%v", err)
 	}
-	if add := addedNodes(fromNodes, toNodes); next.Migration != nil && len(add) > 0 && !*skipCheck {
+	// Nodes a running migration still writes to (--replace-running) are
+	// in use, not added.
+	inUse := fromNodes
+	if cur != nil && cur.Migration != nil {
+		inUse = append(slices.Clone(inUse), cur.Migration.From...)
+	}
+	if add := addedNodes(inUse, toNodes); next.Migration != nil && len(add) > 0 && !*skipCheck {
 		if *backend == "" {
 			return badInput(stderr, cmd, "the change adds %s: give --backend, so that publish checks they hold no keys, or --skip-empty-check", formatNodes(add))
 		}
 		conn, err := connFlags.resolve(os.Getenv, stderr)
 		if err != nil {
 			return badInput(stderr, cmd, "%v", err)
+		}
+		if err := checkBackend(ctx, b, nodeServers(add), conn.tls,
+			func(got client.Backend) string { return "--backend " + got.String() }); err != nil {
+			return badInput(stderr, cmd, "--backend %v: %v", b, err)
 		}
 		if err := checkAdded(ctx, b, conn, add); err != nil {
 			fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))

@@ -164,6 +164,18 @@ func TestTopologyPublishChecksAddedNodes(t *testing.T) {
 			if code != exitFail || !strings.Contains(errOut, nodes[1].Addr) || !strings.Contains(errOut, "holds keys") || strings.Contains(out, "Published") {
 				t.Fatalf("publish adding a node that holds a key: exit %d\n%s%s", code, out, errOut)
 			}
+			src := etcdSource(t, srv.Addr, key)
+			if got, err := src.Get(t.Context()); err != nil || len(got.Nodes) != 1 {
+				t.Fatalf("after the refusal the topology is %+v, %v; want the first, of 1 node", got, err)
+			}
+			other := "redis"
+			if backend == "redis" {
+				other = "memcached"
+			}
+			code, out, errOut = runCmd(t, append(publish("--to", both), "--backend", other)...)
+			if code != exitUsage || !strings.Contains(errOut, "--backend "+backend) {
+				t.Fatalf("publish with the wrong --backend: exit %d\n%s%s", code, out, errOut)
+			}
 			if err := old.Flush(t.Context()); err != nil {
 				t.Fatal(err)
 			}

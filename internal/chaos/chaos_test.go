@@ -30,6 +30,7 @@ var (
 	procs    = flag.Int("chaos.procs", 3, "client processes")
 	change   = flag.String("chaos.change", "", "the migration: add (4 → 5), remove (5 → 4) or readd (4 → 5, the added node holding the values of a prefill; see run.Readd); default: drawn from the seed, by its remainder modulo 3 in that order")
 	near     = flag.Duration("chaos.near", -1, "every client with a near cache of that MaxAge, the checker allowing reads that far behind (0: none; default 500ms in every fourth run from the second, none in the others)")
+	swr      = flag.Duration("chaos.swr", -1, "every client with StaleWhileRevalidate of that long, GetOrLoad's values written with a TTL of 1s (0: none; default 2s in runs with leases, but every eighth from the third: classic Lease alone there)")
 	cold     = flag.Int("chaos.cold", 10000, "cold keys: written once before the migration, read through it (chaos.WorkerConfig.ColdKeys)")
 	gor      = flag.Int("chaos.goroutines", 0, "goroutines per client process (0: 8, and 12 in runs with replicas, whose writes wait for two servers: at 8 they fell short of 100,000 operations in a minute)")
 	tags     = flag.String("chaos.tags", os.Getenv("SHARDCACHE_CHAOS_TAGS"), "build tags of the worker processes")
@@ -156,6 +157,18 @@ func TestChaos(t *testing.T) {
 				if *meta >= 0 {
 					rc.MetaLeases = *meta == 1
 				}
+				if !rc.replicated() && i%8 != 2 {
+					rc.SWR = 2 * time.Second
+				}
+				if *swr >= 0 {
+					rc.SWR = *swr
+				}
+				if rc.SWR > 0 && rc.replicated() {
+					if *replicas > 1 {
+						t.Fatalf("-chaos.swr with -chaos.replicas=%d: client.Options refuses StaleWhileRevalidate with Replicas", *replicas)
+					}
+					rc.SWR = 0
+				}
 				if rc.MetaLeases && rc.replicated() {
 					t.Fatalf("-chaos.metaleases=1 with -chaos.replicas=%d: client.Options refuses MetaLeases with Replicas", rc.Replicas)
 				}
@@ -205,8 +218,8 @@ func verify(t *testing.T, rc run, o outcome) {
 			change = "4 → 5 (n4 re-added, not flushed)"
 		}
 	}
-	t.Logf("%s %s replicas=%d async=%d metaleases=%v near=%v: %d faults applied (%d pauses), breaker opened %d times, %d keys moved (%d by the sweep; %d copies refused); read in %v, checked in %v; %s",
-		rc.Backend, change, max(1, rc.Replicas), rc.Async, rc.MetaLeases, rc.NearCache, applied, pauses, downs, moved, swept, refused, o.read.Round(time.Millisecond), o.check.Round(time.Millisecond),
+	t.Logf("%s %s replicas=%d async=%d metaleases=%v near=%v swr=%v: %d faults applied (%d pauses), breaker opened %d times, %d keys moved (%d by the sweep; %d copies refused); read in %v, checked in %v; %s",
+		rc.Backend, change, max(1, rc.Replicas), rc.Async, rc.MetaLeases, rc.NearCache, rc.SWR, applied, pauses, downs, moved, swept, refused, o.read.Round(time.Millisecond), o.check.Round(time.Millisecond),
 		strings.TrimSpace(res.Summary()))
 	if rc.ColdKeys > 0 {
 		t.Logf("cold keys: %s", o.cold)

@@ -29,6 +29,10 @@ const (
 	clientTimeout = 200 * time.Millisecond
 	opTimeout     = time.Second
 	lease         = time.Second // Memcached's leases last whole seconds
+	// loadTTL is the TTL of GetOrLoad's values in a run with
+	// stale-while-revalidate: short, so that values go stale and are
+	// reloaded in the background many times a run.
+	loadTTL = time.Second
 )
 
 // With replicas, at least one server fault in replicaPauses is a pause: a
@@ -83,7 +87,10 @@ type run struct {
 	// (ClientConfig.NearCache), and the checker a staleness bound
 	// (run.staleness).
 	NearCache time.Duration
-	Keys      int
+	// SWR, above 0, gives every client StaleWhileRevalidate of that long,
+	// GetOrLoad's values a TTL of loadTTL (ClientConfig.LoadTTL).
+	SWR  time.Duration
+	Keys int
 	// ColdKeys are written once before the migration and read through it
 	// (chaos.WorkerConfig.ColdKeys); 0: none.
 	ColdKeys int
@@ -132,6 +139,7 @@ func (rc run) replay() string {
 	if rc.NearCache > 0 {
 		s += fmt.Sprintf(" -chaos.near=%v", rc.NearCache)
 	}
+	s += fmt.Sprintf(" -chaos.swr=%v", rc.SWR)
 	if rc.SeededBug != "" {
 		s += " -chaos.bug=" + rc.SeededBug
 	}
@@ -181,7 +189,10 @@ func (rc run) do(t *testing.T) outcome {
 	dir := t.TempDir()
 	clientCfg := chaos.ClientConfig{FailOpen: rc.FailOpen, FailureThreshold: 2,
 		ProbeInterval: 100 * time.Millisecond, Timeout: clientTimeout, Lease: lease, MetaLeases: rc.MetaLeases,
-		Replicas: rc.Replicas, NearCache: rc.NearCache}
+		Replicas: rc.Replicas, NearCache: rc.NearCache, StaleWhileRevalidate: rc.SWR}
+	if rc.SWR > 0 {
+		clientCfg.LoadTTL = loadTTL
+	}
 	if rc.replicated() {
 		clientCfg.Lease = 0
 	}

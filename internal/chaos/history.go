@@ -122,8 +122,9 @@ type Op struct {
 	Value string
 	// TTL is the expiry a Set or a Load wrote Value with, 0 for none. The
 	// checker takes a miss as explained once the value may have expired
-	// (CheckWith). The history files do not carry it (the workers write
-	// every value without expiry); whoever writes with one sets it.
+	// (CheckWith). The workers write every value without expiry but the
+	// loads of a run with stale-while-revalidate
+	// (ClientConfig.StaleWhileRevalidate), recorded with Recorder.InvokeTTL.
 	TTL time.Duration
 	// Inv and Comp are when the call began and returned, wall-clock
 	// nanoseconds of the one machine every process runs on; Comp is 0 for a
@@ -263,6 +264,12 @@ func NewRecorder(w io.Writer) *Recorder { return &Recorder{w: w} }
 // Invoke records the start of an operation, now. value is what a write
 // writes; keys are the operation's keys.
 func (r *Recorder) Invoke(id OpID, kind Kind, keys []string, value string) {
+	r.InvokeTTL(id, kind, keys, value, 0)
+}
+
+// InvokeTTL is Invoke of a write whose value expires after ttl (0: never),
+// the ninth field of its line when not 0.
+func (r *Recorder) InvokeTTL(id OpID, kind Kind, keys []string, value string, ttl time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b := r.head('i', id)
@@ -275,6 +282,9 @@ func (r *Recorder) Invoke(id OpID, kind Kind, keys []string, value string) {
 	}
 	b = append(b, '\t')
 	b = field(b, value)
+	if ttl != 0 {
+		b = strconv.AppendInt(append(b, '\t'), int64(ttl), 10)
+	}
 	r.flush(b)
 }
 
@@ -489,7 +499,7 @@ func (h *History) add(ops map[OpID]*Op, line string) error {
 		return fmt.Errorf("unknown record type %q", typ)
 	}
 	f := strings.Split(rest, "\t")
-	if want := map[string]int{"i": 8, "r": 9}[typ]; len(f) != want {
+	if want := map[string]int{"i": 8, "r": 9}[typ]; len(f) != want && (typ != "i" || len(f) != 9) {
 		return fmt.Errorf("%d fields, want %d", len(f), want)
 	}
 	var id OpID
@@ -521,6 +531,13 @@ func (h *History) add(ops map[OpID]*Op, line string) error {
 		}
 		if o.Value, err = unfield(f[7]); err != nil {
 			return err
+		}
+		if len(f) == 9 {
+			ttl, err := strconv.ParseInt(f[8], 10, 64)
+			if err != nil {
+				return err
+			}
+			o.TTL = time.Duration(ttl)
 		}
 		ops[id] = o
 		return nil

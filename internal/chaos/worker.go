@@ -112,6 +112,11 @@ type ClientConfig struct {
 	// (client.NearCache.MaxAge). Memcached tells no process of another's
 	// writes, so the checker's rules hold for a run of one process only.
 	NearCache time.Duration
+	// StaleWhileRevalidate, above 0, has GetOrLoad and GetMultiOrLoad
+	// serve a value up to that long past its TTL while one caller
+	// reloads it in the background (client.Options), their loads written
+	// with the TTL LoadTTL (which must then be above 0).
+	StaleWhileRevalidate, LoadTTL time.Duration
 }
 
 // WorkerConfig is one client process's part of a run.
@@ -315,7 +320,8 @@ func (w *worker) options(nodes []ring.Node) client.Options {
 		AsyncBackfill: c.AsyncBackfill, FailOpen: c.FailOpen,
 		FailureThreshold: c.FailureThreshold, ProbeInterval: c.ProbeInterval,
 		Lease: c.Lease, MetaLeases: c.MetaLeases, Replicas: c.Replicas, PoolSize: 4 * max(1, w.cfg.Goroutines),
-		NearCache: nearCache(c.NearCache),
+		NearCache:            nearCache(c.NearCache),
+		StaleWhileRevalidate: c.StaleWhileRevalidate,
 	}
 }
 
@@ -526,7 +532,7 @@ func (w *worker) one(ctx context.Context, c *client.Client, rng *rand.Rand, next
 	case opGetOrLoad:
 		k := value()
 		w.rec.Invoke(id, GetOrLoad, []string{k}, "")
-		v, err := c.GetOrLoad(ctx, k, 0, func(context.Context) ([]byte, error) {
+		v, err := c.GetOrLoad(ctx, k, w.cfg.Client.LoadTTL, func(context.Context) ([]byte, error) {
 			lid, lv := w.load(k)
 			w.loads.Store(lv, lid)
 			return []byte(lv), nil
@@ -599,7 +605,7 @@ func (w *worker) one(ctx context.Context, c *client.Client, rng *rand.Rand, next
 func (w *worker) load(key string) (OpID, string) {
 	lid := OpID{Proc: w.cfg.Proc, Incarnation: w.cfg.Incarnation, Goroutine: -1, Seq: w.loadSeq.Add(1)}
 	lv := Value(lid)
-	w.rec.Invoke(lid, Load, []string{key}, lv)
+	w.rec.InvokeTTL(lid, Load, []string{key}, lv, w.cfg.Client.LoadTTL)
 	return lid, lv
 }
 
@@ -619,7 +625,7 @@ func (w *worker) getMultiOrLoad(ctx context.Context, c *client.Client, id OpID, 
 	var mu sync.Mutex
 	loaded := make(map[string]OpID)
 	lvs := make(map[string]string)
-	vals, err := c.GetMultiOrLoad(ctx, keys, 0, func(_ context.Context, missing []string) (map[string][]byte, error) {
+	vals, err := c.GetMultiOrLoad(ctx, keys, w.cfg.Client.LoadTTL, func(_ context.Context, missing []string) (map[string][]byte, error) {
 		out := make(map[string][]byte, len(missing))
 		mu.Lock()
 		defer mu.Unlock()

@@ -248,6 +248,10 @@ type ScanOptions struct {
 	// SpoolDir is where a node that spools its listing before paging it
 	// (Memcached's, see mcnode.Node.Scan) writes it; "": os.TempDir().
 	SpoolDir string
+	// Limit, above 0, ends the listing once about that many keys are
+	// listed: what tells that a node holds keys, without the time of
+	// listing them all (a spooling node stops its spool there).
+	Limit int
 }
 
 // PageSize is o.Page, or DefaultPage when it is not positive.

@@ -3,6 +3,7 @@ package mcnode
 import (
 	"bytes"
 	"context"
+	"errors"
 	"time"
 
 	"github.com/shardcache/shardcache/internal/node"
@@ -38,12 +39,19 @@ func (n *Node) Scan(ctx context.Context, o node.ScanOptions, fn func(page []node
 	var spoolErr error
 	pfx := []byte(o.Prefix)
 	start := n.obs.Begin()
+	spooled := 0
 	listErr := n.mc.Metadump(ctx, func(key []byte, exp int64) error {
 		if bytes.HasPrefix(key, pfx) {
 			spoolErr = sp.add(key, exp)
+			if spooled++; spoolErr == nil && o.Limit > 0 && spooled >= o.Limit {
+				return errLimit
+			}
 		}
 		return spoolErr
 	})
+	if errors.Is(listErr, errLimit) {
+		listErr = nil
+	}
 	if spoolErr != nil {
 		n.obs.Done(ctx, node.OpSweep, start, nil)
 		return spoolErr
@@ -135,3 +143,6 @@ func (n *Node) Size(ctx context.Context) (int64, error) {
 	n.obs.Done(ctx, node.OpSweep, start, err)
 	return size, err
 }
+
+// errLimit ends a listing at ScanOptions.Limit.
+var errLimit = errors.New("mcnode: the listing's limit reached")

@@ -74,6 +74,17 @@ func TestScan(t *testing.T) {
 			t.Errorf("%s: TTL %v, want about an hour", it.Key, it.TTL)
 		}
 	}
+	// Limit ends the listing there: one key, not the node's 351.
+	var limited []node.Item
+	if err := src.Scan(ctx, node.ScanOptions{Page: 10, Limit: 1}, func(page []node.Item) error {
+		limited = append(limited, page...)
+		return nil
+	}); err != nil || len(limited) != 1 {
+		t.Errorf("Scan with Limit 1: %d keys, %v; want 1", len(limited), err)
+	}
+	if _, err := src.Get(ctx, "keep:flags"); err != nil { // the pool's next call, after a listing cut short
+		t.Errorf("Get after a limited Scan: %v", err)
+	}
 	stop := errors.New("stop")
 	if err := src.Scan(ctx, node.ScanOptions{Page: 10}, func([]node.Item) error { return stop }); err != stop {
 		t.Errorf("Scan whose fn fails: %v", err)

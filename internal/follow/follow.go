@@ -68,8 +68,8 @@ var ErrNoTopology = errors.New("shardcache: no topology from the source")
 var ErrUnderWay = errors.New("shardcache: a migration is under way")
 
 // Options makes a client follow a fleet's topology (client.TopologyOptions
-// is this type): client.Options.Nodes, Placement and MigrateFrom are left
-// empty.
+// converts to it field for field, with the same docs: keep both in step):
+// client.Options.Nodes, Placement and MigrateFrom are left empty.
 type Options struct {
 	// Source streams the topologies: topology.DNS, topofile.Source or
 	// etcdsource.Source.
@@ -128,7 +128,7 @@ func (o *Options) withDefaults() *Options {
 }
 
 // Status is where a client stands in the topology it follows
-// (client.TopologyStatus is this type).
+// (client.TopologyStatus converts it field for field).
 type Status struct {
 	// Following is set when the client follows a source.
 	Following bool

@@ -45,7 +45,8 @@ var (
 // owner.
 const PageSize = 100
 
-// Status is the progress, then the totals, of one sweep.
+// Status is the progress, then the totals, of one sweep
+// (client.SweepStatus converts it field for field: keep both in step).
 type Status struct {
 	Nodes     int   // old nodes to sweep
 	NodesDone int   // old nodes swept to the end

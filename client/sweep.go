@@ -9,6 +9,7 @@ import (
 
 	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/internal/sweep"
+	"github.com/shardcache/shardcache/migration"
 	"github.com/shardcache/shardcache/ring"
 )
 
@@ -74,21 +75,10 @@ type SweepOptions struct {
 	beforeCopy func(keys []string)
 }
 
-// SweepStatus is the progress, then the totals, of one Sweep call
-// (internal/sweep's Status, field for field).
-type SweepStatus struct {
-	Nodes     int   // old nodes to sweep
-	NodesDone int   // old nodes swept to the end
-	Keys      int64 // estimated keys on the old nodes (DBSIZE, curr_items); 0 if unknown
-
-	Scanned        int64 // keys listed
-	Copied         int64 // keys copied to their new owner (and kept)
-	AlreadyCopied  int64 // keys the new owner already had with the same value: copied before (an earlier sweep, another process's, a read's backfill)
-	SkippedNewer   int64 // keys the new owner already had with another value (a newer write), or had buried (deleted meanwhile)
-	SkippedUnmoved int64 // keys whose owner did not change, or that are not the old placement's to move from this node
-	Gone           int64 // moved keys that expired or were deleted before they could be read
-	Failed         int64 // moved keys not copied because a read or a write failed
-}
+// SweepStatus is the progress, then the totals, of one Sweep call: old
+// nodes to sweep and swept, keys listed, copied, already copied, skipped
+// (newer, unmoved), gone and failed (migration.SweepStatus).
+type SweepStatus = migration.SweepStatus
 
 // Sweep copies every key whose owner changes in the running migration from
 // its old owner to its new one, keeping its value, its type (every Redis
@@ -178,14 +168,10 @@ func (c *Client) Sweep(ctx context.Context, opts SweepOptions) (SweepStatus, err
 	if opts.Concurrency == 0 || opts.Concurrency > len(olds) {
 		opts.Concurrency = len(olds)
 	}
-	var progress func(sweep.Status)
-	if opts.Progress != nil {
-		progress = func(s sweep.Status) { opts.Progress(SweepStatus(s)) }
-	}
 	sw := sweep.New(sweep.Config{
 		Migration: st.mig, Conns: st, Now: c.opts.Now, Rate: opts.Rate, Prefix: opts.Prefix, SpoolDir: opts.SpoolDir,
 		OverWritten: func(now time.Time) bool { return c.replacesWritten(st, now) },
-		Redis:       c.opts.Backend == Redis, Progress: progress, BeforeCopy: opts.beforeCopy,
+		Redis:       c.opts.Backend == Redis, Progress: opts.Progress, BeforeCopy: opts.beforeCopy,
 		Wrap: func(op string, n ring.Node, keys []string, err error) error {
 			return sweepErr(n, nodeErr(op, n, keys, err))
 		},
@@ -213,7 +199,7 @@ func (c *Client) Sweep(ctx context.Context, opts SweepOptions) (SweepStatus, err
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return SweepStatus(sw.Status()), err
+		return sw.Status(), err
 	}
 	var errs []error
 	for _, n := range olds {
@@ -221,7 +207,7 @@ func (c *Client) Sweep(ctx context.Context, opts SweepOptions) (SweepStatus, err
 			errs = append(errs, err)
 		}
 	}
-	return SweepStatus(sw.Status()), errors.Join(errs...)
+	return sw.Status(), errors.Join(errs...)
 }
 
 // sweepErr is the error of old node n's sweep: a *NodeError, unless it is

@@ -36,74 +36,17 @@ var ErrNoTopology = follow.ErrNoTopology
 var ErrRepairing = errors.New("shardcache: repairing after a topology received late")
 
 // TopologyOptions makes a client follow a fleet's topology (package
-// topology): Options.Nodes, Placement and MigrateFrom are left empty.
-// Its fields are internal/follow's Options, converted field for field (a
-// change to one that the other lacks does not compile).
-type TopologyOptions struct {
-	// Source streams the topologies: topology.DNS, topofile.Source or
-	// etcdsource.Source.
-	Source topology.Source
-	// Wait bounds how long New waits for the source's first topology.
-	// Default DefaultTopologyWait.
-	Wait time.Duration
-	// Skew is how far apart the clocks of the fleet's processes may be
-	// (package topology, "Clocks"). Default topology.DefaultClockSkew; a
-	// negative Skew means none.
-	Skew time.Duration
-	// Lead and Window are the migration of a change that comes without
-	// one: it starts Lead after this process received it and lasts
-	// Window. Lead must exceed how far apart the processes may receive
-	// one change (a DNS source's Interval, plus the resolvers' caching);
-	// it is added to the skew, so that an update of a moved key that
-	// depends on its value (Incr, Touch, an append) waits from the start
-	// for about twice Skew+Lead and the network timeouts (the handover).
-	// Defaults DefaultTopologyLead and DefaultTopologyWindow.
-	Lead, Window time.Duration
-	// WriteLog is how many recent writes the client remembers for the
-	// repair after a topology received late. Default DefaultWriteLog; a
-	// negative WriteLog keeps none, and a late topology then repairs
-	// nothing (a repair failure).
-	WriteLog int
-	// OnApply, when set, is called with each topology the client applies,
-	// once it runs it, on the goroutine that follows the source: to report
-	// the version the process runs (etcdsource.Registration.Set). It must
-	// not call Close, which waits for that goroutine.
-	OnApply func(*topology.Topology)
-}
+// topology): Options.Nodes, Placement and MigrateFrom are left empty. Its
+// fields are topology.FollowOptions's.
+type TopologyOptions = topology.FollowOptions
 
 // TopologyStatus is where a client stands in the topology it follows, as
-// TopologyInfo reports it: internal/follow's Status, field for field.
-type TopologyStatus struct {
-	// Following is set when the client follows a source.
-	Following bool
-	// Version is the version of the topology the client runs.
-	Version int64
-	// Phase is where the client stands in that topology's rollout.
-	Phase topology.Phase
-	// Pending is the version of a topology waiting for the migration under
-	// way to end; 0 when none waits.
-	Pending int64
-	// Applied counts the topologies applied (the first included),
-	// Refused those Validate refused, SourceErrors the errors the source
-	// reported.
-	Applied, Refused, SourceErrors int64
-	// Late counts the topologies received after their start; Repairing is
-	// set while the client holds one before its start. Repaired counts the
-	// keys the repairs buried on their new owners, RepairFailures the
-	// repairs that could not complete (the write log did not reach back to
-	// the start, or a new owner did not answer): the keys not buried may
-	// read stale on their new owners.
-	Late           int64
-	Repairing      bool
-	Repaired       int64
-	RepairFailures int64
-	// LastError is the last refusal or source error, empty when none.
-	LastError string
-}
+// TopologyInfo reports it: topology.FollowStatus.
+type TopologyStatus = topology.FollowStatus
 
 // TopologyInfo returns where the client stands in the topology it follows;
 // Following is false without Options.Topology.
-func (c *Client) TopologyInfo() TopologyStatus { return TopologyStatus(c.follower.Status()) }
+func (c *Client) TopologyInfo() TopologyStatus { return c.follower.Status() }
 
 // newFollower starts following o's source and returns the follower and
 // the state of the source's first topology.
@@ -114,8 +57,7 @@ func (c *Client) newFollower(o *TopologyOptions) (*follow.Follower, *state, erro
 	if len(c.opts.Nodes) > 0 || c.opts.Placement != nil || c.opts.MigrateFrom != nil || c.opts.Equalize != 0 {
 		return nil, nil, fmt.Errorf("%w: give Topology or Nodes, Placement, MigrateFrom and Equalize, not both (the topology says how to place)", ErrBadOptions)
 	}
-	fo := follow.Options(*o)
-	f, first, err := follow.New((*followed)(c), &fo, follow.Config{Logger: c.opts.Logger, Now: c.opts.Now, Vnodes: c.opts.Vnodes, ReadTimeout: c.opts.ReadTimeout})
+	f, first, err := follow.New((*followed)(c), o, follow.Config{Logger: c.opts.Logger, Now: c.opts.Now, Vnodes: c.opts.Vnodes, ReadTimeout: c.opts.ReadTimeout})
 	if err != nil {
 		return nil, nil, err
 	}

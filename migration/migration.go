@@ -311,3 +311,20 @@ func (m *Migration) Status(now time.Time) Status {
 		Snapshot: m.Counters.Snapshot(),
 	}
 }
+
+// SweepStatus is the progress, then the totals, of one sweep of a
+// migration's moved keys (client.Client.Sweep; client.SweepStatus is this
+// type).
+type SweepStatus struct {
+	Nodes     int   // old nodes to sweep
+	NodesDone int   // old nodes swept to the end
+	Keys      int64 // estimated keys on the old nodes (DBSIZE, curr_items); 0 if unknown
+
+	Scanned        int64 // keys listed
+	Copied         int64 // keys copied to their new owner (and kept)
+	AlreadyCopied  int64 // keys the new owner already had with the same value: copied before (an earlier sweep, another process's, a read's backfill)
+	SkippedNewer   int64 // keys the new owner already had with another value (a newer write), or had buried (deleted meanwhile)
+	SkippedUnmoved int64 // keys whose owner did not change, or that are not the old placement's to move from this node
+	Gone           int64 // moved keys that expired or were deleted before they could be read
+	Failed         int64 // moved keys not copied because a read or a write failed
+}

@@ -67,44 +67,12 @@ var ErrNoTopology = errors.New("shardcache: no topology from the source")
 // then waits for its end.
 var ErrUnderWay = errors.New("shardcache: a migration is under way")
 
-// Options makes a client follow a fleet's topology (client.TopologyOptions
-// converts to it field for field, with the same docs: keep both in step):
-// client.Options.Nodes, Placement and MigrateFrom are left empty.
-type Options struct {
-	// Source streams the topologies: topology.DNS, topofile.Source or
-	// etcdsource.Source.
-	Source topology.Source
-	// Wait bounds how long New waits for the source's first topology.
-	// Default DefaultWait (client.DefaultTopologyWait).
-	Wait time.Duration
-	// Skew is how far apart the clocks of the fleet's processes may be
-	// (package topology, "Clocks"). Default topology.DefaultClockSkew; a
-	// negative Skew means none.
-	Skew time.Duration
-	// Lead and Window are the migration of a change that comes without
-	// one: it starts Lead after this process received it and lasts
-	// Window. Lead must exceed how far apart the processes may receive
-	// one change (a DNS source's Interval, plus the resolvers' caching);
-	// it is added to the skew, so that an update of a moved key that
-	// depends on its value (Incr, Touch, an append) waits from the start
-	// for about twice Skew+Lead and the network timeouts (the handover,
-	// client/copy.go). Defaults DefaultLead and DefaultWindow
-	// (client.DefaultTopologyLead and DefaultTopologyWindow).
-	Lead, Window time.Duration
-	// WriteLog is how many recent writes the client remembers for the
-	// repair after a topology received late. Default DefaultWriteLog
-	// (client.DefaultWriteLog); a negative WriteLog keeps none, and a late
-	// topology then repairs nothing (a repair failure).
-	WriteLog int
-	// OnApply, when set, is called with each topology the client applies,
-	// once it runs it, on the goroutine that follows the source: to report
-	// the version the process runs (etcdsource.Registration.Set). It must
-	// not call Close, which waits for that goroutine.
-	OnApply func(*topology.Topology)
-}
+// Options makes a client follow a fleet's topology: topology.FollowOptions
+// (client.TopologyOptions).
+type Options = topology.FollowOptions
 
-// withDefaults returns a copy with the defaults applied.
-func (o *Options) withDefaults() *Options {
+// withDefaults returns a copy of o with the defaults applied.
+func withDefaults(o *Options) *Options {
 	t := *o
 	if t.Wait <= 0 {
 		t.Wait = DefaultWait
@@ -127,35 +95,9 @@ func (o *Options) withDefaults() *Options {
 	return &t
 }
 
-// Status is where a client stands in the topology it follows
-// (client.TopologyStatus converts it field for field).
-type Status struct {
-	// Following is set when the client follows a source.
-	Following bool
-	// Version is the version of the topology the client runs.
-	Version int64
-	// Phase is where the client stands in that topology's rollout.
-	Phase topology.Phase
-	// Pending is the version of a topology waiting for the migration under
-	// way to end; 0 when none waits.
-	Pending int64
-	// Applied counts the topologies applied (the first included),
-	// Refused those Validate refused, SourceErrors the errors the source
-	// reported.
-	Applied, Refused, SourceErrors int64
-	// Late counts the topologies received after their start; Repairing is
-	// set while the client holds one before its start. Repaired counts the
-	// keys the repairs buried on their new owners, RepairFailures the
-	// repairs that could not complete (the write log did not reach back to
-	// the start, or a new owner did not answer): the keys not buried may
-	// read stale on their new owners.
-	Late           int64
-	Repairing      bool
-	Repaired       int64
-	RepairFailures int64
-	// LastError is the last refusal or source error, empty when none.
-	LastError string
-}
+// Status is where a client stands in the topology it follows:
+// topology.FollowStatus (client.TopologyStatus).
+type Status = topology.FollowStatus
 
 // Client is the client a Follower drives: the routing state it runs, and
 // the one change of it the follower asks for.
@@ -246,7 +188,7 @@ type Follower struct {
 // topology, whose Move it returns: the client starts on it, then calls
 // Start.
 func New(c Client, o *Options, cfg Config) (*Follower, Move, error) {
-	o = o.withDefaults()
+	o = withDefaults(o)
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Follower{c: c, cfg: cfg, opts: o, log: newWriteLog(o.WriteLog), ch: o.Source.Watch(ctx), ctx: ctx, stop: cancel}
 	wait := time.NewTimer(o.Wait)

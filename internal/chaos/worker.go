@@ -605,7 +605,12 @@ func (w *worker) one(ctx context.Context, c *client.Client, rng *rand.Rand, next
 func (w *worker) load(key string) (OpID, string) {
 	lid := OpID{Proc: w.cfg.Proc, Incarnation: w.cfg.Incarnation, Goroutine: -1, Seq: w.loadSeq.Add(1)}
 	lv := Value(lid)
-	w.rec.InvokeTTL(lid, Load, []string{key}, lv, w.cfg.Client.LoadTTL)
+	// Stored for LoadTTL+StaleWhileRevalidate, its hard TTL (client/refresh.go).
+	ttl := w.cfg.Client.LoadTTL
+	if ttl > 0 {
+		ttl += w.cfg.Client.StaleWhileRevalidate
+	}
+	w.rec.InvokeTTL(lid, Load, []string{key}, lv, ttl)
 	return lid, lv
 }
 

@@ -50,22 +50,13 @@ func (c *Client) CheckEmpty(ctx context.Context, nodes []ring.Node) error {
 }
 
 // checkAdded checks the nodes p adds to the current placement, which it
-// returns.
-func (c *Client) checkAdded(p ring.Locator) (ring.Locator, error) {
+// returns, through own, the clients of p's nodes.
+func (c *Client) checkAdded(p ring.Locator, own map[string]*member) (ring.Locator, error) {
 	st := c.state.Load()
 	if st == nil {
 		return nil, ErrClosed
 	}
-	add := added(st.placement.Nodes(), p.Nodes())
-	if len(add) == 0 || st.mig != nil && st.mig.Active(c.opts.Now()) { // ErrMigrationActive, under c.mu
-		return st.placement, nil
-	}
-	conns, err := c.pools.Acquire(add)
-	if err != nil {
-		return nil, err
-	}
-	defer c.pools.Release(add)
-	return st.placement, checkEmpty(context.Background(), add, conns)
+	return st.placement, checkEmpty(context.Background(), added(st.placement.Nodes(), p.Nodes()), own)
 }
 
 // added returns the nodes of next whose address cur does not use: the

@@ -1,7 +1,9 @@
 package client
 
 import (
+	"cmp"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -706,34 +708,42 @@ func (c *Client) ReshardTo(p ring.Locator, window time.Duration) error {
 	if p == nil || len(p.Nodes()) == 0 {
 		return fmt.Errorf("%w: placement has no nodes", ErrBadOptions)
 	}
-	// The added nodes are read before c.mu is taken: Stats, Close and the
-	// retirement of a window wait on it, not on a node's round trip.
+	if st := c.state.Load(); st == nil {
+		return ErrClosed
+	} else if err := activeErr(st, c.opts.Now()); err != nil {
+		return err // before a node is dialled
+	}
+	// The nodes are acquired, and the added ones read, before c.mu is
+	// taken: Stats, Close and the retirement of a window wait on it, not on
+	// a node's round trip.
+	own, err := c.pools.Acquire(p.Nodes())
+	if err != nil {
+		if errors.Is(err, pool.ErrClosed) {
+			return ErrClosed
+		}
+		return err
+	}
 	var checked ring.Locator
 	if !c.opts.SkipEmptyCheck {
-		var err error
-		if checked, err = c.checkAdded(p); err != nil {
+		if checked, err = c.checkAdded(p, own); err != nil {
+			c.pools.Release(p.Nodes())
 			return err
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.state.Load()
-	if st == nil {
-		return ErrClosed
+	if err := activeErr(st, c.opts.Now()); err != nil || st == nil {
+		c.pools.Release(p.Nodes())
+		return cmp.Or(err, ErrClosed)
 	}
 	if checked != nil && st.placement != checked {
+		c.pools.Release(p.Nodes())
 		return fmt.Errorf("%w: another Reshard changed the placement during this one's check of its nodes", ErrMigrationActive)
 	}
 	now := c.opts.Now()
 	if st.mig != nil {
-		if st.mig.Active(now) {
-			return fmt.Errorf("%w: it ends at %v", ErrMigrationActive, st.mig.End().Format(time.RFC3339))
-		}
 		st = c.retireLocked(st)
-	}
-	own, err := c.pools.Acquire(p.Nodes())
-	if err != nil {
-		return err
 	}
 	next, err := c.migrate(st.placement, st.own, p, own, now, window, 0)
 	if err != nil {
@@ -743,6 +753,15 @@ func (c *Client) ReshardTo(p ring.Locator, window time.Duration) error {
 	c.state.Store(next)
 	if window == 0 {
 		c.retireLocked(next)
+	}
+	return nil
+}
+
+// activeErr is ErrMigrationActive while st's migration window is open at
+// now; nil for a nil st.
+func activeErr(st *state, now time.Time) error {
+	if st != nil && st.mig != nil && st.mig.Active(now) {
+		return fmt.Errorf("%w: it ends at %v", ErrMigrationActive, st.mig.End().Format(time.RFC3339))
 	}
 	return nil
 }

@@ -191,9 +191,11 @@ func TestChaos(t *testing.T) {
 func verify(t *testing.T, rc run, o outcome) {
 	t.Helper()
 	res, h := o.res, o.h
-	var ops, downs, moved, swept, refused int64
+	var ops, downs, moved, swept, refused, stale, refreshes int64
 	for _, s := range h.Stats {
 		ops += s.Ops
+		stale += s.Stale
+		refreshes += s.Refreshes
 		downs += s.Downs
 		moved += s.Backfills + s.SweepCopied
 		swept += s.SweepCopied
@@ -221,6 +223,14 @@ func verify(t *testing.T, rc run, o outcome) {
 	t.Logf("%s %s replicas=%d async=%d metaleases=%v near=%v swr=%v: %d faults applied (%d pauses), breaker opened %d times, %d keys moved (%d by the sweep; %d copies refused); read in %v, checked in %v; %s",
 		rc.Backend, change, max(1, rc.Replicas), rc.Async, rc.MetaLeases, rc.NearCache, rc.SWR, applied, pauses, downs, moved, swept, refused, o.read.Round(time.Millisecond), o.check.Round(time.Millisecond),
 		strings.TrimSpace(res.Summary()))
+	if rc.SWR > 0 {
+		// Values must go stale and be reloaded in the background, or
+		// the run checked nothing of stale-while-revalidate.
+		t.Logf("stale-while-revalidate: %d stale hits served, %d background reloads", stale, refreshes)
+		if stale == 0 || refreshes == 0 {
+			t.Errorf("stale-while-revalidate on, but %d stale hits and %d background reloads", stale, refreshes)
+		}
+	}
 	if rc.ColdKeys > 0 {
 		t.Logf("cold keys: %s", o.cold)
 		// The cold keys are what a lost fallback shows on: some moved

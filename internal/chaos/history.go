@@ -224,6 +224,10 @@ type WorkerStats struct {
 	// the new owner and then found the old one's copy, or nothing.
 	Backfills, BackfillsSkipped, DualWriteErrors, SweepCopied int64
 	FallbackHits, FallbackMisses                              int64
+	// Stale and Refreshes are GetOrLoad's hits read in their refresh
+	// window and the background reloads this process ran
+	// (client.LoadStats), with StaleWhileRevalidate.
+	Stale, Refreshes int64
 }
 
 // The file format: one record a line, its fields separated by tabs, so

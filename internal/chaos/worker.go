@@ -80,6 +80,17 @@ var DefaultMix = Mix{Set: 16, Get: 33, Delete: 6, Incr: 6, GetMulti: 8, GetOrLoa
 	Decr: 2, GetMultiOrLoad: 3, RedisGet: 3,
 	ColdGet: 4, ColdGetMulti: 1}
 
+// With loads that expire (ClientConfig.LoadTTL, stale-while-revalidate),
+// GetOrLoad and GetMultiOrLoad read loadKeys keys of their own ("l00"...),
+// which the other kinds write and read once in loadKeyWrites of their
+// picks: rarely enough that a loaded value often outlives its TTL, into
+// its refresh window, and often enough that refreshes race writes and
+// deletes.
+const (
+	loadKeys      = 20
+	loadKeyWrites = 256
+)
+
 // ColdBatch is how many cold keys a ColdGetMulti reads, and the initial
 // SetMulti of process 0 writes at once.
 const ColdBatch = 50
@@ -180,6 +191,9 @@ type worker struct {
 	keys     []string
 	counters []string
 	cold     []string
+	// loadKeys are GetOrLoad's and GetMultiOrLoad's keys in a run with
+	// loads that expire (ClientConfig.LoadTTL); see loadKeys.
+	loadKeys []string
 	mix      []weighted // Mix's kinds the backend has, cumulative
 	loadSeq  atomic.Uint64
 	loads    sync.Map // value -> OpID of the Load that made it
@@ -195,6 +209,11 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, rec *Recorder) error {
 	}
 	for i := range cfg.Counters {
 		w.counters = append(w.counters, fmt.Sprintf("c%d", i))
+	}
+	if cfg.Client.LoadTTL > 0 {
+		for i := range loadKeys {
+			w.loadKeys = append(w.loadKeys, fmt.Sprintf("l%02d", i))
+		}
 	}
 	for i := range cfg.ColdKeys {
 		w.cold = append(w.cold, ColdKey(i))
@@ -481,7 +500,12 @@ func (w *worker) one(ctx context.Context, c *client.Client, rng *rand.Rand, next
 		}
 		return w.counters[i-len(w.keys)]
 	}
-	value := func() string { return w.keys[rng.IntN(len(w.keys))] }
+	value := func() string {
+		if len(w.loadKeys) > 0 && rng.IntN(loadKeyWrites) == 0 {
+			return w.loadKeys[rng.IntN(len(w.loadKeys))]
+		}
+		return w.keys[rng.IntN(len(w.keys))]
+	}
 	// A near copy may be behind (CheckOptions.Staleness), which the
 	// counter rules do not allow for: with a near cache, reads (Get,
 	// RedisDo's GET) are of values alone, and counters read by Incr.
@@ -531,6 +555,9 @@ func (w *worker) one(ctx context.Context, c *client.Client, rng *rand.Rand, next
 		w.getMulti(ctx, c, id, pick(rng, w.cold, ColdBatch))
 	case opGetOrLoad:
 		k := value()
+		if len(w.loadKeys) > 0 {
+			k = w.loadKeys[rng.IntN(len(w.loadKeys))]
+		}
 		w.rec.Invoke(id, GetOrLoad, []string{k}, "")
 		v, err := c.GetOrLoad(ctx, k, w.cfg.Client.LoadTTL, func(context.Context) ([]byte, error) {
 			lid, lv := w.load(k)
@@ -544,7 +571,11 @@ func (w *worker) one(ctx context.Context, c *client.Client, rng *rand.Rand, next
 		}
 		w.done(id, err, v)
 	case opGetMultiOrLoad:
-		w.getMultiOrLoad(ctx, c, id, pick(rng, w.keys, 2+rng.IntN(3)))
+		from := w.keys
+		if len(w.loadKeys) > 0 {
+			from = w.loadKeys
+		}
+		w.getMultiOrLoad(ctx, c, id, pick(rng, from, 2+rng.IntN(3)))
 	case opSetMulti:
 		keys := pick(rng, w.keys, 2+rng.IntN(3))
 		v := Value(id)
@@ -821,5 +852,7 @@ func (w *worker) stats() WorkerStats {
 	t := w.cur.Stats().MigrationTotals
 	s.Backfills, s.BackfillsSkipped, s.DualWriteErrors, s.SweepCopied = t.Backfills, t.BackfillsSkipped, t.DualWriteErrors, t.SweepCopied
 	s.FallbackHits, s.FallbackMisses = t.FallbackHits, t.FallbackMisses
+	l := w.cur.Stats().Loads
+	s.Stale, s.Refreshes = l.Stale, l.Refreshes
 	return s
 }

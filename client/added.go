@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/shardcache/shardcache/internal/node"
+	"github.com/shardcache/shardcache/internal/pool"
 	"github.com/shardcache/shardcache/ring"
 )
 
@@ -23,14 +23,14 @@ import (
 // wraps ErrNodeNotEmpty; one that cannot be read wraps its error, for
 // whether it holds old keys is then unknown. A node that can neither count
 // nor list its keys (ErrUnsupported) passes. A server whose count is above
-// 0 is listed, since memcached counts flushed items until it reclaims
-// them, stopping at the first key listed. The nodes are dialled with the client's Options
-// (credentials, TLS), each read bounded by DefaultNodeStatsTimeout, and
-// released after.
+// 0 is listed, stopping at the first key, since memcached counts flushed
+// items until it reclaims them. The nodes are dialled with the client's
+// Options (credentials, TLS), each read bounded by DefaultNodeStatsTimeout,
+// and released after.
 //
-// It checks by address only: a server already in the placement that still
-// holds an old copy of a key that moves back to it (a weight changed there
-// and back, a node removed that took keys) is not seen.
+// It checks by address only: a server that stays in the placement while a
+// key moves away from it and back (a weight raised, then lowered) may
+// still hold the key's old copy, which no check of an added node sees.
 func (c *Client) CheckEmpty(ctx context.Context, nodes []ring.Node) error {
 	if err := checkCtx(ctx); err != nil {
 		return err
@@ -39,10 +39,9 @@ func (c *Client) CheckEmpty(ctx context.Context, nodes []ring.Node) error {
 		return nil
 	}
 	conns, err := c.pools.Acquire(nodes)
-	if err != nil {
-		if c.state.Load() == nil {
-			return ErrClosed
-		}
+	if errors.Is(err, pool.ErrClosed) {
+		return ErrClosed
+	} else if err != nil {
 		return err
 	}
 	defer c.pools.Release(nodes)
@@ -56,20 +55,7 @@ func (c *Client) checkAdded(p ring.Locator, own map[string]*member) (ring.Locato
 	if st == nil {
 		return nil, ErrClosed
 	}
-	return st.placement, checkEmpty(context.Background(), added(st.placement.Nodes(), p.Nodes()), own)
-}
-
-// added returns the nodes of next whose address cur does not use: the
-// servers a change starts writing to.
-func added(cur, next []ring.Node) []ring.Node {
-	var out []ring.Node
-	for _, n := range next {
-		if !slices.ContainsFunc(cur, func(o ring.Node) bool { return o.Addr == n.Addr }) &&
-			!slices.ContainsFunc(out, func(o ring.Node) bool { return o.Addr == n.Addr }) {
-			out = append(out, n)
-		}
-	}
-	return out
+	return st.placement, checkEmpty(context.Background(), ring.Added(st.placement.Nodes(), p.Nodes()), own)
 }
 
 // checkEmpty checks each node through conns, in parallel.

@@ -203,3 +203,18 @@ func addrShares(nodes []Node, byName map[string]float64) map[string]float64 {
 	}
 	return s
 }
+
+// Added returns the nodes of to at an address no node of from has, each
+// address once, in to's order: the servers a change from from to to
+// starts writing to, which must hold no keys (a node added back still has
+// its old values).
+func Added(from, to []Node) []Node {
+	var out []Node
+	for _, n := range to {
+		inUse := func(o Node) bool { return o.Addr == n.Addr }
+		if !slices.ContainsFunc(from, inUse) && !slices.ContainsFunc(out, inUse) {
+			out = append(out, n)
+		}
+	}
+	return out
+}

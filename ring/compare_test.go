@@ -103,3 +103,18 @@ func TestCompareCountsServers(t *testing.T) {
 		t.Errorf("all new servers: moved %v, want exactly 1", c.Moved)
 	}
 }
+
+// TestAdded: the servers a change adds, by address: a renamed node or a
+// reweighted one adds nothing, a node at a new address does, once.
+func TestAdded(t *testing.T) {
+	from := []Node{{Name: "a", Addr: "h1:1"}, {Name: "b", Addr: "h2:1"}}
+	to := []Node{{Name: "a2", Addr: "h1:1"}, {Name: "b", Addr: "h2:1", Weight: 3},
+		{Name: "c", Addr: "h3:1"}, {Name: "c2", Addr: "h3:1"}, {Name: "d", Addr: "h4:1"}}
+	got := Added(from, to)
+	if len(got) != 2 || got[0].Name != "c" || got[1].Name != "d" {
+		t.Fatalf("Added = %+v; want c (h3:1) and d (h4:1)", got)
+	}
+	if got := Added(to, from); len(got) != 0 {
+		t.Fatalf("Added of a change that removes = %+v; want none", got)
+	}
+}

@@ -404,7 +404,7 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 	if cur != nil && cur.Migration != nil {
 		inUse = append(slices.Clone(inUse), cur.Migration.From...)
 	}
-	if add := addedNodes(inUse, toNodes); next.Migration != nil && len(add) > 0 && !*skipCheck {
+	if add := ring.Added(inUse, toNodes); next.Migration != nil && len(add) > 0 && !*skipCheck {
 		if *backend == "" {
 			return badInput(stderr, cmd, "the change adds %s: give --backend, so that publish checks they hold no keys, or --skip-empty-check", formatNodes(add))
 		}
@@ -665,17 +665,6 @@ func runTopologyWatch(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 	}
 	return exitOK
-}
-
-// addedNodes returns the nodes of to at an address from lacks.
-func addedNodes(from, to []ring.Node) []ring.Node {
-	var out []ring.Node
-	for _, n := range to {
-		if !slices.ContainsFunc(from, func(o ring.Node) bool { return o.Addr == n.Addr }) {
-			out = append(out, n)
-		}
-	}
-	return out
 }
 
 // checkAdded checks that the nodes hold no keys (client.Client.CheckEmpty),

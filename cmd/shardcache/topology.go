@@ -274,7 +274,7 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 	if err := kind.check(set); err != nil {
 		return badInput(stderr, cmd, "%v", err)
 	}
-	var b client.Backend
+	var b client.Backend // used only once --backend is given (see the check below)
 	switch *backend {
 	case "", "redis":
 		b = client.Redis
@@ -417,8 +417,7 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 			return badInput(stderr, cmd, "--backend %v: %v", b, err)
 		}
 		if err := checkAdded(ctx, b, conn, add); err != nil {
-			fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
-			return exitFail
+			return failed(stderr, cmd, err)
 		}
 		fmt.Fprintf(stdout, "Checked: %s hold no keys.\n", formatNodes(add))
 	}

@@ -119,3 +119,28 @@ func flushNodes(t testing.TB, cl *cluster, idx ...int) {
 		t.Fatal(err)
 	}
 }
+
+// TestReaddedNodeWithReplicas: with two copies of each key, a node removed
+// and added back holding its old copies is refused the same way.
+func TestReaddedNodeWithReplicas(t *testing.T) {
+	cl := newCluster(t, "miniredis", 4)
+	ctx := context.Background()
+	c := cl.client(t, Options{Nodes: cl.nodes(0, 1, 2, 3), Replicas: 2})
+	c.grace = 0
+	keys := numberedKeys("readd-r", 200)
+	for _, k := range keys {
+		if err := c.Set(ctx, k, []byte("old"), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Reshard(cl.nodes(0, 1, 2), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Reshard(cl.nodes(0, 1, 2, 3), time.Hour); !errors.Is(err, ErrNodeNotEmpty) {
+		t.Fatalf("Reshard adding back a replica node that holds keys: %v, want ErrNodeNotEmpty", err)
+	}
+	flushNodes(t, cl, 3)
+	if err := c.Reshard(cl.nodes(0, 1, 2, 3), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+}

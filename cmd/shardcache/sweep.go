@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -102,6 +104,11 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return badInput(stderr, "sweep", "%v", err)
 	}
 	defer c.Close()
+	// A new node down would fail every key moved to it, one at a time:
+	// refuse to start until every one answers.
+	if down := downNodes(ctx, c, toNodes, *timeout); len(down) > 0 {
+		return failed(stderr, "sweep", fmt.Errorf("a --to node does not answer (%s): sweep once every new node answers", strings.Join(down, "; ")))
+	}
 
 	sweep := client.SweepOptions{Rate: *rate, Concurrency: *concurrency, SpoolDir: *spoolDir}
 	if *rate == 0 {
@@ -174,4 +181,27 @@ func writeSweep(w io.Writer, s client.SweepStatus, elapsed time.Duration) {
 	fmt.Fprintf(tw, "  gone before they were read\t%d\n", s.Gone)
 	fmt.Fprintf(tw, "  failed\t%d\n", s.Failed)
 	tw.Flush()
+}
+
+// downNodes pings every node of c and returns the errors of those of
+// nodes that did not answer within timeout, as the command prints errors.
+func downNodes(ctx context.Context, c *client.Client, nodes []ring.Node, timeout time.Duration) []string {
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := c.Ping(pctx)
+	if err == nil {
+		return nil
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	var down []string
+	for _, e := range errs {
+		var ne *client.NodeError
+		if errors.As(e, &ne) && slices.ContainsFunc(nodes, func(n ring.Node) bool { return n.Addr == ne.Node.Addr }) {
+			down = append(down, errText(ne))
+		}
+	}
+	return down
 }

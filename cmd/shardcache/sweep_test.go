@@ -126,6 +126,18 @@ func mustRing(t *testing.T, nodes []ring.Node) *ring.Ring {
 	return r
 }
 
+// TestSweepCommandNewNodeDown: a sweep whose --to node does not answer
+// refuses to start, naming it, instead of failing its keys one by one.
+func TestSweepCommandNewNodeDown(t *testing.T) {
+	servers := testserver.Redis(t, 3)
+	nodes, list := fleet(servers)
+	servers[2].Stop()
+	code, out, errOut := runCmd(t, "sweep", "--backend", "redis", "--from", strings.Join(list[:2], ","), "--to", strings.Join(list, ","), "--timeout", "2s")
+	if code != exitFail || !strings.Contains(errOut, nodes[2].Addr) || !strings.Contains(errOut, "does not answer") || strings.Contains(out, "Swept") {
+		t.Fatalf("sweep to a node that is down: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
 func TestSweepCommandBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -150,9 +162,10 @@ func TestSweepCommandBadInput(t *testing.T) {
 	if code, out, _ := runCmd(t, "help", "plan"); code != exitOK || !strings.Contains(out, "-sweep-rate") {
 		t.Errorf("help plan: exit %d:\n%s", code, out)
 	}
-	// A server that is down: a failure, not bad input.
+	// A server that is down: a failure, not bad input (the new one
+	// named first: the sweep does not start).
 	code, _, errOut := runCmd(t, "sweep", "--quiet", "--from", "127.0.0.1:1", "--to", "127.0.0.1:2")
-	if code != exitFail || !strings.Contains(errOut, "127.0.0.1:1") {
+	if code != exitFail || !strings.Contains(errOut, "127.0.0.1:2") {
 		t.Errorf("sweep of a stopped server: exit %d, stderr:\n%s", code, errOut)
 	}
 }

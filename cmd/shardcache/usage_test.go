@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/shardcache/shardcache/internal/testserver"
 )
 
 // TestBadFlagShortUsage: a bad flag or a stray argument ends with the error
@@ -129,14 +131,16 @@ func TestErrorsSaidOnce(t *testing.T) {
 			t.Errorf("errText(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
-	// A sweep of a server that is down names the node, and the program once.
-	code, _, errOut := runCmd(t, "sweep", "--quiet", "--from", "a=127.0.0.1:1", "--to", "a=127.0.0.1:2")
+	// A sweep of a server that is down names the node, and the program
+	// once (its new node answers: a sweep to a node down does not start).
+	live := testserver.Redis(t, 1)[0].Addr
+	code, _, errOut := runCmd(t, "sweep", "--quiet", "--from", "a=127.0.0.1:1", "--to", "a="+live)
 	if code != exitFail || strings.Count(errOut, "shardcache") != 1 || !strings.HasPrefix(errOut, "shardcache sweep: ") ||
 		!strings.Contains(errOut, "127.0.0.1:1") {
 		t.Errorf("exit %d, stderr:\n%s\nwant exit 1, the node, and \"shardcache\" once", code, errOut)
 	}
 	// A node without a name is its address, said once.
-	code, _, errOut = runCmd(t, "sweep", "--quiet", "--from", "127.0.0.1:1", "--to", "127.0.0.1:2")
+	code, _, errOut = runCmd(t, "sweep", "--quiet", "--from", "127.0.0.1:1", "--to", live)
 	if code != exitFail || strings.Count(errOut, "127.0.0.1:1") != 2 || !strings.Contains(errOut, "on node 127.0.0.1:1: ") {
 		t.Errorf("exit %d, stderr:\n%s\nwant the node's address once, then the dial's", code, errOut)
 	}
@@ -178,7 +182,7 @@ func TestGrammar(t *testing.T) {
 	if !strings.Contains(errOut, "1 server for 2 node addresses") {
 		t.Errorf("simulate lacks \"1 server for 2 node addresses\":\n%s", errOut)
 	}
-	_, out, _ = runCmd(t, "sweep", "--quiet", "--from", "127.0.0.1:1", "--to", "127.0.0.1:2")
+	_, out, _ = runCmd(t, "sweep", "--quiet", "--from", "127.0.0.1:1", "--to", testserver.Redis(t, 1)[0].Addr)
 	if !strings.Contains(out, "Swept 0 of 1 old node in") || !strings.Contains(out, ": 0 keys listed") {
 		t.Errorf("sweep summary:\n%s", out)
 	}

@@ -38,14 +38,22 @@ func (c *Client) CheckEmpty(ctx context.Context, nodes []ring.Node) error {
 	if len(nodes) == 0 {
 		return nil
 	}
-	conns, err := c.pools.Acquire(nodes)
-	if errors.Is(err, pool.ErrClosed) {
-		return ErrClosed
-	} else if err != nil {
+	conns, err := c.acquire(nodes)
+	if err != nil {
 		return err
 	}
 	defer c.pools.Release(nodes)
 	return checkEmpty(ctx, nodes, conns)
+}
+
+// acquire is c.pools.Acquire, its error ErrClosed once the client is
+// closed.
+func (c *Client) acquire(nodes []ring.Node) (map[string]*member, error) {
+	conns, err := c.pools.Acquire(nodes)
+	if errors.Is(err, pool.ErrClosed) {
+		return nil, ErrClosed
+	}
+	return conns, err
 }
 
 // checkAdded checks the nodes p adds to the current placement, which it
@@ -89,12 +97,11 @@ var errHolds = errors.New("holds keys")
 
 // holdsKeys reports whether n holds a live key: 0 when it holds none; when
 // it does, the server's count of its keys, or -1 when the server gave no
-// count. A server's count
-// of 0 is enough (one round trip); a count above 0 may include keys expired
-// or flushed and not yet reclaimed (memcached's curr_items right after
-// flush_all), so the node's key listing (Sweeper.Scan), which skips them,
-// decides, stopping at its first key. A Redis whose INFO is partial
-// (miniredis) is listed at once.
+// count. A server's count of 0 is enough (one round trip); a count above 0
+// may include keys expired or flushed and not yet reclaimed (memcached's
+// curr_items right after flush_all), so the node's key listing
+// (Sweeper.Scan), which skips them, decides, stopping at its first key. A
+// Redis whose INFO is partial (miniredis) is listed at once.
 func holdsKeys(ctx context.Context, n node.Node) (int64, error) {
 	count := int64(-1)
 	if u, err := node.UsageOf(n).Usage(ctx); err == nil {

@@ -3,7 +3,6 @@ package client
 import (
 	"cmp"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -716,11 +715,8 @@ func (c *Client) ReshardTo(p ring.Locator, window time.Duration) error {
 	// The nodes are acquired, and the added ones read, before c.mu is
 	// taken: Stats, Close and the retirement of a window wait on it, not on
 	// a node's round trip.
-	own, err := c.pools.Acquire(p.Nodes())
+	own, err := c.acquire(p.Nodes())
 	if err != nil {
-		if errors.Is(err, pool.ErrClosed) {
-			return ErrClosed
-		}
 		return err
 	}
 	var checked ring.Locator

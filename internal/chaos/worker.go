@@ -849,10 +849,10 @@ func (w *worker) stats() WorkerStats {
 			s.Missed += h.Missed
 		}
 	}
-	t := w.cur.Stats().MigrationTotals
+	st := w.cur.Stats()
+	t := st.MigrationTotals
 	s.Backfills, s.BackfillsSkipped, s.DualWriteErrors, s.SweepCopied = t.Backfills, t.BackfillsSkipped, t.DualWriteErrors, t.SweepCopied
 	s.FallbackHits, s.FallbackMisses = t.FallbackHits, t.FallbackMisses
-	l := w.cur.Stats().Loads
-	s.Stale, s.Refreshes = l.Stale, l.Refreshes
+	s.Stale, s.Refreshes = st.Loads.Stale, st.Loads.Refreshes
 	return s
 }

@@ -348,6 +348,9 @@ type Client struct {
 	// (Options.Gutter, gutter.go); nil without one.
 	gutterRing  *ring.Ring
 	gutterConns map[string]*member
+	// gutterStop ends gutterLoop, gutterWG waits for it.
+	gutterStop chan struct{}
+	gutterWG   sync.WaitGroup
 
 	// state is what every operation reads, swapped whole on Reshard and at
 	// the end of a migration window so the hot path takes no lock. nil once
@@ -493,6 +496,7 @@ func New(opts Options) (*Client, error) {
 	}
 	st, err := c.initialState()
 	if err != nil {
+		c.stopGutter()
 		c.pools.Close()
 		return nil, err
 	}
@@ -598,6 +602,7 @@ func (c *Client) Close() error {
 	if st == nil {
 		return nil
 	}
+	c.stopGutter()
 	c.refreshes.Stop() // background refreshes (refresh.go): their loads see a canceled context
 	if c.queue != nil {
 		c.queue.Close() // ends a copy under way, bounded as it is anyway

@@ -33,12 +33,27 @@ import (
 // up are taken under one lock: a write that lands during the replay is
 // replayed too, and one routed to the gutter an instant before the node
 // came back deletes its key at home itself, or holds the node down again
-// for the probe if it cannot. What is kept is this process's: another
-// process that sent writes to the gutter replays its own hints when its
-// own probe finds the node, so for the time between two processes' probes
-// a reader of the first may see at home a value the second replaced
-// meanwhile, and a copy on the gutter lives until GutterTTL.
+// for the probe if it cannot.
 //
+// Those hints are this process's; the other processes of a fleet hold the
+// node down and up at their own times, and one may die holding hints. So
+// each write through the gutter also appends its keys to the node's log
+// on the gutter node first (gutter.Log: a write whose keys cannot be
+// logged is not sent), and every process deletes at home the logged keys
+// it has not applied: before it marks the node up, and at each tick
+// (ProbeInterval) while it holds the node up, one multi-get a gutter node
+// finding whether there are any. Marking a node up also leaves a mark
+// there, at which a process still holding it down probes at once rather
+// than at its backoff's end. So a read is at most about two
+// ProbeIntervals plus a probe's and a replay's round trips (ReadTimeout +
+// WriteTimeout) behind the writes of any process, whichever way its
+// breaker went, the writer killed included: the bound the chaos
+// harness's gutter runs check (internal/chaos). A key deleted at home from
+// the log may have been written there since by a process that held the
+// node up: a miss, never an old value. The log is lost with the gutter
+// node: a gutter lost during its node's outage leaves each process its own
+// hints; a copy on the gutter lives until GutterTTL.
+
 // Counters do not move to the gutter: an Incr there would restart from
 // nothing, so it fails with ErrNodeDown, as without a gutter. Nor does a
 // running migration use it: its copies and tombstones must land on the
@@ -66,6 +81,11 @@ func (c *Client) initGutter() error {
 		return err
 	}
 	c.gutterRing, c.gutterConns = r, conns
+	if c.opts.FailureThreshold > 0 { // else no node is ever held down
+		c.gutterStop = make(chan struct{})
+		c.gutterWG.Add(1)
+		go c.gutterLoop(c.gutterStop)
+	}
 	return nil
 }
 
@@ -94,7 +114,87 @@ func (c *Client) gutterOf(n ring.Node, m *member) *gutter.Node {
 	if ttl == 0 {
 		ttl = DefaultGutterTTL
 	}
-	return gutter.New(m, g, ttl)
+	o := &c.opts
+	return gutter.New(m, g, ttl, gutter.NewLog(n.Name, 2*(o.DialTimeout+o.ReadTimeout+o.WriteTimeout)))
+}
+
+// gutterLoop runs gutterTick every ProbeInterval until stop is closed.
+func (c *Client) gutterLoop(stop <-chan struct{}) {
+	defer c.gutterWG.Done()
+	t := time.NewTicker(c.opts.ProbeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			c.gutterTick(stop)
+		}
+	}
+}
+
+// gutterTick reads, on each gutter node, the logs of the nodes it stands
+// in for (one multi-get a gutter node): a node this process holds up has
+// the keys other processes wrote through the gutter deleted (their
+// writes replaced what it holds), or is held down if that fails; a node
+// it holds down that another process marked up since the last tick is
+// probed at once.
+func (c *Client) gutterTick(stop <-chan struct{}) {
+	st := c.state.Load()
+	if st == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.ReadTimeout+c.opts.WriteTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	byTarget := map[*member][]*member{}
+	for _, m := range st.conns {
+		if m.gutter == nil {
+			continue
+		}
+		if t := c.gutterConns[c.gutterRing.Locate(m.rn.Name).Addr]; t != nil && !t.Down() {
+			byTarget[t] = append(byTarget[t], m)
+		}
+	}
+	for t, homes := range byTarget {
+		keys := make([]string, 0, 2*len(homes))
+		for _, m := range homes {
+			keys = append(keys, m.gutter.Log().SeqKey(), m.gutter.Log().UpKey())
+		}
+		its, err := t.Node.GetMulti(ctx, keys, false)
+		if err != nil {
+			continue
+		}
+		val := make(map[string][]byte, len(its))
+		for _, it := range its {
+			if it.Found {
+				val[it.Key] = it.Value
+			}
+		}
+		for _, m := range homes {
+			l := m.gutter.Log()
+			up := string(val[l.UpKey()])
+			seen := m.upMark.Swap(&up)
+			if m.h.Down() {
+				if seen != nil && *seen != up {
+					m.h.ProbeNow() // marked up elsewhere since the last tick
+				}
+				continue
+			}
+			if !l.Pending(val[l.SeqKey()]) {
+				continue
+			}
+			if err := m.gutter.ApplyLog(ctx, m.Node); err != nil && ctx.Err() == nil {
+				m.h.HoldDown("the gutter's log of writes it missed not applied", err)
+			}
+		}
+	}
 }
 
 // back is m's way back once it was held down (gutter.Return): its hints
@@ -134,3 +234,12 @@ func (m *member) Guttered() { m.h.Guttered.Add(1) }
 // Standin is m's stand-in while it is held down: each call fails at once
 // with ErrNodeDown.
 func (m *member) Standin() node.Node { return m.down }
+
+// stopGutter ends gutterLoop and waits for it; without one it does
+// nothing.
+func (c *Client) stopGutter() {
+	if c.gutterStop != nil {
+		close(c.gutterStop)
+		c.gutterWG.Wait()
+	}
+}

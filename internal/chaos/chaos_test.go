@@ -31,6 +31,7 @@ var (
 	change   = flag.String("chaos.change", "", "the migration: add (4 → 5), remove (5 → 4) or readd (4 → 5, the added node holding the values of a prefill; see run.Readd); default: drawn from the seed, by its remainder modulo 3 in that order")
 	near     = flag.Duration("chaos.near", -1, "every client with a near cache of that MaxAge, the checker allowing reads that far behind (0: none; default 500ms in every fourth run from the second, none in the others)")
 	swr      = flag.Duration("chaos.swr", -1, "every client with StaleWhileRevalidate of that long, GetOrLoad's values written with a TTL of 1s (0: none; default 2s in runs with leases, but every eighth from the third: classic Lease alone there)")
+	gutter   = flag.Int("chaos.gutter", -1, "1: every client with a gutter pool of one server no fault touches (client.Options.Gutter), 0: none (default: in every fourth run from the fourth, the long form's only)")
 	cold     = flag.Int("chaos.cold", 10000, "cold keys: written once before the migration, read through it (chaos.WorkerConfig.ColdKeys)")
 	gor      = flag.Int("chaos.goroutines", 0, "goroutines per client process (0: 8, and 12 in runs with replicas, whose writes wait for two servers: at 8 they fell short of 100,000 operations in a minute)")
 	tags     = flag.String("chaos.tags", os.Getenv("SHARDCACHE_CHAOS_TAGS"), "build tags of the worker processes")
@@ -88,7 +89,10 @@ func firstSeed() uint64 {
 // backends in CI at no extra time, and R=1 without MetaLeases stays in the
 // long form. Every fourth run from the second gives every process a near
 // cache (MaxAge 500ms; the checker allows reads that far behind, and the
-// longest operation's time more): the short form's second run.
+// longest operation's time more): the short form's second run. Every
+// fourth run from the fourth gives every process a gutter pool of one
+// server no fault touches (the checker allowing reads gutterLag behind:
+// the processes' breakers flip at their own times).
 func TestChaos(t *testing.T) {
 	n, d := 2, 20*time.Second
 	if *long {
@@ -169,6 +173,13 @@ func TestChaos(t *testing.T) {
 					}
 					rc.SWR = 0
 				}
+				rc.Gutter = i%4 == 3 && !rc.replicated()
+				if *gutter >= 0 {
+					rc.Gutter = *gutter == 1
+				}
+				if rc.Gutter && rc.replicated() {
+					t.Fatalf("-chaos.gutter=1 with -chaos.replicas=%d: client.Options refuses Gutter with Replicas", rc.Replicas)
+				}
 				if rc.MetaLeases && rc.replicated() {
 					t.Fatalf("-chaos.metaleases=1 with -chaos.replicas=%d: client.Options refuses MetaLeases with Replicas", rc.Replicas)
 				}
@@ -191,11 +202,12 @@ func TestChaos(t *testing.T) {
 func verify(t *testing.T, rc run, o outcome) {
 	t.Helper()
 	res, h := o.res, o.h
-	var ops, downs, moved, swept, refused, stale, refreshes int64
+	var ops, downs, moved, swept, refused, stale, refreshes, guttered int64
 	for _, s := range h.Stats {
 		ops += s.Ops
 		stale += s.Stale
 		refreshes += s.Refreshes
+		guttered += s.Guttered
 		downs += s.Downs
 		moved += s.Backfills + s.SweepCopied
 		swept += s.SweepCopied
@@ -220,8 +232,8 @@ func verify(t *testing.T, rc run, o outcome) {
 			change = "4 → 5 (n4 re-added, not flushed)"
 		}
 	}
-	t.Logf("%s %s replicas=%d async=%d metaleases=%v near=%v swr=%v: %d faults applied (%d pauses), breaker opened %d times, %d keys moved (%d by the sweep; %d copies refused); read in %v, checked in %v; %s",
-		rc.Backend, change, max(1, rc.Replicas), rc.Async, rc.MetaLeases, rc.NearCache, rc.SWR, applied, pauses, downs, moved, swept, refused, o.read.Round(time.Millisecond), o.check.Round(time.Millisecond),
+	t.Logf("%s %s replicas=%d async=%d metaleases=%v near=%v swr=%v gutter=%v: %d faults applied (%d pauses), breaker opened %d times, %d keys moved (%d by the sweep; %d copies refused); read in %v, checked in %v; %s",
+		rc.Backend, change, max(1, rc.Replicas), rc.Async, rc.MetaLeases, rc.NearCache, rc.SWR, rc.Gutter, applied, pauses, downs, moved, swept, refused, o.read.Round(time.Millisecond), o.check.Round(time.Millisecond),
 		strings.TrimSpace(res.Summary()))
 	if rc.SWR > 0 {
 		// Values must go stale and be reloaded in the background, or
@@ -229,6 +241,14 @@ func verify(t *testing.T, rc run, o outcome) {
 		t.Logf("stale-while-revalidate: %d stale hits served, %d background reloads", stale, refreshes)
 		if stale == 0 || refreshes == 0 {
 			t.Errorf("stale-while-revalidate on, but %d stale hits and %d background reloads", stale, refreshes)
+		}
+	}
+	if rc.Gutter {
+		// Calls must have gone to the gutter, or the run checked
+		// nothing of it.
+		t.Logf("gutter: %d calls sent to it", guttered)
+		if guttered == 0 {
+			t.Error("a gutter pool, but no call sent to it")
 		}
 	}
 	if rc.ColdKeys > 0 {

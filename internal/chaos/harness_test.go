@@ -27,6 +27,7 @@ import (
 // two failures, so that faults open and close it.
 const (
 	clientTimeout = 200 * time.Millisecond
+	probeInterval = 100 * time.Millisecond
 	opTimeout     = time.Second
 	lease         = time.Second // Memcached's leases last whole seconds
 	// loadTTL is the TTL of GetOrLoad's values in a run with
@@ -89,8 +90,11 @@ type run struct {
 	NearCache time.Duration
 	// SWR, above 0, gives every client StaleWhileRevalidate of that long,
 	// GetOrLoad's values a TTL of loadTTL (ClientConfig.LoadTTL).
-	SWR  time.Duration
-	Keys int
+	SWR time.Duration
+	// Gutter gives every client a gutter pool of one server of its own,
+	// which no fault touches (client.Options.Gutter).
+	Gutter bool
+	Keys   int
 	// ColdKeys are written once before the migration and read through it
 	// (chaos.WorkerConfig.ColdKeys); 0: none.
 	ColdKeys int
@@ -140,6 +144,9 @@ func (rc run) replay() string {
 		s += fmt.Sprintf(" -chaos.near=%v", rc.NearCache)
 	}
 	s += fmt.Sprintf(" -chaos.swr=%v", rc.SWR)
+	if rc.Gutter {
+		s += " -chaos.gutter=1"
+	}
 	if rc.SeededBug != "" {
 		s += " -chaos.bug=" + rc.SeededBug
 	}
@@ -151,15 +158,7 @@ func (rc run) replay() string {
 func (rc run) do(t *testing.T) outcome {
 	t.Helper()
 	worker := buildWorker(t, rc.workerTags())
-	var servers []*testserver.Server
-	switch rc.Backend {
-	case "redis":
-		servers = testserver.Redis(t, 5)
-	case "memcached":
-		servers = testserver.Memcached(t, 5)
-	default:
-		t.Fatalf("backend %q", rc.Backend)
-	}
+	servers := rc.start(t, 5)
 	proxies := make([]*faultproxy.Proxy, len(servers))
 	nodes := make([]ring.Node, len(servers))
 	for i, s := range servers {
@@ -188,7 +187,7 @@ func (rc run) do(t *testing.T) outcome {
 
 	dir := t.TempDir()
 	clientCfg := chaos.ClientConfig{FailOpen: rc.FailOpen, FailureThreshold: 2,
-		ProbeInterval: 100 * time.Millisecond, Timeout: clientTimeout, Lease: lease, MetaLeases: rc.MetaLeases,
+		ProbeInterval: probeInterval, Timeout: clientTimeout, Lease: lease, MetaLeases: rc.MetaLeases,
 		Replicas: rc.Replicas, NearCache: rc.NearCache, StaleWhileRevalidate: rc.SWR}
 	if rc.SWR > 0 {
 		clientCfg.LoadTTL = loadTTL
@@ -196,13 +195,16 @@ func (rc run) do(t *testing.T) outcome {
 	if rc.replicated() {
 		clientCfg.Lease = 0
 	}
+	if rc.Gutter {
+		clientCfg.Gutter = []string{rc.start(t, 1)[0].Addr}
+	}
 	var left int64
 	if rc.Readd {
 		left = rc.prefill(t, worker, dir, nodes, clientCfg)
 	}
 	start := time.Now().Add(500 * time.Millisecond)
 	end := start.Add(rc.Duration)
-	info := chaos.RunInfo{Backend: rc.Backend, Seed: rc.Seed, Start: start.UnixNano(), Schedule: sched.String(), Replicas: rc.Replicas}
+	info := chaos.RunInfo{Backend: rc.Backend, Seed: rc.Seed, Start: start.UnixNano(), Schedule: sched.String(), Replicas: rc.Replicas, Gutter: rc.Gutter}
 	base := chaos.WorkerConfig{
 		Backend: rc.Backend, New: nodes,
 		Start: start.UnixNano(), End: end.UnixNano(),
@@ -267,6 +269,7 @@ func (rc run) do(t *testing.T) outcome {
 		t.Fatal(err)
 	}
 	t1 := time.Now()
+	staleness, staleKinds := rc.staleness()
 	res := chaos.CheckWith(h, chaos.CheckOptions{
 		Owners:    owners(t, base.Old, base.New, max(1, rc.Replicas)),
 		Evictions: evictions(t, servers),
@@ -275,11 +278,24 @@ func (rc run) do(t *testing.T) outcome {
 		// fault touched (memcached's threads, the proxies' goroutines,
 		// all starved under load): its failure is trouble too.
 		Failures:   true,
-		Staleness:  rc.staleness(),
-		StaleKinds: nearKinds,
+		Staleness:  staleness,
+		StaleKinds: staleKinds,
 	})
 	return outcome{h: h, res: res, schedule: sched, dir: dir, read: t1.Sub(t0), check: time.Since(t1),
 		cold: coldOf(t, h, base.Old, base.New, max(1, rc.Replicas))}
+}
+
+// start starts n servers of rc's backend, stopped in t's cleanup.
+func (rc run) start(t *testing.T, n int) []*testserver.Server {
+	t.Helper()
+	switch rc.Backend {
+	case "redis":
+		return testserver.Redis(t, n)
+	case "memcached":
+		return testserver.Memcached(t, n)
+	}
+	t.Fatalf("backend %q", rc.Backend)
+	return nil
 }
 
 // prefill runs the prefill of a Readd run: one process (numbered after the
@@ -682,18 +698,36 @@ func (rc run) workerTags() string {
 	return strings.TrimPrefix(rc.Tags+",shardcache_seeded", ",")
 }
 
-// staleness is the checker's bound for the run's clients: with a near
-// cache and several processes, its MaxAge. A copy's age counts from before
-// its read was sent (internal/near's Reserve), so it holds every write
-// over by then and is served no longer than MaxAge after: nothing more is
-// allowed for the read's own time. A single process drops its own copies
-// as it writes: no bound.
-func (rc run) staleness() time.Duration {
-	if rc.NearCache == 0 || rc.Procs < 2 {
-		return 0
+// staleness is the checker's bound for the run's clients, and the kinds
+// of read it applies to (nil: every kind).
+//
+// With a near cache and several processes, its MaxAge, for the reads a
+// near cache answers. A copy's age counts from before its read was sent
+// (internal/near's Reserve), so it holds every write over by then and is
+// served no longer than MaxAge after: nothing more is allowed for the
+// read's own time. A single process drops its own copies as it writes: no
+// bound.
+//
+// With a gutter, gutterLag more, for every read: the processes' breakers
+// flip at their own times, and one that holds a node down reads its gutter
+// while another writes home (client/gutter.go's bound).
+func (rc run) staleness() (time.Duration, []chaos.Kind) {
+	var d time.Duration
+	kinds := nearKinds
+	if rc.NearCache > 0 && rc.Procs >= 2 {
+		d = rc.NearCache
 	}
-	return rc.NearCache
+	if rc.Gutter {
+		d, kinds = d+gutterLag, nil
+	}
+	return d, kinds
 }
+
+// gutterLag is client/gutter.go's bound on how far a read may be behind
+// with a gutter pool, for the harness's clients: two ProbeIntervals (a
+// tick to find the node marked up elsewhere, or its log written), and the
+// bound of a probe and of a replay's round trip.
+const gutterLag = 2*probeInterval + 2*clientTimeout
 
 // nearKinds are the reads a near cache may answer, which the staleness
 // bound applies to; every other (GetItem's CAS read, counters' Incr) is

@@ -194,6 +194,10 @@ type RunInfo struct {
 	// for one: a replica back from a fault has the keys it missed purged
 	// (the client's hints), counters included.
 	Replicas int `json:"replicas,omitempty"`
+	// Gutter says the clients had a gutter pool (client.Options.Gutter):
+	// a node's deletes made through it during a fault are applied at home
+	// once it is back, so a counter there may restart then.
+	Gutter bool `json:"gutter,omitempty"`
 }
 
 // History is the merged record of one run.
@@ -228,6 +232,9 @@ type WorkerStats struct {
 	// window and the background reloads this process ran
 	// (client.LoadStats), with StaleWhileRevalidate.
 	Stale, Refreshes int64
+	// Guttered counts the calls sent to the gutter pool in place of a
+	// node held down (client.NodeHealth.Guttered).
+	Guttered int64
 }
 
 // The file format: one record a line, its fields separated by tabs, so

@@ -128,6 +128,10 @@ type ClientConfig struct {
 	// reloads it in the background (client.Options), their loads written
 	// with the TTL LoadTTL (which must then be above 0).
 	StaleWhileRevalidate, LoadTTL time.Duration
+	// Gutter are the addresses of the gutter pool (client.Options.Gutter),
+	// its TTLs capped at GutterTTL; none: no gutter.
+	Gutter    []string
+	GutterTTL time.Duration
 }
 
 // WorkerConfig is one client process's part of a run.
@@ -341,7 +345,18 @@ func (w *worker) options(nodes []ring.Node) client.Options {
 		Lease: c.Lease, MetaLeases: c.MetaLeases, Replicas: c.Replicas, PoolSize: 4 * max(1, w.cfg.Goroutines),
 		NearCache:            nearCache(c.NearCache),
 		StaleWhileRevalidate: c.StaleWhileRevalidate,
+		Gutter:               gutterNodes(c.Gutter),
+		GutterTTL:            c.GutterTTL,
 	}
+}
+
+// gutterNodes are the gutter pool's nodes, named g0, g1...
+func gutterNodes(addrs []string) []ring.Node {
+	var ns []ring.Node
+	for i, a := range addrs {
+		ns = append(ns, ring.Node{Name: fmt.Sprintf("g%d", i), Addr: a})
+	}
+	return ns
 }
 
 // nearCache is the client's near cache of a ClientConfig.NearCache: none
@@ -847,6 +862,7 @@ func (w *worker) stats() WorkerStats {
 			s.Downs += h.Downs
 			s.Dropped += h.Dropped
 			s.Missed += h.Missed
+			s.Guttered += h.Guttered
 		}
 	}
 	st := w.cur.Stats()

@@ -35,7 +35,7 @@ func (t target) Standin() node.Node { return nil }
 // its counters do not move.
 func Example() {
 	h, t := &home{}, target{nodetest.NewMap()}
-	g := gutter.New(h, t, 10*time.Second)
+	g := gutter.New(h, t, 10*time.Second, nil)
 	ctx := context.Background()
 
 	_ = g.Set(ctx, "user:42", []byte("Ada"), time.Hour)
@@ -63,7 +63,7 @@ func ExampleReturn() {
 	obs.SetDown(true) // the breaker holds it down
 	homeNode, gutterNode := nodetest.NewMap(), nodetest.NewMap()
 	_ = homeNode.Set(ctx, "user:42", []byte("Ada"), 0)
-	r := gutter.Return{Home: homeNode, Gutter: gutter.New(nil, target{gutterNode}, 10*time.Second), Hints: &gutter.Hints{}, Health: obs}
+	r := gutter.Return{Home: homeNode, Gutter: gutter.New(nil, target{gutterNode}, 10*time.Second, nil), Hints: &gutter.Hints{}, Health: obs}
 
 	_ = gutterNode.Set(ctx, "user:42", []byte("Ada Lovelace"), 10*time.Second) // a write through the gutter
 	r.Wrote(ctx, "user:42")

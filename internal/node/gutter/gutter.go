@@ -12,7 +12,7 @@
 // nothing, so it fails with home's error (Home.Fail), as a Flush does: it
 // is home's keys it would delete.
 //
-//	g := gutter.New(home, target, 10*time.Second)
+//	g := gutter.New(home, target, 10*time.Second, gutter.NewLog("cache-1", time.Second))
 //	err := g.Set(ctx, "user:42", v, time.Hour) // on the target for 10s; home.Wrote(ctx, "user:42")
 //	gutter.Return{Home: n, Gutter: g, Hints: &hints, Health: obs}.ComeUp(ctx) // hints deleted, then up
 package gutter
@@ -56,6 +56,7 @@ type Node struct {
 	home Home
 	to   Target
 	ttl  time.Duration
+	log  *Log
 }
 
 var (
@@ -66,9 +67,21 @@ var (
 )
 
 // New returns the stand-in of home that sends its calls to the target,
-// every TTL capped at ttl.
-func New(home Home, to Target, ttl time.Duration) *Node {
-	return &Node{home: home, to: to, ttl: ttl}
+// every TTL capped at ttl, each write's keys appended to log first (nil:
+// no log, the hints are home's alone).
+func New(home Home, to Target, ttl time.Duration, log *Log) *Node {
+	return &Node{home: home, to: to, ttl: ttl, log: log}
+}
+
+// publish appends keys to home's log on the target before they are
+// written there: a write whose keys are not logged is not sent, since a
+// process that marks home up could not find them. A target held down
+// fails the write itself.
+func (g *Node) publish(ctx context.Context, keys ...string) error {
+	if g.log == nil || len(keys) == 0 || g.to.Down() {
+		return nil
+	}
+	return g.log.Publish(ctx, g.to.Conn(), keys)
 }
 
 // Forget deletes keys on the target, unless it is held down: home has
@@ -79,6 +92,29 @@ func (g *Node) Forget(ctx context.Context, keys []string) {
 		_ = g.to.Conn().DeleteMulti(ctx, keys)
 	}
 }
+
+// ApplyLog deletes at home the keys of home's log on the target that this
+// process has not applied (Log.Apply), before home serves again and at
+// each tick while it does. Without a log, or while the target is held
+// down too (its log cannot be read: the process's own hints are all
+// there is), it does nothing.
+func (g *Node) ApplyLog(ctx context.Context, home node.Node) error {
+	if g.log == nil || g.to.Down() {
+		return nil
+	}
+	return g.log.Apply(ctx, g.to.Conn(), home)
+}
+
+// MarkUp records on the target that home was just marked up (Log.MarkUp),
+// for the processes that still hold it down; best effort.
+func (g *Node) MarkUp(ctx context.Context) {
+	if g.log != nil && !g.to.Down() {
+		_ = g.log.MarkUp(ctx, g.to.Conn())
+	}
+}
+
+// Log is home's log on the target; nil without one.
+func (g *Node) Log() *Log { return g.log }
 
 // conn is the target's client, or its stand-in while it is down too; each
 // call through it is counted on home's.
@@ -144,6 +180,9 @@ func (g *Node) TrySend(ctx context.Context, keys []string) (node.Pending, bool) 
 
 // Set stores key on the target, its TTL capped, and tells home.
 func (g *Node) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if err := g.publish(ctx, key); err != nil {
+		return err
+	}
 	err := g.conn().Set(ctx, key, value, g.cap(ttl))
 	g.home.Wrote(ctx, key)
 	return err
@@ -152,6 +191,9 @@ func (g *Node) Set(ctx context.Context, key string, value []byte, ttl time.Durat
 // SetMulti stores the items on the target, their TTLs capped, and tells
 // home.
 func (g *Node) SetMulti(ctx context.Context, items []node.Item) error {
+	if err := g.publish(ctx, node.ItemKeys(items)...); err != nil {
+		return err
+	}
 	err := g.conn().SetMulti(ctx, g.capItems(items))
 	g.home.Wrote(ctx, node.ItemKeys(items)...)
 	return err
@@ -161,6 +203,9 @@ func (g *Node) SetMulti(ctx context.Context, items []node.Item) error {
 // nothing of home's copy; a key stored is told to home, one not stored is
 // not.
 func (g *Node) Add(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if err := g.publish(ctx, key); err != nil {
+		return err
+	}
 	err := g.conn().Add(ctx, key, value, g.cap(ttl))
 	if err != node.ErrNotStored {
 		g.home.Wrote(ctx, key)
@@ -171,6 +216,9 @@ func (g *Node) Add(ctx context.Context, key string, value []byte, ttl time.Durat
 // AddMulti adds the items on the target; those stored, or whose outcome
 // is unknown, are told to home.
 func (g *Node) AddMulti(ctx context.Context, items []node.Item) ([]bool, error) {
+	if err := g.publish(ctx, node.ItemKeys(items)...); err != nil {
+		return nil, err
+	}
 	stored, err := g.conn().AddMulti(ctx, g.capItems(items))
 	var keys []string
 	for i, it := range items {
@@ -184,6 +232,9 @@ func (g *Node) AddMulti(ctx context.Context, items []node.Item) ([]bool, error) 
 
 // Delete deletes key on the target and tells home.
 func (g *Node) Delete(ctx context.Context, key string) error {
+	if err := g.publish(ctx, key); err != nil {
+		return err
+	}
 	err := g.conn().Delete(ctx, key)
 	g.home.Wrote(ctx, key)
 	return err
@@ -191,6 +242,9 @@ func (g *Node) Delete(ctx context.Context, key string) error {
 
 // DeleteMulti deletes keys on the target and tells home.
 func (g *Node) DeleteMulti(ctx context.Context, keys []string) error {
+	if err := g.publish(ctx, keys...); err != nil {
+		return err
+	}
 	err := g.conn().DeleteMulti(ctx, keys)
 	g.home.Wrote(ctx, keys...)
 	return err
@@ -199,6 +253,9 @@ func (g *Node) DeleteMulti(ctx context.Context, keys []string) error {
 // Bury buries keys on the target, the tombstones' TTL capped, and tells
 // home.
 func (g *Node) Bury(ctx context.Context, keys []string, ttl time.Duration, kind node.TombKind) ([]bool, error) {
+	if err := g.publish(ctx, keys...); err != nil {
+		return nil, err
+	}
 	found, err := g.conn().Bury(ctx, keys, g.cap(ttl), kind)
 	g.home.Wrote(ctx, keys...)
 	return found, err
@@ -232,6 +289,9 @@ func (g *Node) GetItem(ctx context.Context, key string) (node.Item, error) {
 
 // Store runs op on the target, the TTL capped, and tells home.
 func (g *Node) Store(ctx context.Context, op node.StoreOp, it node.Item) error {
+	if err := g.publish(ctx, it.Key); err != nil {
+		return err
+	}
 	it.TTL, it.TTLKnown = g.cap(it.TTL), false
 	err := node.ItemsOf(g.conn()).Store(ctx, op, it)
 	g.home.Wrote(ctx, it.Key)
@@ -250,6 +310,9 @@ func (g *Node) IncrDecr(context.Context, string, uint64, bool) (uint64, error) {
 
 // DeleteFound deletes key on the target and tells home.
 func (g *Node) DeleteFound(ctx context.Context, key string) (bool, error) {
+	if err := g.publish(ctx, key); err != nil {
+		return false, err
+	}
 	found, err := node.ItemsOf(g.conn()).DeleteFound(ctx, key)
 	g.home.Wrote(ctx, key)
 	return found, err
@@ -261,6 +324,9 @@ func (g *Node) Flush(context.Context) error { return g.home.Fail(node.OpDeleteMu
 // StoreLeased stores the items on the target, their TTLs capped, and
 // tells home.
 func (g *Node) StoreLeased(ctx context.Context, items []node.Item, lkeys []string, token string) ([]bool, error) {
+	if err := g.publish(ctx, node.ItemKeys(items)...); err != nil {
+		return nil, err
+	}
 	stored, err := node.LeaserOf(g.conn()).StoreLeased(ctx, g.capItems(items), lkeys, token)
 	g.home.Wrote(ctx, node.ItemKeys(items)...)
 	return stored, err

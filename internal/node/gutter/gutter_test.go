@@ -34,7 +34,7 @@ func (t *testTarget) Standin() node.Node { return t.standin }
 func TestNode(t *testing.T) {
 	ctx := t.Context()
 	h, to := &testHome{}, &testTarget{n: nodetest.NewMap(), standin: nodetest.NewMap()}
-	g := New(h, to, 10*time.Second)
+	g := New(h, to, 10*time.Second, nil)
 	for key, ttl := range map[string]time.Duration{"a": time.Hour, "b": 0, "c": time.Second} {
 		if err := g.Set(ctx, key, []byte("v"), ttl); err != nil {
 			t.Fatal(err)

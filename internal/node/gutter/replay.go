@@ -65,6 +65,15 @@ type Return struct {
 // itself (Wrote). A replay that fails leaves the node down for the next
 // probe.
 func (r Return) ComeUp(ctx context.Context) {
+	if r.Gutter != nil {
+		// Every process's writes through the gutter, this one's too
+		// (a process killed since included): deleted at home first.
+		if err := r.Gutter.ApplyLog(ctx, r.Home); err != nil {
+			r.Health.Warn("shardcache: node answers, held down: the gutter's log of the writes it missed not applied",
+				slog.Any("cause", err))
+			return
+		}
+	}
 	for range comePasses {
 		keys, overflow := r.Hints.Take()
 		if len(keys) == 0 && !overflow {
@@ -91,6 +100,9 @@ func (r Return) ComeUp(ctx context.Context) {
 		r.notReplayed(len(keys), overflow, err)
 	case up:
 		r.Health.MarkedUp()
+		if r.Gutter != nil {
+			r.Gutter.MarkUp(ctx)
+		}
 	}
 }
 

@@ -55,7 +55,7 @@ func returning(t *testing.T, missed ...string) (gutter.Return, *server, *nodetes
 	t.Cleanup(obs.Close)
 	obs.SetDown(true)
 	home, copies := &server{Map: nodetest.NewMap()}, nodetest.NewMap()
-	r := gutter.Return{Home: home, Gutter: gutter.New(nil, target{copies}, time.Minute), Hints: &gutter.Hints{}, Health: obs}
+	r := gutter.Return{Home: home, Gutter: gutter.New(nil, target{copies}, time.Minute, nil), Hints: &gutter.Hints{}, Health: obs}
 	for _, k := range append([]string{"kept"}, missed...) {
 		_ = home.Set(ctx, k, []byte("before the outage"), 0)
 		_ = copies.Set(ctx, k, []byte("written through the gutter"), 0)

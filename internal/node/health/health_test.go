@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -241,5 +242,32 @@ func TestKindOf(t *testing.T) {
 		if got := KindOf(tc.err); got != tc.want {
 			t.Errorf("KindOf(%v) = %d; want %d", tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestProbeNow: a probe backing off for an hour tries at once when
+// kicked, and a kick while up does nothing.
+func TestProbeNow(t *testing.T) {
+	h := New(Config{Name: "a", Addr: "127.0.0.1:1", Threshold: 1, ProbeInterval: time.Hour,
+		ProbeCap: time.Hour, ProbeTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)})
+	defer h.Close()
+	pinged := make(chan struct{}, 1)
+	h.Ping = func(context.Context) error {
+		pinged <- struct{}{}
+		return nil
+	}
+	h.ProbeNow() // up: nothing to probe
+	h.Done(context.Background(), node.OpGet, time.Time{}, &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED})
+	if !h.Down() {
+		t.Fatal("not down after a refused dial with Threshold 1")
+	}
+	h.ProbeNow()
+	select {
+	case <-pinged:
+	case <-time.After(20 * time.Second): // a bound: the backoff's wait is an hour
+		t.Fatal("no probe after ProbeNow; the backoff's wait is an hour")
+	}
+	for h.Down() {
+		runtime.Gosched()
 	}
 }

@@ -71,6 +71,7 @@ type Observer struct {
 	mu     sync.Mutex
 	probe  bool // a probe goroutine runs
 	wg     sync.WaitGroup
+	kick   chan struct{} // ProbeNow's: cuts the backoff's wait short
 }
 
 var _ node.Observer = (*Observer)(nil)
@@ -85,6 +86,7 @@ func New(c Config) *Observer {
 		timeout: c.ProbeTimeout,
 		log:     c.Logger,
 		epoch:   time.Now(),
+		kick:    make(chan struct{}, 1),
 	}
 	if h.log == nil {
 		h.log = slog.Default()
@@ -214,6 +216,8 @@ func (h *Observer) probeLoop() {
 			h.stopProbe()
 			return
 		case <-t.C:
+		case <-h.kick:
+			t.Stop()
 		}
 		if h.Down() {
 			began := time.Now()
@@ -238,6 +242,20 @@ func (h *Observer) probeLoop() {
 	}
 }
 
+// ProbeNow has the probe of a node held down try at once rather than
+// after its backoff's wait: another process found the node back (the
+// client's gutter), and each call this one still sends elsewhere is one
+// that may miss what is now written at home. Up, it does nothing.
+func (h *Observer) ProbeNow() {
+	if !h.Down() {
+		return
+	}
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
 // stopProbe ends the probe goroutine's turn, unless the node went down
 // again meanwhile and h is not closed: then the same goroutine goes on
 // probing.
@@ -248,6 +266,10 @@ func (h *Observer) stopProbe() bool {
 		return false
 	}
 	h.probe = false
+	select { // a kick left from this outage is not the next one's
+	case <-h.kick:
+	default:
+	}
 	return true
 }
 

@@ -2,6 +2,7 @@ package nodetest
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
@@ -10,7 +11,7 @@ import (
 
 // Map is a node.Node over a map, for the examples and tests of the
 // packages that wrap nodes: Get, GetMulti (every TTL known), Send, Set, SetMulti, Add,
-// AddMulti, Delete, DeleteMulti, and node.Leaser's StoreLeased and ReleaseLeases; the other
+// AddMulti, Delete, DeleteMulti, Incr, and node.Leaser's StoreLeased and ReleaseLeases; the other
 // calls panic (the embedded Node is nil). TTLs are kept, not enforced. Use NewMap.
 type Map struct {
 	node.Node
@@ -160,4 +161,15 @@ func (m *Map) ReleaseLeases(_ context.Context, lkeys []string, token string) err
 		}
 	}
 	return nil
+}
+
+// Incr adds delta to key's decimal value, a missing key counting as 0, as
+// Redis's INCRBY does.
+func (m *Map) Incr(_ context.Context, key string, delta int64) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, _ := strconv.ParseInt(string(m.kv[key]), 10, 64)
+	v += delta
+	m.kv[key] = []byte(strconv.FormatInt(v, 10))
+	return v, nil
 }

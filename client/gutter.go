@@ -155,7 +155,7 @@ func (c *Client) gutterTick(stop <-chan struct{}) {
 	}()
 	byTarget := map[*member][]*member{}
 	for _, m := range st.conns {
-		if m.gutter == nil {
+		if m.gutter == nil || m.gutter.Log() == nil {
 			continue
 		}
 		if t := c.gutterConns[c.gutterRing.Locate(m.rn.Name).Addr]; t != nil && !t.Down() {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"cmp"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -349,7 +350,7 @@ type Client struct {
 	gutterRing  *ring.Ring
 	gutterConns map[string]*member
 	// gutterStop ends gutterLoop, gutterWG waits for it.
-	gutterStop chan struct{}
+	gutterStop context.CancelFunc
 	gutterWG   sync.WaitGroup
 
 	// state is what every operation reads, swapped whole on Reshard and at

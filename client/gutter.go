@@ -42,17 +42,18 @@ import (
 // logged is not sent), and every process deletes at home the logged keys
 // it has not applied: before it marks the node up, and at each tick
 // (ProbeInterval) while it holds the node up, one multi-get a gutter node
-// finding whether there are any. Marking a node up also leaves a mark
-// there, at which a process still holding it down probes at once rather
-// than at its backoff's end. So a read is at most about two
-// ProbeIntervals plus a probe's and a replay's round trips (ReadTimeout +
-// WriteTimeout) behind the writes of any process, whichever way its
-// breaker went, the writer killed included: the bound the chaos
-// harness's gutter runs check (internal/chaos). A key deleted at home from
-// the log may have been written there since by a process that held the
-// node up: a miss, never an old value. The log is lost with the gutter
-// node: a gutter lost during its node's outage leaves each process its own
-// hints; a copy on the gutter lives until GutterTTL.
+// finding whether there are any. At each tick too, a process probes the
+// nodes it holds down, whatever their backoff: another process may hold
+// one up and write there, which this one's reads of the gutter would not
+// see. So a read is at most about two ProbeIntervals plus a probe's and a
+// replay's round trips (ReadTimeout + WriteTimeout) behind the writes of
+// any process, whichever way its breaker went, the writer gone included:
+// the bound the chaos harness's gutter runs check (internal/chaos). A key
+// deleted at home from the log may have been written there since by a
+// process that held the node up: a miss, never an old value. What the log
+// cannot vouch for flushes the node instead: a gutter that restarted or
+// evicted the log, an entry absent past its writer's bound. A copy on the
+// gutter lives until GutterTTL.
 
 // Counters do not move to the gutter: an Incr there would restart from
 // nothing, so it fails with ErrNodeDown, as without a gutter. Nor does a
@@ -82,9 +83,10 @@ func (c *Client) initGutter() error {
 	}
 	c.gutterRing, c.gutterConns = r, conns
 	if c.opts.FailureThreshold > 0 { // else no node is ever held down
-		c.gutterStop = make(chan struct{})
+		var ctx context.Context
+		ctx, c.gutterStop = context.WithCancel(context.Background())
 		c.gutterWG.Add(1)
-		go c.gutterLoop(c.gutterStop)
+		go c.gutterLoop(ctx)
 	}
 	return nil
 }
@@ -118,44 +120,41 @@ func (c *Client) gutterOf(n ring.Node, m *member) *gutter.Node {
 	return gutter.New(m, g, ttl, gutter.NewLog(n.Name, 2*(o.DialTimeout+o.ReadTimeout+o.WriteTimeout)))
 }
 
-// gutterLoop runs gutterTick every ProbeInterval until stop is closed.
-func (c *Client) gutterLoop(stop <-chan struct{}) {
+// gutterLoop runs gutterTick every ProbeInterval until ctx ends.
+func (c *Client) gutterLoop(ctx context.Context) {
 	defer c.gutterWG.Done()
 	t := time.NewTicker(c.opts.ProbeInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
-			c.gutterTick(stop)
+			c.gutterTick(ctx)
 		}
 	}
 }
 
-// gutterTick reads, on each gutter node, the logs of the nodes it stands
-// in for (one multi-get a gutter node): a node this process holds up has
-// the keys other processes wrote through the gutter deleted (their
-// writes replaced what it holds), or is held down if that fails; a node
-// it holds down that another process marked up since the last tick is
-// probed at once.
-func (c *Client) gutterTick(stop <-chan struct{}) {
+// gutterTick reads, on each gutter node, the logs' counters of the nodes
+// it stands in for (one multi-get a gutter node): a node this process
+// holds up has the keys other processes wrote through the gutter deleted
+// (their writes replaced what it holds), or is held down if that fails. A
+// node it holds down is probed now, whatever its backoff: another process
+// may hold it up and write there, which this one's reads of the gutter
+// would not see. Each call is bounded by the node's own timeouts; ctx
+// ends with the client.
+func (c *Client) gutterTick(ctx context.Context) {
 	st := c.state.Load()
 	if st == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.ReadTimeout+c.opts.WriteTimeout)
-	defer cancel()
-	go func() {
-		select {
-		case <-stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	byTarget := map[*member][]*member{}
 	for _, m := range st.conns {
 		if m.gutter == nil || m.gutter.Log() == nil {
+			continue
+		}
+		if m.h.Down() {
+			m.h.ProbeNow()
 			continue
 		}
 		if t := c.gutterConns[c.gutterRing.Locate(m.rn.Name).Addr]; t != nil && !t.Down() {
@@ -163,35 +162,26 @@ func (c *Client) gutterTick(stop <-chan struct{}) {
 		}
 	}
 	for t, homes := range byTarget {
-		keys := make([]string, 0, 2*len(homes))
-		for _, m := range homes {
-			keys = append(keys, m.gutter.Log().SeqKey(), m.gutter.Log().UpKey())
+		keys := make([]string, len(homes))
+		for i, m := range homes {
+			keys[i] = m.gutter.Log().SeqKey()
 		}
 		its, err := t.Node.GetMulti(ctx, keys, false)
 		if err != nil {
 			continue
 		}
-		val := make(map[string][]byte, len(its))
+		seq := make(map[string][]byte, len(its))
 		for _, it := range its {
 			if it.Found {
-				val[it.Key] = it.Value
+				seq[it.Key] = it.Value
 			}
 		}
 		for _, m := range homes {
-			l := m.gutter.Log()
-			up := string(val[l.UpKey()])
-			seen := m.upMark.Swap(&up)
-			if m.h.Down() {
-				if seen != nil && *seen != up {
-					m.h.ProbeNow() // marked up elsewhere since the last tick
-				}
-				continue
-			}
-			if !l.Pending(val[l.SeqKey()]) {
+			if !m.gutter.Log().Pending(seq[m.gutter.Log().SeqKey()]) {
 				continue
 			}
 			if err := m.gutter.ApplyLog(ctx, m.Node); err != nil && ctx.Err() == nil {
-				m.h.HoldDown("the gutter's log of writes it missed not applied", err)
+				m.h.HoldDown("the gutter's log of the writes it missed not applied", err)
 			}
 		}
 	}
@@ -239,7 +229,7 @@ func (m *member) Standin() node.Node { return m.down }
 // nothing.
 func (c *Client) stopGutter() {
 	if c.gutterStop != nil {
-		close(c.gutterStop)
+		c.gutterStop()
 		c.gutterWG.Wait()
 	}
 }

@@ -10,11 +10,12 @@ import (
 )
 
 // TestGutterShared: two processes of a fleet, one of which (a) cannot
-// reach node "a" and writes its key through the gutter, then dies; the
-// other (b) reaches "a" all along, which still holds the value the write
-// replaced. b must stop reading that value within a tick of the write
-// (the gutter's log, applied by every process), though a never came back
-// to replay its own hints.
+// reach node "a" and writes its key through the gutter, then is closed
+// without ever reaching "a" again (its own hints gone with it); the other
+// (b) reaches "a" all along, which still holds the value the write
+// replaced. b must stop reading that value: the gutter's log, applied by
+// every process at its ticks. Without the log it reads it until the
+// key's TTL.
 func TestGutterShared(t *testing.T) {
 	for _, kind := range []string{"redis-server", "memcached"} {
 		t.Run(kind, func(t *testing.T) {

@@ -2,7 +2,6 @@ package client
 
 import (
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -44,9 +43,6 @@ type member struct {
 	// rather than deleting it, so that a read's repair that read another
 	// replica before the write cannot land after (member.Wrote).
 	tomb time.Duration
-	// upMark is the gutter log's up mark read at the last tick, nil
-	// before the first (gutterTick).
-	upMark atomic.Pointer[string]
 }
 
 // Close closes the node, which ends the calls in flight on it, then stops

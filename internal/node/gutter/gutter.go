@@ -73,15 +73,21 @@ func New(home Home, to Target, ttl time.Duration, log *Log) *Node {
 	return &Node{home: home, to: to, ttl: ttl, log: log}
 }
 
-// publish appends keys to home's log on the target before they are
-// written there: a write whose keys are not logged is not sent, since a
-// process that marks home up could not find them. A target held down
-// fails the write itself.
-func (g *Node) publish(ctx context.Context, keys ...string) error {
-	if g.log == nil || len(keys) == 0 || g.to.Down() {
+// publish appends keys to home's log on c, the target's client that the
+// write goes to, before they are written there: a write whose keys are
+// not logged is not sent, since a process that marks home up could not
+// find them. They are hinted at home all the same (the write may have
+// been sent, or the log half written). The target's stand-in (it is held
+// down) fails the write itself.
+func (g *Node) publish(ctx context.Context, c node.Node, keys ...string) error {
+	if g.log == nil || len(keys) == 0 || c != g.to.Conn() {
 		return nil
 	}
-	return g.log.Publish(ctx, g.to.Conn(), keys)
+	err := g.log.Publish(ctx, c, keys)
+	if err != nil {
+		g.home.Wrote(ctx, keys...)
+	}
+	return err
 }
 
 // Forget deletes keys on the target, unless it is held down: home has
@@ -103,14 +109,6 @@ func (g *Node) ApplyLog(ctx context.Context, home node.Node) error {
 		return nil
 	}
 	return g.log.Apply(ctx, g.to.Conn(), home)
-}
-
-// MarkUp records on the target that home was just marked up (Log.MarkUp),
-// for the processes that still hold it down; best effort.
-func (g *Node) MarkUp(ctx context.Context) {
-	if g.log != nil && !g.to.Down() {
-		_ = g.log.MarkUp(ctx, g.to.Conn())
-	}
 }
 
 // Log is home's log on the target; nil without one.
@@ -180,10 +178,11 @@ func (g *Node) TrySend(ctx context.Context, keys []string) (node.Pending, bool) 
 
 // Set stores key on the target, its TTL capped, and tells home.
 func (g *Node) Set(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	if err := g.publish(ctx, key); err != nil {
+	c := g.conn()
+	if err := g.publish(ctx, c, key); err != nil {
 		return err
 	}
-	err := g.conn().Set(ctx, key, value, g.cap(ttl))
+	err := c.Set(ctx, key, value, g.cap(ttl))
 	g.home.Wrote(ctx, key)
 	return err
 }
@@ -191,10 +190,11 @@ func (g *Node) Set(ctx context.Context, key string, value []byte, ttl time.Durat
 // SetMulti stores the items on the target, their TTLs capped, and tells
 // home.
 func (g *Node) SetMulti(ctx context.Context, items []node.Item) error {
-	if err := g.publish(ctx, node.ItemKeys(items)...); err != nil {
+	c := g.conn()
+	if err := g.publish(ctx, c, node.ItemKeys(items)...); err != nil {
 		return err
 	}
-	err := g.conn().SetMulti(ctx, g.capItems(items))
+	err := c.SetMulti(ctx, g.capItems(items))
 	g.home.Wrote(ctx, node.ItemKeys(items)...)
 	return err
 }
@@ -203,10 +203,11 @@ func (g *Node) SetMulti(ctx context.Context, items []node.Item) error {
 // nothing of home's copy; a key stored is told to home, one not stored is
 // not.
 func (g *Node) Add(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	if err := g.publish(ctx, key); err != nil {
+	c := g.conn()
+	if err := g.publish(ctx, c, key); err != nil {
 		return err
 	}
-	err := g.conn().Add(ctx, key, value, g.cap(ttl))
+	err := c.Add(ctx, key, value, g.cap(ttl))
 	if err != node.ErrNotStored {
 		g.home.Wrote(ctx, key)
 	}
@@ -216,10 +217,11 @@ func (g *Node) Add(ctx context.Context, key string, value []byte, ttl time.Durat
 // AddMulti adds the items on the target; those stored, or whose outcome
 // is unknown, are told to home.
 func (g *Node) AddMulti(ctx context.Context, items []node.Item) ([]bool, error) {
-	if err := g.publish(ctx, node.ItemKeys(items)...); err != nil {
+	c := g.conn()
+	if err := g.publish(ctx, c, node.ItemKeys(items)...); err != nil {
 		return nil, err
 	}
-	stored, err := g.conn().AddMulti(ctx, g.capItems(items))
+	stored, err := c.AddMulti(ctx, g.capItems(items))
 	var keys []string
 	for i, it := range items {
 		if err != nil || i >= len(stored) || stored[i] {
@@ -232,20 +234,22 @@ func (g *Node) AddMulti(ctx context.Context, items []node.Item) ([]bool, error) 
 
 // Delete deletes key on the target and tells home.
 func (g *Node) Delete(ctx context.Context, key string) error {
-	if err := g.publish(ctx, key); err != nil {
+	c := g.conn()
+	if err := g.publish(ctx, c, key); err != nil {
 		return err
 	}
-	err := g.conn().Delete(ctx, key)
+	err := c.Delete(ctx, key)
 	g.home.Wrote(ctx, key)
 	return err
 }
 
 // DeleteMulti deletes keys on the target and tells home.
 func (g *Node) DeleteMulti(ctx context.Context, keys []string) error {
-	if err := g.publish(ctx, keys...); err != nil {
+	c := g.conn()
+	if err := g.publish(ctx, c, keys...); err != nil {
 		return err
 	}
-	err := g.conn().DeleteMulti(ctx, keys)
+	err := c.DeleteMulti(ctx, keys)
 	g.home.Wrote(ctx, keys...)
 	return err
 }
@@ -253,10 +257,11 @@ func (g *Node) DeleteMulti(ctx context.Context, keys []string) error {
 // Bury buries keys on the target, the tombstones' TTL capped, and tells
 // home.
 func (g *Node) Bury(ctx context.Context, keys []string, ttl time.Duration, kind node.TombKind) ([]bool, error) {
-	if err := g.publish(ctx, keys...); err != nil {
+	c := g.conn()
+	if err := g.publish(ctx, c, keys...); err != nil {
 		return nil, err
 	}
-	found, err := g.conn().Bury(ctx, keys, g.cap(ttl), kind)
+	found, err := c.Bury(ctx, keys, g.cap(ttl), kind)
 	g.home.Wrote(ctx, keys...)
 	return found, err
 }
@@ -289,11 +294,12 @@ func (g *Node) GetItem(ctx context.Context, key string) (node.Item, error) {
 
 // Store runs op on the target, the TTL capped, and tells home.
 func (g *Node) Store(ctx context.Context, op node.StoreOp, it node.Item) error {
-	if err := g.publish(ctx, it.Key); err != nil {
+	c := g.conn()
+	if err := g.publish(ctx, c, it.Key); err != nil {
 		return err
 	}
 	it.TTL, it.TTLKnown = g.cap(it.TTL), false
-	err := node.ItemsOf(g.conn()).Store(ctx, op, it)
+	err := node.ItemsOf(c).Store(ctx, op, it)
 	g.home.Wrote(ctx, it.Key)
 	return err
 }
@@ -310,10 +316,11 @@ func (g *Node) IncrDecr(context.Context, string, uint64, bool) (uint64, error) {
 
 // DeleteFound deletes key on the target and tells home.
 func (g *Node) DeleteFound(ctx context.Context, key string) (bool, error) {
-	if err := g.publish(ctx, key); err != nil {
+	c := g.conn()
+	if err := g.publish(ctx, c, key); err != nil {
 		return false, err
 	}
-	found, err := node.ItemsOf(g.conn()).DeleteFound(ctx, key)
+	found, err := node.ItemsOf(c).DeleteFound(ctx, key)
 	g.home.Wrote(ctx, key)
 	return found, err
 }
@@ -324,10 +331,11 @@ func (g *Node) Flush(context.Context) error { return g.home.Fail(node.OpDeleteMu
 // StoreLeased stores the items on the target, their TTLs capped, and
 // tells home.
 func (g *Node) StoreLeased(ctx context.Context, items []node.Item, lkeys []string, token string) ([]bool, error) {
-	if err := g.publish(ctx, node.ItemKeys(items)...); err != nil {
+	c := g.conn()
+	if err := g.publish(ctx, c, node.ItemKeys(items)...); err != nil {
 		return nil, err
 	}
-	stored, err := node.LeaserOf(g.conn()).StoreLeased(ctx, g.capItems(items), lkeys, token)
+	stored, err := node.LeaserOf(c).StoreLeased(ctx, g.capItems(items), lkeys, token)
 	g.home.Wrote(ctx, node.ItemKeys(items)...)
 	return stored, err
 }

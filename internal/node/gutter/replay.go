@@ -100,9 +100,6 @@ func (r Return) ComeUp(ctx context.Context) {
 		r.notReplayed(len(keys), overflow, err)
 	case up:
 		r.Health.MarkedUp()
-		if r.Gutter != nil {
-			r.Gutter.MarkUp(ctx)
-		}
 	}
 }
 

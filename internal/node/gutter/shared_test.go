@@ -2,90 +2,248 @@ package gutter
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/shardcache/shardcache/internal/node"
 	"github.com/shardcache/shardcache/internal/node/nodetest"
 )
 
-// TestLog: what one process writes through the gutter is deleted at home
-// by another before it reads there (a process killed after its write
-// included, since the log is on the gutter); each process applies each
-// entry once, a process started later begins after what was applied, and
-// an entry counted but not yet written holds the others back until its
-// grace ends.
-func TestLog(t *testing.T) {
-	ctx := context.Background()
-	to, home := nodetest.NewMap(), nodetest.NewMap()
-	for _, k := range []string{"a", "b", "c", "d", "k:with\nnewline"} {
-		if err := home.Set(ctx, k, []byte("old"), 0); err != nil {
+// flushMap is a home node that counts its flushes (node.Items' Flush; the
+// other item calls are not used here).
+type flushMap struct {
+	*nodetest.Map
+	flushes int
+}
+
+func (f *flushMap) Flush(ctx context.Context) error {
+	f.flushes++
+	return nil
+}
+func (f *flushMap) GetItem(context.Context, string) (node.Item, error) {
+	return node.Item{}, node.ErrUnsupported
+}
+func (f *flushMap) Store(context.Context, node.StoreOp, node.Item) error { return node.ErrUnsupported }
+func (f *flushMap) GetAndTouch(context.Context, string, time.Duration) (node.Item, error) {
+	return node.Item{}, node.ErrUnsupported
+}
+func (f *flushMap) IncrDecr(context.Context, string, uint64, bool) (uint64, error) {
+	return 0, node.ErrUnsupported
+}
+func (f *flushMap) DeleteFound(context.Context, string) (bool, error) {
+	return false, node.ErrUnsupported
+}
+
+func newHome(t *testing.T, keys ...string) *flushMap {
+	t.Helper()
+	h := &flushMap{Map: nodetest.NewMap()}
+	for _, k := range keys {
+		if err := h.Set(context.Background(), k, []byte("old"), 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	writer, reader := NewLog("h:1", time.Hour), NewLog("h:1", time.Hour)
+	return h
+}
+
+func mustApply(t *testing.T, l *Log, to, home node.Node) {
+	t.Helper()
+	if err := l.Apply(context.Background(), to, home); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+}
+
+// TestLog: what one process writes through the gutter is deleted at home
+// by another before it reads there (a process gone since included, the
+// log being on the gutter); each process applies each entry once, and a
+// process started later begins after what was applied.
+func TestLog(t *testing.T) {
+	ctx := context.Background()
+	to, home := nodetest.NewMap(), newHome(t, "a", "b", "k:with\nnewline")
+	writer, reader := NewLog("h 1", time.Hour), NewLog("h 1", time.Hour)
 	if err := writer.Publish(ctx, to, []string{"a", "k:with\nnewline"}); err != nil {
 		t.Fatal(err)
 	}
 	if !reader.Pending(to.Value(reader.SeqKey())) {
 		t.Fatal("an entry published, the reader finds none pending")
 	}
-	if err := reader.Apply(ctx, to, home); err != nil {
-		t.Fatal(err)
-	}
+	mustApply(t, reader, to, home)
 	if home.Value("a") != nil || home.Value("k:with\nnewline") != nil || home.Value("b") == nil {
 		t.Errorf("after Apply home holds a=%q nl=%q b=%q; want the logged keys deleted, b kept", home.Value("a"), home.Value("k:with\nnewline"), home.Value("b"))
 	}
-	if reader.Pending(to.Value(reader.SeqKey())) {
-		t.Error("applied, still pending")
+	if reader.Pending(to.Value(reader.SeqKey())) || to.Value(writer.entryKey(1)) != nil {
+		t.Error("applied, still pending or kept on the gutter")
 	}
-	if to.Value(writer.entryKey(1)) != nil {
-		t.Error("an applied entry kept on the gutter")
+	if home.flushes != 0 {
+		t.Errorf("%d flushes; want none", home.flushes)
 	}
 
-	// Applied once: a later value at home is not deleted again.
+	// Applied once: a later value at home is not deleted again, by this
+	// process or one started later.
 	home.Set(ctx, "a", []byte("new"), 0)
-	if err := reader.Apply(ctx, to, home); err != nil || string(home.Value("a")) != "new" {
-		t.Errorf("a second Apply: %v, a=%q; want nothing done", err, home.Value("a"))
+	mustApply(t, reader, to, home)
+	late := NewLog("h 1", time.Hour)
+	mustApply(t, late, to, home)
+	if string(home.Value("a")) != "new" {
+		t.Errorf("a = %q after later Applies; want the applied entry skipped", home.Value("a"))
 	}
 
-	// A process started later begins after the applied entries.
-	late := NewLog("h:1", time.Hour)
-	if err := late.Apply(ctx, to, home); err != nil || string(home.Value("a")) != "new" {
-		t.Errorf("a new process's Apply: %v, a=%q; want the applied entries skipped", err, home.Value("a"))
+	// Many keys: entries of entryKeys keys, read readEntries at a time.
+	var many []string
+	for i := range 2500 {
+		many = append(many, fmt.Sprintf("m%d", i))
 	}
+	for range 120 { // 360 entries: four reads
+		if err := writer.Publish(ctx, to, many); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range many {
+		home.Set(ctx, k, []byte("old"), 0)
+	}
+	mustApply(t, late, to, home)
+	if i := slices.IndexFunc(many, func(k string) bool { return home.Value(k) != nil }); i >= 0 {
+		t.Errorf("%q kept at home after its entries were applied", many[i])
+	}
+	if late.Pending(to.Value(late.SeqKey())) {
+		t.Error("all applied, still pending")
+	}
+	// reader sees them applied by late: it skips them, and stops finding
+	// them pending.
+	mustApply(t, reader, to, home)
+	if reader.Pending(to.Value(reader.SeqKey())) || home.flushes != 0 {
+		t.Errorf("applied elsewhere: pending %v, %d flushes; want neither", reader.Pending(to.Value(reader.SeqKey())), home.flushes)
+	}
+}
 
-	// An entry counted, not yet written: the one after it waits.
-	if _, err := to.Incr(ctx, writer.SeqKey(), 1); err != nil {
+// TestLogAbsent: an entry counted but not yet written holds this
+// process's cursor, not the entries after it, until its grace; past it
+// (the writer died, or the gutter evicted it) home is flushed, unless
+// another process applied and deleted it meanwhile.
+func TestLogAbsent(t *testing.T) {
+	ctx := context.Background()
+	to, home := nodetest.NewMap(), newHome(t, "b")
+	writer, reader := NewLog("h", time.Hour), NewLog("h", time.Hour)
+	if _, err := to.Incr(ctx, writer.SeqKey(), 1); err != nil { // a writer between its count and its entry
 		t.Fatal(err)
 	}
 	if err := writer.Publish(ctx, to, []string{"b"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := reader.Apply(ctx, to, home); err != nil || home.Value("b") == nil {
-		t.Errorf("Apply behind an absent entry: %v, b=%q; want b kept until the entry's grace ends", err, home.Value("b"))
+	mustApply(t, reader, to, home)
+	if home.Value("b") != nil || home.flushes != 0 {
+		t.Errorf("behind an absent entry: b = %q, %d flushes; want b deleted, no flush", home.Value("b"), home.flushes)
 	}
-	short := NewLog("h:1", 0) // no grace: the absent entry is skipped
-	if err := short.Apply(ctx, to, home); err != nil || home.Value("b") != nil {
-		t.Errorf("Apply past an absent entry: %v, b=%q; want b deleted", err, home.Value("b"))
+	if !reader.Pending(to.Value(reader.SeqKey())) {
+		t.Error("an entry waited for, none pending")
+	}
+	// The entry lands: applied at the next Apply.
+	home.Set(ctx, "c", []byte("old"), 0)
+	to.Set(ctx, writer.entryKey(1), encodeKeys([]string{"c"}), 0)
+	mustApply(t, reader, to, home)
+	if home.Value("c") != nil || reader.Pending(to.Value(reader.SeqKey())) {
+		t.Errorf("the late entry: c = %q, pending %v; want c deleted, nothing pending", home.Value("c"), reader.Pending(to.Value(reader.SeqKey())))
 	}
 
-	// Many keys: entries of entryKeys keys each.
-	var many []string
-	for i := range 2500 {
-		many = append(many, "m"+string(rune('a'+i%26))+string(rune('a'+i/26%26))+string(rune('a'+i/676)))
+	// Past its grace: home flushed.
+	impatient := NewLog("h", 0)
+	to.Incr(ctx, writer.SeqKey(), 1)
+	mustApply(t, impatient, to, home)
+	if home.flushes != 1 {
+		t.Errorf("an entry absent past its grace: %d flushes; want 1", home.flushes)
 	}
-	for _, k := range many {
-		home.Set(ctx, k, []byte("old"), 0)
-	}
-	if err := writer.Publish(ctx, to, many); err != nil {
+	// A process that waited for it while another applied past it: no flush.
+	if err := writer.Publish(ctx, to, []string{"d"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := late.Apply(ctx, to, home); err != nil {
+	mustApply(t, reader, to, home) // waits for entry 3, applies 4
+	to.Set(ctx, reader.doneKey(), []byte("4"), 0)
+	to.Delete(ctx, writer.entryKey(4))
+	waiting := NewLog("h", 0)
+	waiting.next, waiting.epoch = 3, reader.epoch
+	mustApply(t, waiting, to, home)
+	if home.flushes != 1 {
+		t.Errorf("an entry applied elsewhere: %d flushes; want still 1", home.flushes)
+	}
+}
+
+// TestLogLost: a log the gutter lost (restarted: its epoch changed), or an
+// entry that does not decode, flushes home: what it held is unknown.
+func TestLogLost(t *testing.T) {
+	ctx := context.Background()
+	to, home := nodetest.NewMap(), newHome(t)
+	l := NewLog("h", time.Hour)
+	if err := l.Publish(ctx, to, []string{"a"}); err != nil {
 		t.Fatal(err)
 	}
-	if i := slices.IndexFunc(many, func(k string) bool { return home.Value(k) != nil }); i >= 0 {
-		t.Errorf("%q kept at home after its entry was applied", many[i])
+	mustApply(t, l, to, home)
+	to.Clear() // the gutter restarted, empty
+	if err := l.Publish(ctx, to, []string{"b"}); err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, l, to, home)
+	if home.flushes != 1 {
+		t.Errorf("after the gutter restarted: %d flushes; want 1", home.flushes)
+	}
+	mustApply(t, l, to, home)
+	if home.flushes != 1 {
+		t.Errorf("the new log adopted: %d flushes; want still 1", home.flushes)
+	}
+	n, _ := to.Incr(ctx, l.SeqKey(), 1)
+	to.Set(ctx, l.entryKey(n), []byte("9:short"), 0)
+	mustApply(t, l, to, home)
+	if home.flushes != 2 {
+		t.Errorf("after a malformed entry: %d flushes; want 2", home.flushes)
+	}
+}
+
+// failIncr is a gutter node whose counter fails.
+type failIncr struct{ *nodetest.Map }
+
+func (failIncr) Incr(context.Context, string, int64) (int64, error) { return 0, node.ErrNodeDown }
+
+type logTarget struct{ n node.Node }
+
+func (t logTarget) Conn() node.Node    { return t.n }
+func (t logTarget) Down() bool         { return false }
+func (t logTarget) Standin() node.Node { return t.n }
+
+// TestNodePublishes: a write through the gutter is logged before it is
+// sent; one whose log fails is not sent, and is hinted at home all the
+// same; a log entry that lands too late fails the write too.
+func TestNodePublishes(t *testing.T) {
+	ctx := context.Background()
+	to := nodetest.NewMap()
+	h := &testHome{}
+	g := New(h, logTarget{to}, time.Minute, NewLog("h", time.Hour))
+	if err := g.SetMulti(ctx, []node.Item{{Key: "a", Value: []byte("1")}, {Key: "b", Value: []byte("2")}}); err != nil {
+		t.Fatal(err)
+	}
+	if ks, err := decodeKeys(to.Value(g.Log().entryKey(1))); err != nil || !slices.Equal(ks, []string{"a", "b"}) {
+		t.Errorf("the log's first entry: %q, %v; want [a b]", ks, err)
+	}
+	if err := g.Delete(ctx, "a"); err != nil || to.Value(g.Log().entryKey(2)) == nil {
+		t.Errorf("Delete: %v, entry 2 %q; want it logged", err, to.Value(g.Log().entryKey(2)))
+	}
+
+	bad := failIncr{nodetest.NewMap()}
+	h = &testHome{}
+	g = New(h, logTarget{bad}, time.Minute, NewLog("h", time.Hour))
+	if err := g.Set(ctx, "c", []byte("v"), 0); !errors.Is(err, node.ErrNodeDown) {
+		t.Errorf("Set with the log failing: %v; want its error", err)
+	}
+	if bad.Value("c") != nil {
+		t.Error("a write sent though its keys were not logged")
+	}
+	if keys, _ := h.hints.Take(); !slices.Equal(keys, []string{"c"}) {
+		t.Errorf("hints %q; want [c]: the write may have been sent", keys)
+	}
+
+	g = New(&testHome{}, logTarget{nodetest.NewMap()}, time.Minute, NewLog("h", 0))
+	if err := g.Set(ctx, "c", []byte("v"), 0); !errors.Is(err, ErrSlowPublish) {
+		t.Errorf("Set whose entry landed past half its grace: %v; want ErrSlowPublish", err)
 	}
 }
 

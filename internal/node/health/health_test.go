@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -256,7 +255,10 @@ func TestProbeNow(t *testing.T) {
 		pinged <- struct{}{}
 		return nil
 	}
-	h.ProbeNow() // up: nothing to probe
+	h.ProbeNow() // up: nothing to probe, and no kick left for later
+	if len(h.kick) != 0 {
+		t.Fatal("ProbeNow while up left a kick")
+	}
 	h.Done(context.Background(), node.OpGet, time.Time{}, &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED})
 	if !h.Down() {
 		t.Fatal("not down after a refused dial with Threshold 1")
@@ -267,7 +269,11 @@ func TestProbeNow(t *testing.T) {
 	case <-time.After(20 * time.Second): // a bound: the backoff's wait is an hour
 		t.Fatal("no probe after ProbeNow; the backoff's wait is an hour")
 	}
-	for h.Down() {
-		runtime.Gosched()
+	for range 20000 { // a bound, not a timing: Ping answered, the probe marks it up
+		if !h.Down() {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
+	t.Fatal("still down after the probe's ping answered")
 }

@@ -173,3 +173,11 @@ func (m *Map) Incr(_ context.Context, key string, delta int64) (int64, error) {
 	m.kv[key] = []byte(strconv.FormatInt(v, 10))
 	return v, nil
 }
+
+// Clear empties the map, as a server restarted empty.
+func (m *Map) Clear() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	clear(m.kv)
+	clear(m.ttl)
+}

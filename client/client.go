@@ -90,8 +90,8 @@ type Options struct {
 
 	// DialTimeout, ReadTimeout and WriteTimeout bound each network step,
 	// and the caller's context bounds the whole call. Default
-	// DefaultTimeout each (gomemcache's; go-redis's 5 s for each, as of
-	// v9.23, are long for a cache).
+	// DefaultTimeout each (gomemcache's; go-redis's defaults are long for
+	// a cache).
 	DialTimeout, ReadTimeout, WriteTimeout time.Duration
 	// PoolSize is the most connections open to one node from this client,
 	// whatever the calls and options; a call that finds them all busy

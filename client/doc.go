@@ -196,8 +196,8 @@
 //
 // With Options.AutoPipeline, concurrent callers share round trips. On Redis
 // each node's single-key commands go through go-redis's auto-pipeliner on
-// the node's own client (EXPERIMENTAL in go-redis; this module pins
-// v9.23.0): while a batch is on the wire, the commands that arrive wait and
+// the node's own client (EXPERIMENTAL in go-redis; go.mod pins the
+// version): while a batch is on the wire, the commands that arrive wait and
 // go together in the next, GetMulti's MGETs too. On Memcached the Gets that
 // arrive while one is in flight go together as one multi-get. Neither has a
 // timer: a call that finds none other under way to its node is sent at

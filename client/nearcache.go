@@ -67,9 +67,8 @@ const (
 	DefaultNearCacheEntries = 10000
 	// DefaultNearCacheDrainInterval is NearCache.DrainInterval by default:
 	// another client's write reaches this process's near copies within about
-	// 50ms, for 0.3–0.45% of a core per node, idle, on the 2-core
-	// development machine (bench: BenchmarkNearCacheIdle; 1.7–2.2% at
-	// go-redis's 5ms).
+	// that long; a shorter interval costs each node's connection idle CPU
+	// (docs/performance.md, "Near cache"; BenchmarkNearCacheIdle).
 	DefaultNearCacheDrainInterval = 50 * time.Millisecond
 	// DefaultNearCacheMaxAge is NearCache.MaxAge by default: a hot key is
 	// read from its node once every 10 s per process (1,000 reads a second

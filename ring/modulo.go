@@ -189,9 +189,8 @@ func (m *Modulo) Locate(key string) Node {
 		key = m.tag.of(key)
 	}
 	// The default hash called directly, and a 32-bit hash reduced with a
-	// 32-bit division, cheaper than a 64-bit one: together they took
-	// Locate from 10% slower than gomemcache's PickServer to 10-20% faster
-	// (bench/, cpu-ns/op).
+	// 32-bit division, cheaper than a 64-bit one: the paired benchmark
+	// against gomemcache's PickServer is in bench/ (docs/performance.md).
 	var i uint32
 	switch {
 	case m.crc32:

@@ -22,8 +22,8 @@
 // several stripes. Writers of a shard take its lock, and publish each
 // change of a chain with one atomic store, so that a lookup sees either the
 // chain before or the chain after; a table that grows is copied whole, and
-// swapped. (sync.Map, this store's index at first, cost a hit about 120 ns
-// more over 10,000 copies, in its trie's pointers: BenchmarkNearCacheStore.)
+// swapped: a lookup follows fewer pointers than sync.Map's trie
+// (BenchmarkNearCacheStore; docs/performance.md, "Near cache").
 //
 //	c := near.New(near.Config{MaxEntries: 10000, MaxAge: 10 * time.Second})
 //	if v, found, ok := c.Get(key); ok { ... } // a copy: found, or a miss held

@@ -34,15 +34,15 @@ type Answer struct {
 // slow one are usually there already, and are returned. Go fails a read
 // whose deadline has passed without looking for bytes already there, so
 // the grace must outlast the reading goroutine's wait for a CPU on a busy
-// machine: 2 ms did not, under -race in CI.
+// machine (docs/performance.md, "The test suite on a busy machine").
 const readGrace = 10 * time.Millisecond
 
 // firstGrace is how long an answer read after it was due may take to
 // bring its first bytes (Pending.Recv): a healthy node's are in the
 // socket's buffer by then, so this only bounds what a second stalled node
 // adds to a multi-get, and it must outlast the reading goroutine's wait
-// for a CPU on a busy machine (20 ms did not, under -race beside other
-// packages' tests).
+// for a CPU on a busy machine (docs/performance.md, "The test suite on a
+// busy machine").
 const firstGrace = 50 * time.Millisecond
 
 // lateGrace is how long such an answer may go without bringing bytes once

@@ -12,7 +12,7 @@ import (
 )
 
 // Auto-pipelining (Config.AutoPipeline): the node's single-key commands go
-// through go-redis's auto-pipeliner (EXPERIMENTAL in go-redis v9.23) on the
+// through go-redis's auto-pipeliner (EXPERIMENTAL in go-redis) on the
 // node's own client, which batches the commands of concurrent callers into
 // one pipeline per round trip, in the node's pool and under its hooks.
 // Each batched command is told to the observer here, once its batch is

@@ -18,7 +18,7 @@ import (
 // The near cache's copies of the node's GETs are in a store of package
 // near, which the client reads before it calls the node (a hit costs no
 // command and no call); go-redis's client-side caching (RESP3 CLIENT
-// TRACKING, EXPERIMENTAL in go-redis; this module pins v9.23.0) fills it
+// TRACKING, EXPERIMENTAL in go-redis; go.mod pins the version) fills it
 // and keeps it current, through the Cache go-redis is given:
 //
 //   - nearCache is that Cache. A GET's reply is kept in the store under its
@@ -315,7 +315,7 @@ func (c *nearCache) drop(key any) {
 }
 
 // nearReads are the commands whose replies go-redis may keep (its allow-list
-// in v9.23.0, csc_commands.go), and the other reads the façade sends: none
+// in its csc_commands.go), and the other reads the façade sends: none
 // of them changes a key, so evict leaves their keys' copies alone.
 var nearReads = func() map[string]bool {
 	m := map[string]bool{}

@@ -50,10 +50,13 @@ import (
 // any process, whichever way its breaker went, the writer gone included:
 // the bound the chaos harness's gutter runs check (internal/chaos). A key
 // deleted at home from the log may have been written there since by a
-// process that held the node up: a miss, never an old value. What the log
-// cannot vouch for flushes the node instead: a gutter that restarted or
-// evicted the log, an entry absent past its writer's bound. A copy on the
-// gutter lives until GutterTTL.
+// process that held the node up: a miss, never an old value; so may a key
+// a process that starts finds logged. What the log cannot vouch for
+// flushes the node instead: a gutter that restarted or evicted the log, an
+// entry absent past its writer's bound or older than gutter.LogLife (an
+// outage that long), more than DefaultGutterHints entries behind. A gutter
+// node this process holds down when the node comes back leaves it its own
+// hints alone. A copy on the gutter lives until GutterTTL.
 
 // Counters do not move to the gutter: an Incr there would restart from
 // nothing, so it fails with ErrNodeDown, as without a gutter. Nor does a
@@ -135,13 +138,14 @@ func (c *Client) gutterLoop(ctx context.Context) {
 	}
 }
 
-// gutterTick reads, on each gutter node, the logs' counters of the nodes
-// it stands in for (one multi-get a gutter node): a node this process
+// gutterTick reads, on each gutter node, the logs' heads of the nodes it
+// stands in for (one multi-get a gutter node): a node this process
 // holds up has the keys other processes wrote through the gutter deleted
 // (their writes replaced what it holds), or is held down if that fails. A
 // node it holds down is probed now, whatever its backoff: another process
 // may hold it up and write there, which this one's reads of the gutter
-// would not see. Each call is bounded by the node's own timeouts; ctx
+// would not see; so is a gutter node it holds down, whose logs it cannot
+// read meanwhile. Each call is bounded by the node's own timeouts; ctx
 // ends with the client.
 func (c *Client) gutterTick(ctx context.Context) {
 	st := c.state.Load()
@@ -157,27 +161,32 @@ func (c *Client) gutterTick(ctx context.Context) {
 			m.h.ProbeNow()
 			continue
 		}
-		if t := c.gutterConns[c.gutterRing.Locate(m.rn.Name).Addr]; t != nil && !t.Down() {
+		switch t := c.gutterConns[c.gutterRing.Locate(m.rn.Name).Addr]; {
+		case t == nil:
+		case t.Down():
+			t.h.ProbeNow() // its log unread: this process sees only its own hints
+		default:
 			byTarget[t] = append(byTarget[t], m)
 		}
 	}
 	for t, homes := range byTarget {
-		keys := make([]string, len(homes))
-		for i, m := range homes {
-			keys[i] = m.gutter.Log().SeqKey()
+		keys := make([]string, 0, 2*len(homes))
+		for _, m := range homes {
+			keys = append(keys, m.gutter.Log().EpochKey(), m.gutter.Log().SeqKey())
 		}
 		its, err := t.Node.GetMulti(ctx, keys, false)
 		if err != nil {
 			continue
 		}
-		seq := make(map[string][]byte, len(its))
+		val := make(map[string][]byte, len(its))
 		for _, it := range its {
 			if it.Found {
-				seq[it.Key] = it.Value
+				val[it.Key] = it.Value
 			}
 		}
 		for _, m := range homes {
-			if !m.gutter.Log().Pending(seq[m.gutter.Log().SeqKey()]) {
+			l := m.gutter.Log()
+			if !l.Pending(val[l.SeqKey()], val[l.EpochKey()]) {
 				continue
 			}
 			if err := m.gutter.ApplyLog(ctx, m.Node); err != nil && ctx.Err() == nil {

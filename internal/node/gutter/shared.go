@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"net/url"
 	"slices"
 	"strconv"
@@ -20,29 +19,32 @@ import (
 // process that shares the gutter finds them: the hints of a process are
 // its own (Hints), so without a Log a process whose breaker flipped the
 // node up first, or any process after the writer died, reads at home the
-// value a write through the gutter replaced. Each write through the
-// gutter appends its keys to the log before it is sent (Publish: the
-// log's counter, then one entry a thousand keys); every process deletes at
-// home the keys of the entries it has not applied before it marks the
-// node up, and at each tick while it holds the node up (Apply). The
-// entries applied are deleted and their end recorded (done), which a
-// process started later begins from.
+// value a write through the gutter replaced.
 //
-// What the log cannot vouch for, it makes safe by flushing home (as Hints
-// do past MaxHints): an entry counted but still absent after grace (its
-// writer died between its count and its entry, or the gutter evicted it),
-// an entry that does not decode, and a log lost (the gutter restarted, or
-// evicted its counter: the log's epoch or counter went back).
+// Each write through the gutter appends its keys to the log before it is
+// sent (Publish: the log's counter, then one entry a thousand keys, which
+// expires after LogLife). Every process deletes at home the keys of the
+// entries it has not applied yet: before it marks the node up, and at each
+// tick while it holds the node up (Apply). Nothing else is written to the
+// log, so that an entry is absent only while its writer is between its
+// count and its entry, or when it is lost; a process that starts applies
+// the entries still there.
+//
+// What the log cannot vouch for, it makes safe by flushing home, as Hints
+// do past MaxHints: an entry still absent after grace (its writer died
+// between its count and its entry, or it expired or was evicted), an entry
+// that does not decode, more than MaxHints entries behind, and a log lost
+// (a counter created anew starts a new epoch: the gutter restarted, or
+// evicted it).
 type Log struct {
 	prefix string
 	grace  time.Duration
 
 	mu    sync.Mutex
-	epoch string // the log's epoch as this process last read it; "" before
-	next  int64  // the first entry this process has not applied; 0 before
+	epoch string // the epoch this process applies; "" before the first Apply
+	next  int64  // the first entry this process has not applied
 	// absent is when each entry this process waits for was first found
-	// missing: a writer between its count and its entry, which it writes
-	// within grace/2 or does not send its write (Publish).
+	// missing.
 	absent map[int64]time.Time
 }
 
@@ -51,14 +53,15 @@ const (
 	entryKeys = 1000
 	// readEntries is how many entries one multi-get reads.
 	readEntries = 100
-	// entryLife is the TTL of an entry: a node down longer comes back to
-	// a log missing entries, and is flushed.
-	entryLife = time.Hour
 )
 
+// LogLife is how long a log entry lives: a process that holds its node
+// down longer finds entries gone when it is back, and flushes the node.
+const LogLife = time.Hour
+
 // ErrSlowPublish is a Publish whose entry took longer than half its
-// grace to land: a process may have skipped it meanwhile, so the write it
-// announced must not be sent.
+// grace to land: a process may have given up on it meanwhile, so the
+// write it announced must not be sent.
 var ErrSlowPublish = errors.New("shardcache: gutter log entry written too late")
 
 // errBadEntry is a log entry that does not decode.
@@ -66,9 +69,9 @@ var errBadEntry = errors.New("malformed entry")
 
 // NewLog returns the log of the home node named home (its ring name,
 // which every process of a fleet gives it, whatever address each reaches
-// it at). grace bounds a writer's count-to-entry time (Publish refuses to
-// go on past half of it); a process waits that long for an absent entry
-// before it flushes home.
+// it at). grace bounds a writer's count-to-entry time (Publish gives up
+// past half of it); a process waits that long for an absent entry before
+// it flushes home.
 func NewLog(home string, grace time.Duration) *Log {
 	// A Memcached key holds no space or control byte, and at most 250.
 	name := url.PathEscape(home)
@@ -76,123 +79,124 @@ func NewLog(home string, grace time.Duration) *Log {
 		sum := sha256.Sum256([]byte(home))
 		name = hex.EncodeToString(sum[:])
 	}
-	return &Log{prefix: "shardcache:gutter:" + name + ":", grace: grace, absent: map[int64]time.Time{}}
+	return &Log{prefix: "shardcache:gutter:" + name + ":", grace: grace, next: 1, absent: map[int64]time.Time{}}
 }
 
-// SeqKey is the key of the log's counter on the gutter.
-func (l *Log) SeqKey() string   { return l.prefix + "seq" }
-func (l *Log) doneKey() string  { return l.prefix + "done" }
-func (l *Log) epochKey() string { return l.prefix + "epoch" }
+// SeqKey is the key of the log's counter on the gutter, and EpochKey that
+// of its epoch: a tick reads both (Pending).
+func (l *Log) SeqKey() string { return l.prefix + "seq" }
+
+// EpochKey is the key of the log's epoch on the gutter.
+func (l *Log) EpochKey() string { return l.prefix + "epoch" }
+
 func (l *Log) entryKey(i int64) string {
 	return l.prefix + "h:" + strconv.FormatInt(i, 10)
 }
 
 // Publish appends keys to the log on to, before they are written there:
-// an error means the write must not be sent.
+// an error means the write must not be sent. It runs to its end whatever
+// ctx does (an entry counted and never written would flush home), bounded
+// by half the grace.
 func (l *Log) Publish(ctx context.Context, to node.Node, keys []string) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.grace/2)
+	defer cancel()
 	chunks := slices.Collect(slices.Chunk(keys, entryKeys))
 	last, err := to.Incr(ctx, l.SeqKey(), int64(len(chunks)))
 	if err != nil {
 		return err
 	}
+	first := last - int64(len(chunks)) + 1
+	if first == 1 {
+		// A counter created anew: the gutter lost the log, or this is
+		// its first entry. A new epoch tells every process.
+		if err := to.Set(ctx, l.EpochKey(), []byte(rand.Text()), 0); err != nil {
+			return err
+		}
+	}
 	items := make([]node.Item, len(chunks))
 	for i, c := range chunks {
-		items[i] = node.Item{Key: l.entryKey(last - int64(len(chunks)) + 1 + int64(i)), Value: encodeKeys(c), TTL: entryLife}
+		items[i] = node.Item{Key: l.entryKey(first + int64(i)), Value: encodeKeys(c), TTL: LogLife}
 	}
-	if err := to.SetMulti(ctx, items); err != nil {
+	if err = to.SetMulti(ctx, items); err != nil && ctx.Err() == nil {
+		err = to.SetMulti(ctx, items) // once more: a process gives up on it only after grace
+	}
+	if err != nil {
 		return err
 	}
-	if time.Since(start) > l.grace/2 {
+	if ctx.Err() != nil {
 		return ErrSlowPublish
 	}
 	return nil
 }
 
-// Pending reports whether the counter read at a tick (nil if absent)
-// counts entries this process has not applied.
-func (l *Log) Pending(seq []byte) bool {
+// Pending reports whether the log's head read at a tick (seq and epoch;
+// nil if absent) holds entries this process has not applied, or another
+// epoch than the one it applies.
+func (l *Log) Pending(seq, epoch []byte) bool {
 	n, err := strconv.ParseInt(string(seq), 10, 64)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return err == nil && n >= max(l.next, 1)
+	switch {
+	case l.epoch != "" && string(epoch) != l.epoch:
+		return true // a lost log, or a new one
+	case err != nil:
+		return false // none yet
+	default:
+		return n >= l.next || l.epoch == ""
+	}
 }
 
-// head is the log's state on the gutter: its epoch, counter and end
-// applied.
-type head struct {
-	epoch     string
-	seq, done int64
-}
-
-// readHead reads the log's head on to, creating its epoch if absent.
-func (l *Log) readHead(ctx context.Context, to node.Node) (head, error) {
-	var h head
-	for range 2 {
-		its, err := to.GetMulti(ctx, []string{l.epochKey(), l.SeqKey(), l.doneKey()}, false)
-		if err != nil {
-			return h, err
-		}
-		for _, it := range its {
-			if !it.Found {
-				continue
-			}
-			switch it.Key {
-			case l.epochKey():
-				h.epoch = string(it.Value)
-			case l.SeqKey():
-				h.seq, _ = strconv.ParseInt(string(it.Value), 10, 64)
-			case l.doneKey():
-				h.done, _ = strconv.ParseInt(string(it.Value), 10, 64)
-			}
-		}
-		if h.epoch != "" {
-			return h, nil
-		}
-		err = to.Add(ctx, l.epochKey(), []byte(rand.Text()), 0)
-		if err != nil && !errors.Is(err, node.ErrNotStored) {
-			return h, err
+// readHead reads the log's epoch and counter on to, in that order: a
+// counter created anew has its epoch set before its entries. No epoch:
+// nothing published yet, or the log lost (or its first writer died
+// before setting it).
+func (l *Log) readHead(ctx context.Context, to node.Node) (epoch string, seq int64, err error) {
+	its, err := to.GetMulti(ctx, []string{l.EpochKey(), l.SeqKey()}, false)
+	if err != nil {
+		return "", 0, err
+	}
+	for _, it := range its {
+		switch {
+		case !it.Found:
+		case it.Key == l.EpochKey():
+			epoch = string(it.Value)
+		case it.Key == l.SeqKey():
+			seq, _ = strconv.ParseInt(string(it.Value), 10, 64)
 		}
 	}
-	return h, fmt.Errorf("gutter log: %w", errBadEntry)
+	return epoch, seq, nil
 }
 
 // Apply deletes at home the keys of the entries on to that this process
-// has not applied, then records them applied and deletes them on to. An
-// entry still absent within its grace is waited for at the next Apply
-// (its write is not sent before it lands); what the log cannot vouch for
-// flushes home. An error leaves entries unapplied: home must not serve
-// until an Apply succeeds.
+// has not applied. An entry absent within its grace is waited for at the
+// next Apply (its write is sent only once it lands); what the log cannot
+// vouch for flushes home. An error leaves entries unapplied: home must
+// not serve until an Apply succeeds.
 func (l *Log) Apply(ctx context.Context, to, home node.Node) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h, err := l.readHead(ctx, to)
+	epoch, seq, err := l.readHead(ctx, to)
 	if err != nil {
 		return err
 	}
 	flush := false
-	if (l.epoch != "" && h.epoch != l.epoch) || h.seq < h.done || (l.next > 1 && h.seq < l.next-1) {
-		// The log was lost (restarted, or its counter evicted): what it
-		// held is unknown, and it starts again from 1.
+	if (l.epoch != "" && epoch != l.epoch) || seq < l.next-1 {
+		// The log was lost or started again: what it held is unknown.
 		flush, l.next = true, 1
 		clear(l.absent)
-		if h.seq < h.done {
-			if err := to.Set(ctx, l.doneKey(), []byte("0"), 0); err != nil {
-				return err
-			}
-			h.done = 0
-		}
 	}
-	l.epoch = h.epoch
-	from := max(l.next, h.done+1, 1)
+	l.epoch = epoch
+	if seq-l.next+1 > MaxHints { // too far behind to replay one by one
+		flush, l.next = true, seq+1
+		clear(l.absent)
+	}
 	hold := int64(0) // the first entry waited for
-	var expired []int64
 	now := time.Now()
-	for lo := from; lo <= h.seq; lo += readEntries {
-		hi := min(h.seq, lo+readEntries-1)
+	for lo := l.next; lo <= seq; lo += readEntries {
+		hi := min(seq, lo+readEntries-1)
 		keys := make([]string, 0, hi-lo+1)
 		for i := lo; i <= hi; i++ {
 			keys = append(keys, l.entryKey(i))
@@ -215,12 +219,12 @@ func (l *Log) Apply(ctx context.Context, to, home node.Node) error {
 				if !seen {
 					l.absent[i], first = now, now
 				}
-				if now.Sub(first) < l.grace {
-					if hold == 0 {
-						hold = i
-					}
-				} else {
-					expired = append(expired, i)
+				switch {
+				case now.Sub(first) >= l.grace:
+					flush = true // lost: its writer died, or it expired
+					delete(l.absent, i)
+				case hold == 0:
+					hold = i
 				}
 				continue
 			}
@@ -236,25 +240,8 @@ func (l *Log) Apply(ctx context.Context, to, home node.Node) error {
 				return err
 			}
 		}
-		if hold == 0 && !flush && len(expired) == 0 {
-			l.next = hi + 1 // progress kept, should a later chunk fail
-		}
-	}
-	if len(expired) > 0 || hold != 0 {
-		// Another process may have applied and deleted them: done says.
-		again, err := l.readHead(ctx, to)
-		if err != nil {
-			return err
-		}
-		if again.epoch == h.epoch {
-			h.done = max(h.done, again.done)
-		}
-		for _, i := range expired {
-			delete(l.absent, i)
-			flush = flush || i > h.done
-		}
-		if hold <= h.done {
-			hold = 0
+		if hold == 0 && !flush {
+			l.next = hi + 1 // progress kept, should a later read fail
 		}
 	}
 	if flush {
@@ -262,27 +249,13 @@ func (l *Log) Apply(ctx context.Context, to, home node.Node) error {
 			return err
 		}
 	}
-	l.next = max(from, h.seq+1, h.done+1)
+	l.next = seq + 1
 	if hold != 0 {
-		l.next = max(hold, h.done+1)
+		l.next = hold
 	}
 	for i := range l.absent {
 		if i < l.next {
 			delete(l.absent, i)
-		}
-	}
-	if upto := l.next - 1; upto > h.done {
-		// Another process may record a lower end after this one: it only
-		// makes a later process apply some entries twice.
-		if err := to.Set(ctx, l.doneKey(), []byte(strconv.FormatInt(upto, 10)), 0); err != nil {
-			return nil // applied here; a later process applies them again
-		}
-		var applied []string
-		for i := max(h.done+1, 1); i <= upto; i++ {
-			applied = append(applied, l.entryKey(i))
-		}
-		for c := range slices.Chunk(applied, hintChunk) {
-			_ = to.DeleteMulti(ctx, c) // else they expire (entryLife)
 		}
 	}
 	return nil

@@ -55,39 +55,53 @@ func mustApply(t *testing.T, l *Log, to, home node.Node) {
 	}
 }
 
+// pending is l.Pending on what a tick reads on to.
+func pending(l *Log, to *nodetest.Map) bool {
+	return l.Pending(to.Value(l.SeqKey()), to.Value(l.EpochKey()))
+}
+
 // TestLog: what one process writes through the gutter is deleted at home
-// by another before it reads there (a process gone since included, the
-// log being on the gutter); each process applies each entry once, and a
-// process started later begins after what was applied.
+// by another before it reads there; each process applies each entry once,
+// and a process that starts applies the entries still there (their writer
+// may be gone, and no process may have had home up since).
 func TestLog(t *testing.T) {
 	ctx := context.Background()
 	to, home := nodetest.NewMap(), newHome(t, "a", "b", "k:with\nnewline")
 	writer, reader := NewLog("h 1", time.Hour), NewLog("h 1", time.Hour)
+	if pending(reader, to) {
+		t.Fatal("nothing published, the reader finds entries pending")
+	}
 	if err := writer.Publish(ctx, to, []string{"a", "k:with\nnewline"}); err != nil {
 		t.Fatal(err)
 	}
-	if !reader.Pending(to.Value(reader.SeqKey())) {
+	if to.Value(writer.EpochKey()) == nil {
+		t.Fatal("a first entry without an epoch")
+	}
+	if !pending(reader, to) {
 		t.Fatal("an entry published, the reader finds none pending")
 	}
 	mustApply(t, reader, to, home)
 	if home.Value("a") != nil || home.Value("k:with\nnewline") != nil || home.Value("b") == nil {
 		t.Errorf("after Apply home holds a=%q nl=%q b=%q; want the logged keys deleted, b kept", home.Value("a"), home.Value("k:with\nnewline"), home.Value("b"))
 	}
-	if reader.Pending(to.Value(reader.SeqKey())) || to.Value(writer.entryKey(1)) != nil {
-		t.Error("applied, still pending or kept on the gutter")
-	}
-	if home.flushes != 0 {
-		t.Errorf("%d flushes; want none", home.flushes)
+	if pending(reader, to) || home.flushes != 0 {
+		t.Errorf("applied: pending %v, %d flushes; want neither", pending(reader, to), home.flushes)
 	}
 
-	// Applied once: a later value at home is not deleted again, by this
-	// process or one started later.
+	// Applied once: a later value at home is not deleted again by this
+	// process; a process that starts applies what is still logged.
 	home.Set(ctx, "a", []byte("new"), 0)
 	mustApply(t, reader, to, home)
-	late := NewLog("h 1", time.Hour)
-	mustApply(t, late, to, home)
 	if string(home.Value("a")) != "new" {
-		t.Errorf("a = %q after later Applies; want the applied entry skipped", home.Value("a"))
+		t.Errorf("a = %q after a second Apply; want the applied entry skipped", home.Value("a"))
+	}
+	late := NewLog("h 1", time.Hour)
+	if !pending(late, to) {
+		t.Error("a process that starts finds nothing pending in a log with entries")
+	}
+	mustApply(t, late, to, home)
+	if home.Value("a") != nil {
+		t.Errorf("a = %q after a new process's Apply; want the logged key deleted", home.Value("a"))
 	}
 
 	// Many keys: entries of entryKeys keys, read readEntries at a time.
@@ -107,25 +121,21 @@ func TestLog(t *testing.T) {
 	if i := slices.IndexFunc(many, func(k string) bool { return home.Value(k) != nil }); i >= 0 {
 		t.Errorf("%q kept at home after its entries were applied", many[i])
 	}
-	if late.Pending(to.Value(late.SeqKey())) {
-		t.Error("all applied, still pending")
-	}
-	// reader sees them applied by late: it skips them, and stops finding
-	// them pending.
-	mustApply(t, reader, to, home)
-	if reader.Pending(to.Value(reader.SeqKey())) || home.flushes != 0 {
-		t.Errorf("applied elsewhere: pending %v, %d flushes; want neither", reader.Pending(to.Value(reader.SeqKey())), home.flushes)
+	if pending(late, to) || home.flushes != 0 {
+		t.Errorf("all applied: pending %v, %d flushes; want neither", pending(late, to), home.flushes)
 	}
 }
 
 // TestLogAbsent: an entry counted but not yet written holds this
 // process's cursor, not the entries after it, until its grace; past it
-// (the writer died, or the gutter evicted it) home is flushed, unless
-// another process applied and deleted it meanwhile.
+// (its writer died, or it expired or was evicted) home is flushed.
 func TestLogAbsent(t *testing.T) {
 	ctx := context.Background()
 	to, home := nodetest.NewMap(), newHome(t, "b")
 	writer, reader := NewLog("h", time.Hour), NewLog("h", time.Hour)
+	if err := writer.Publish(ctx, to, []string{"x"}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := to.Incr(ctx, writer.SeqKey(), 1); err != nil { // a writer between its count and its entry
 		t.Fatal(err)
 	}
@@ -136,41 +146,44 @@ func TestLogAbsent(t *testing.T) {
 	if home.Value("b") != nil || home.flushes != 0 {
 		t.Errorf("behind an absent entry: b = %q, %d flushes; want b deleted, no flush", home.Value("b"), home.flushes)
 	}
-	if !reader.Pending(to.Value(reader.SeqKey())) {
+	if !pending(reader, to) {
 		t.Error("an entry waited for, none pending")
 	}
 	// The entry lands: applied at the next Apply.
 	home.Set(ctx, "c", []byte("old"), 0)
-	to.Set(ctx, writer.entryKey(1), encodeKeys([]string{"c"}), 0)
+	to.Set(ctx, writer.entryKey(2), encodeKeys([]string{"c"}), 0)
 	mustApply(t, reader, to, home)
-	if home.Value("c") != nil || reader.Pending(to.Value(reader.SeqKey())) {
-		t.Errorf("the late entry: c = %q, pending %v; want c deleted, nothing pending", home.Value("c"), reader.Pending(to.Value(reader.SeqKey())))
+	if home.Value("c") != nil || pending(reader, to) || home.flushes != 0 {
+		t.Errorf("the late entry: c = %q, pending %v, %d flushes; want c deleted, nothing pending, no flush", home.Value("c"), pending(reader, to), home.flushes)
 	}
 
-	// Past its grace: home flushed.
+	// Absent past its grace: home flushed, once.
 	impatient := NewLog("h", 0)
+	mustApply(t, impatient, to, home)
+	if home.flushes != 0 {
+		t.Fatalf("every entry there: %d flushes", home.flushes)
+	}
 	to.Incr(ctx, writer.SeqKey(), 1)
+	mustApply(t, impatient, to, home)
 	mustApply(t, impatient, to, home)
 	if home.flushes != 1 {
 		t.Errorf("an entry absent past its grace: %d flushes; want 1", home.flushes)
 	}
-	// A process that waited for it while another applied past it: no flush.
+	// Expired (or evicted) before this process read it: the same.
 	if err := writer.Publish(ctx, to, []string{"d"}); err != nil {
 		t.Fatal(err)
 	}
-	mustApply(t, reader, to, home) // waits for entry 3, applies 4
-	to.Set(ctx, reader.doneKey(), []byte("4"), 0)
-	to.Delete(ctx, writer.entryKey(4))
-	waiting := NewLog("h", 0)
-	waiting.next, waiting.epoch = 3, reader.epoch
-	mustApply(t, waiting, to, home)
-	if home.flushes != 1 {
-		t.Errorf("an entry applied elsewhere: %d flushes; want still 1", home.flushes)
+	to.Delete(ctx, writer.entryKey(5))
+	mustApply(t, impatient, to, home)
+	if home.flushes != 2 {
+		t.Errorf("an entry gone: %d flushes; want 2", home.flushes)
 	}
 }
 
-// TestLogLost: a log the gutter lost (restarted: its epoch changed), or an
-// entry that does not decode, flushes home: what it held is unknown.
+// TestLogLost: a log the gutter lost (restarted: a counter created anew
+// brings a new epoch; or its epoch evicted), an entry that does not
+// decode, or more entries behind than MaxHints flush home: what the log
+// held is unknown, or too much to replay.
 func TestLogLost(t *testing.T) {
 	ctx := context.Background()
 	to, home := nodetest.NewMap(), newHome(t)
@@ -183,6 +196,9 @@ func TestLogLost(t *testing.T) {
 	if err := l.Publish(ctx, to, []string{"b"}); err != nil {
 		t.Fatal(err)
 	}
+	if !pending(l, to) {
+		t.Fatal("a new epoch, nothing pending")
+	}
 	mustApply(t, l, to, home)
 	if home.flushes != 1 {
 		t.Errorf("after the gutter restarted: %d flushes; want 1", home.flushes)
@@ -191,11 +207,26 @@ func TestLogLost(t *testing.T) {
 	if home.flushes != 1 {
 		t.Errorf("the new log adopted: %d flushes; want still 1", home.flushes)
 	}
+	to.Delete(ctx, l.EpochKey()) // evicted
+	if !pending(l, to) {
+		t.Fatal("the epoch gone, nothing pending")
+	}
+	mustApply(t, l, to, home)
+	if home.flushes != 2 {
+		t.Errorf("after the epoch was evicted: %d flushes; want 2", home.flushes)
+	}
+	to.Set(ctx, l.EpochKey(), []byte("e"), 0)
+	mustApply(t, l, to, home) // adopts "e", the log having been flushed for
 	n, _ := to.Incr(ctx, l.SeqKey(), 1)
 	to.Set(ctx, l.entryKey(n), []byte("9:short"), 0)
 	mustApply(t, l, to, home)
-	if home.flushes != 2 {
-		t.Errorf("after a malformed entry: %d flushes; want 2", home.flushes)
+	if home.flushes != 3 {
+		t.Errorf("after a malformed entry: %d flushes; want 3", home.flushes)
+	}
+	to.Incr(ctx, l.SeqKey(), MaxHints+1)
+	mustApply(t, l, to, home)
+	if home.flushes != 4 || pending(l, to) {
+		t.Errorf("more than MaxHints entries behind: %d flushes, pending %v; want 4, none", home.flushes, pending(l, to))
 	}
 }
 

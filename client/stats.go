@@ -58,8 +58,10 @@ type OpStats struct {
 	// Op is the call: "get", "get_multi", "set", "set_multi", "add",
 	// "add_multi", "delete", "delete_multi", "incr", "touch", "lease" (a
 	// GetOrLoad lease's store or release; taking one is an "add"), "exists"
-	// (Redis EXISTS: a copy's confirmation, a sweep's check), "sweep"
-	// (Client.Sweep's listing, dumps and restores), "ping" (a
+	// (a copy's confirmation, a sweep's check: Redis EXISTS, a Memcached
+	// multi-get), "sweep" (Client.Sweep's listing, dumps and restores, on
+	// both backends: a Memcached dump is a multi-get and a restore adds,
+	// but neither is the application's), "ping" (a
 	// probe), or "other" (a command sent through Client.Redis that is none
 	// of these; commands go-redis sends to set a connection up are not
 	// counted). It names the round trip to the node: a Get that falls back
@@ -70,7 +72,9 @@ type OpStats struct {
 	OK     int64
 	Errors Errors
 	// Hits and Misses count the keys that reads ("get", "get_multi") found
-	// and did not find: for "get", one per answered call.
+	// and did not find: for "get", one per answered call. A sweep's and a
+	// check's reads ("sweep", "exists") count none, so that a hit rate
+	// from these is the application's.
 	Hits, Misses int64
 	// Latency is the time of the calls that reached the network, answered or
 	// not.

@@ -697,3 +697,58 @@ func TestSweepSpoolDir(t *testing.T) {
 		t.Fatalf("sweep with a writable SpoolDir: %+v, %v; want %d copied", s, err, len(moved))
 	}
 }
+
+// opTotals sums each kind of call's calls, hits and misses over c's nodes.
+func opTotals(c *Client) map[string][3]int64 {
+	totals := map[string][3]int64{}
+	for _, n := range c.Stats().Nodes {
+		for _, o := range n.Ops {
+			t := totals[o.Op]
+			totals[o.Op] = [3]int64{t[0] + o.Calls(), t[1] + o.Hits, t[2] + o.Misses}
+		}
+	}
+	return totals
+}
+
+// TestSweepStatsApart (issue 45): a sweep's reads and copies count under
+// the "sweep" op on both backends, never as the application's get,
+// get_multi or add_multi, so that the hit rates read from Stats (and
+// promstats' shardcache_keys_read_total) stay the application's: on
+// Memcached its dumps are multi-gets and its copies adds, which counted
+// as get_multi and add_multi, and raised the hit rate during a sweep. Run
+// twice, the second sweep also reads back on the new owners the copies
+// they refuse (AlreadyCopied); memcached-classic dumps with gets instead
+// of mg.
+func TestSweepStatsApart(t *testing.T) {
+	for _, kind := range []string{"redis-server", "memcached", "memcached-classic"} {
+		t.Run(kind, func(t *testing.T) {
+			cl := newCluster(t, kind, 8)
+			c, _, moved := sweepSetup(t, cl, "apart", 1000)
+			before := opTotals(c)
+			for run := range 2 {
+				s, err := c.Sweep(t.Context(), SweepOptions{Rate: -1})
+				if err != nil || s.Copied+s.AlreadyCopied != int64(len(moved)) || s.AlreadyCopied != int64(run*len(moved)) {
+					t.Fatalf("sweep %d of %d moved keys: %+v, %v", run+1, len(moved), s, err)
+				}
+			}
+			after := opTotals(c)
+			for op, a := range after {
+				b := before[op]
+				d := [3]int64{a[0] - b[0], a[1] - b[1], a[2] - b[2]}
+				switch op {
+				case "sweep":
+					// Each run sizes and lists each of the 8 old nodes: more
+					// calls than those are its dumps and copies.
+					if d[0] <= 2*2*8 || d[1] != 0 || d[2] != 0 {
+						t.Errorf("sweep: %d calls, %d hits, %d misses; want more than %d calls (the dumps and copies), and no keys counted, as for any call but a read's", d[0], d[1], d[2], 2*2*8)
+					}
+				case "ping": // a probe is no application call either
+				default:
+					if d != [3]int64{} {
+						t.Errorf("%s: %d calls, %d hits, %d misses during the sweeps; want none: the application made no call", op, d[0], d[1], d[2])
+					}
+				}
+			}
+		})
+	}
+}

@@ -11,7 +11,9 @@
 //	                                                 ok for other answered calls, or the
 //	                                                 error: timeout, refused, down, error
 //	shardcache_keys_read_total{node,op,result}       keys found (hit) or not (miss) by get
-//	                                                 and get_multi
+//	                                                 and get_multi (the application's
+//	                                                 reads: a sweep's are op sweep, and
+//	                                                 count no keys)
 //	shardcache_request_duration_seconds{node,op}     histogram of the calls that reached
 //	                                                 the network
 //	shardcache_node_up{node,addr}                    0 while the client holds the node down

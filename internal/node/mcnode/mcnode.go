@@ -5,13 +5,15 @@
 // Every call tells the Observer its outcome once, with the kind of call
 // the client's statistics count it as: a Get, a GetItem and a
 // GetAndTouch are OpGet; Store is OpSet or OpAdd for set and add, OpOther
-// for the other four; a multi-get and an Exists are OpGetMulti, with the
-// keys found and missed (Observer.Keys); a sweep's listing and Size are
-// OpSweep, its dumps OpGetMulti and its restores OpAddMulti; the leases'
-// stores and releases OpLease; Ping OpPing. With Config.Batch, each Get
-// that waited in a batch is observed as one Get. Errors are the
-// node package's sentinels (node.ErrCacheMiss itself for a miss), the
-// others as the wire gave them (wire.ErrPoolTimeout among them).
+// for the other four; a multi-get is OpGetMulti, with the keys found and
+// missed (Observer.Keys); an Exists is OpExists, and a sweep's listing,
+// dumps, restores and Size are OpSweep, as on Redis, without keys counted:
+// they are no reads of the application's, and would skew its hit rate;
+// the leases' stores and releases OpLease; Ping OpPing. With
+// Config.Batch, each Get that waited in a batch is observed as one Get.
+// Errors are the node package's sentinels (node.ErrCacheMiss itself for a
+// miss), the others as the wire gave them (wire.ErrPoolTimeout among
+// them).
 //
 // WithNear puts a node behind a near cache's store (package near), which
 // its Gets fill and its writes drop copies from.
@@ -145,14 +147,21 @@ func (n *Node) get(ctx context.Context, key string) ([]byte, error) {
 // remaining TTL with pipelined "mg <key> v f t c" (TTLKnown); otherwise
 // one "gets", flags and CAS ids but no TTL.
 func (n *Node) GetMulti(ctx context.Context, keys []string, withTTL bool) ([]node.Item, error) {
+	return n.getMulti(ctx, node.OpGetMulti, keys, withTTL)
+}
+
+// getMulti is GetMulti observed as a call of kind op: OpGetMulti for the
+// application's reads, OpSweep and OpExists for the sweep's and the
+// copies' (sweep.go), whose keys are not counted (see keys).
+func (n *Node) getMulti(ctx context.Context, op node.Op, keys []string, withTTL bool) ([]node.Item, error) {
 	if withTTL {
-		items, err := n.getTTL(ctx, keys)
+		items, err := n.getTTL(ctx, op, keys)
 		if !errors.Is(err, memcache.ErrNoMeta) {
 			return items, err
 		}
 	}
 	out := make([]node.Answer, len(keys))
-	if err := n.Send(ctx, keys).Recv(out); err != nil {
+	if err := n.send(ctx, op, keys).Recv(out); err != nil {
 		return nil, err
 	}
 	items := make([]node.Item, len(keys))
@@ -164,7 +173,7 @@ func (n *Node) GetMulti(ctx context.Context, keys []string, withTTL bool) ([]nod
 
 // getTTL is GetMulti with mg; memcache.ErrNoMeta, not observed, when the
 // server has no meta commands (a capability, not a failure).
-func (n *Node) getTTL(ctx context.Context, keys []string) ([]node.Item, error) {
+func (n *Node) getTTL(ctx context.Context, op node.Op, keys []string) ([]node.Item, error) {
 	out := make([]memcache.TTLAnswer, len(keys))
 	start := n.obs.Begin()
 	found, err := n.mc.GetTTL(ctx, keys, out)
@@ -172,7 +181,7 @@ func (n *Node) getTTL(ctx context.Context, keys []string) ([]node.Item, error) {
 		return nil, err
 	}
 	err = nodeErr(err)
-	n.obs.Done(ctx, node.OpGetMulti, start, err)
+	n.obs.Done(ctx, op, start, err)
 	if err != nil {
 		return nil, err
 	}
@@ -187,8 +196,19 @@ func (n *Node) getTTL(ctx context.Context, keys []string) ([]node.Item, error) {
 			items[i].TTL, items[i].TTLKnown = remaining(a.TTL), true
 		}
 	}
-	n.obs.Keys(node.OpGetMulti, found, len(keys)-found)
+	n.keys(op, found, len(keys)-found)
 	return items, nil
+}
+
+// keys tells the observer the keys a multi-get of kind op found and
+// missed, for the application's reads (OpGetMulti) only: the hit rates
+// are read from them, and the sweep's dumps and Exists, which read keys
+// the application did not ask for, would move them (Redis's hook counts
+// the same).
+func (n *Node) keys(op node.Op, found, missed int) {
+	if op == node.OpGetMulti {
+		n.obs.Keys(op, found, missed)
+	}
 }
 
 // remaining converts mg's remaining TTL to a Duration: -1 (none) is 0,
@@ -206,8 +226,13 @@ func remaining(secs int64) time.Duration {
 // Send sends a multi-get of keys, waiting for a connection if all are
 // busy; Recv observes it as one OpGetMulti, with its keys.
 func (n *Node) Send(ctx context.Context, keys []string) node.Pending {
+	return n.send(ctx, node.OpGetMulti, keys)
+}
+
+// send is Send, its Recv observed as a call of kind op.
+func (n *Node) send(ctx context.Context, op node.Op, keys []string) *pending {
 	start := n.obs.Begin()
-	return &pending{n: n, p: n.mc.Send(ctx, keys), ctx: ctx, start: start, keys: len(keys)}
+	return &pending{n: n, p: n.mc.Send(ctx, keys), ctx: ctx, start: start, op: op, keys: len(keys)}
 }
 
 // SendIdle is Send on an idle connection; false, nothing sent, when the
@@ -219,7 +244,7 @@ func (n *Node) SendIdle(ctx context.Context, keys []string) (node.Pending, bool)
 	if !ok {
 		return nil, false
 	}
-	return &pending{n: n, p: p, ctx: ctx, start: start, keys: len(keys)}, true
+	return &pending{n: n, p: p, ctx: ctx, start: start, op: node.OpGetMulti, keys: len(keys)}, true
 }
 
 // TrySend is Send without waiting; false, nothing sent, when every
@@ -230,7 +255,7 @@ func (n *Node) TrySend(ctx context.Context, keys []string) (node.Pending, bool) 
 	if !ok {
 		return nil, false
 	}
-	return &pending{n: n, p: p, ctx: ctx, start: start, keys: len(keys)}, true
+	return &pending{n: n, p: p, ctx: ctx, start: start, op: node.OpGetMulti, keys: len(keys)}, true
 }
 
 type pending struct {
@@ -238,6 +263,7 @@ type pending struct {
 	p     memcache.Pending
 	ctx   context.Context
 	start time.Time
+	op    node.Op // the kind of call Recv observes
 	keys  int
 }
 
@@ -247,9 +273,9 @@ func (p *pending) Recv(out []node.Answer) error {
 		found -= unbury(out)
 	}
 	err = nodeErr(err)
-	p.n.obs.Done(p.ctx, node.OpGetMulti, p.start, err)
+	p.n.obs.Done(p.ctx, p.op, p.start, err)
 	if err == nil {
-		p.n.obs.Keys(node.OpGetMulti, found, p.keys-found)
+		p.n.keys(p.op, found, p.keys-found)
 	}
 	return err
 }
@@ -308,7 +334,13 @@ func (n *Node) SetMulti(ctx context.Context, items []node.Item) error {
 // AddMulti adds each item if absent, in one round trip of pipelined adds,
 // and reports which were stored; beside a failure, what was stored too.
 func (n *Node) AddMulti(ctx context.Context, items []node.Item) ([]bool, error) {
-	stored, err := n.storeMulti(ctx, node.OpAddMulti, memcache.Add, items)
+	return n.addMulti(ctx, node.OpAddMulti, items)
+}
+
+// addMulti is AddMulti observed as a call of kind op: OpAddMulti, or
+// OpSweep for Restore.
+func (n *Node) addMulti(ctx context.Context, op node.Op, items []node.Item) ([]bool, error) {
+	stored, err := n.storeMulti(ctx, op, memcache.Add, items)
 	if stored == nil || err != nil {
 		return stored, err // a node that failed is not asked again, item by item
 	}

@@ -22,8 +22,8 @@ import (
 )
 
 // TestObservedOps: every call tells the observer once, with the kind of
-// call the client's statistics count it as, and multi-key reads their
-// keys found and missed.
+// call the client's statistics count it as, and the application's
+// multi-key reads their keys found and missed.
 func TestObservedOps(t *testing.T) {
 	s := testserver.Memcached(t, 1)[0]
 	n, rec := newNode(t, s, Config{})
@@ -114,15 +114,22 @@ func TestObservedOps(t *testing.T) {
 	check("Scan", node.OpSweep)
 	dumped, err := n.Dump(ctx, []node.Item{{Key: "a"}})
 	must(err)
-	check("Dump", node.OpGetMulti)
+	check("Dump", node.OpSweep)
 	if _, err := n.Restore(ctx, dumped); err != nil {
 		t.Fatal(err)
 	}
-	check("Restore", node.OpAddMulti)
+	check("Restore", node.OpSweep)
 	if _, err := n.Exists(ctx, []string{"a"}); err != nil {
 		t.Fatal(err)
 	}
-	check("Exists", node.OpGetMulti)
+	check("Exists", node.OpExists)
+	// Like Redis's DUMP and EXISTS, the sweep's reads count no keys: the
+	// hit rates are the application's reads'.
+	for _, op := range []node.Op{node.OpGetMulti, node.OpSweep, node.OpExists} {
+		if h, m := rec.keys(op); h != 0 || m != 0 {
+			t.Errorf("Dump, Exists: %d keys found, %d missed counted as %v; want none", h, m, op)
+		}
+	}
 	must(n.Add(ctx, "lease:a", []byte("tok"), time.Minute))
 	rec.take()
 	if _, err := n.StoreLeased(ctx, []node.Item{{Key: "a", Value: []byte("v")}}, []string{"lease:a"}, "tok"); err != nil {

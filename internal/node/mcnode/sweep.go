@@ -95,13 +95,16 @@ func (n *Node) Scan(ctx context.Context, o node.ScanOptions, fn func(page []node
 
 // Dump reads the keys' values, flags and remaining TTLs in one round trip
 // (GetMulti with TTLs: mg); where the server has no meta commands, a key
-// found gets the TTL its listing gave (keys[i].TTL).
+// found gets the TTL its listing gave (keys[i].TTL). It is observed as
+// OpSweep, its keys not counted, as Redis's DUMP is: a sweep reads every
+// key of a node, and counted as a get_multi it would raise the
+// application's hit rate.
 func (n *Node) Dump(ctx context.Context, keys []node.Item) ([]node.Item, error) {
 	names := make([]string, len(keys))
 	for i := range keys {
 		names[i] = keys[i].Key
 	}
-	got, err := n.GetMulti(ctx, names, true)
+	got, err := n.getMulti(ctx, node.OpSweep, names, true)
 	if err != nil {
 		return nil, err
 	}
@@ -114,14 +117,17 @@ func (n *Node) Dump(ctx context.Context, keys []node.Item) ([]node.Item, error) 
 }
 
 // Restore adds each dumped item where its key is absent, with its flags
-// and TTL, in one round trip of pipelined adds (observed as OpAddMulti).
+// and TTL, in one round trip of pipelined adds: AddMulti, observed as
+// OpSweep, as Redis's RESTORE is, not as the application's add_multi.
 func (n *Node) Restore(ctx context.Context, items []node.Item) ([]bool, error) {
-	return n.AddMulti(ctx, items)
+	return n.addMulti(ctx, node.OpSweep, items)
 }
 
-// Exists reports which keys the node holds: a multi-get (OpGetMulti).
+// Exists reports which keys the node holds: a multi-get, observed as
+// OpExists, its keys not counted, as Redis's EXISTS is: a copy's check is
+// no read of the application's.
 func (n *Node) Exists(ctx context.Context, keys []string) ([]bool, error) {
-	items, err := n.GetMulti(ctx, keys, false)
+	items, err := n.getMulti(ctx, node.OpExists, keys, false)
 	if err != nil {
 		return nil, err
 	}

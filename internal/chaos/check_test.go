@@ -282,6 +282,26 @@ func TestCounterRestartsAfterWipe(t *testing.T) {
 	want(t, &b, r, CounterBackwards)
 }
 
+// With a gutter pool, the deletes sent to a node's gutter are replayed
+// when it is back, a restarted node included: a counter incremented there
+// meanwhile may restart once more within WindowSlack of the fault's end;
+// without a gutter, that is a counter going backwards.
+func TestCounterRestartsAfterGutterReplay(t *testing.T) {
+	for _, gutter := range []bool{false, true} {
+		var b builder
+		b.h.Info.Gutter = gutter
+		b.wipe(10, 20)
+		b.incr("c", "1", 25, 30, OK)
+		b.incr("c", "2", 35, 40, OK)
+		r := b.incr("c", "1", 500, 505, OK) // the replay deleted it
+		if gutter {
+			want(t, &b, nil)
+		} else {
+			want(t, &b, r, CounterBackwards, CounterDuplicate)
+		}
+	}
+}
+
 // Two increments that both return 1 lost one of them.
 func TestCounterLostIncrement(t *testing.T) {
 	var b builder

@@ -80,15 +80,17 @@ func globalResets(h *History) []span {
 	var out []span
 	for _, f := range h.Faults {
 		switch {
-		case f.Wipes():
-			out = append(out, span{f.Start, f.End})
 		case (h.Info.Replicas > 1 || h.Info.Gutter) && !f.Event() && f.Kind != KillClient:
 			// A replica that missed writes during the fault has them
 			// purged once it is back (the client's hints): a counter
 			// there restarts, as a busy CI run showed (7, then 1). A
 			// node with a gutter has the deletes sent to the gutter
-			// meanwhile applied then (its hints, the gutter's log).
+			// meanwhile applied then (its hints, the gutter's log), a
+			// node restarted empty included: its processes' writes
+			// land there before the replays do.
 			out = append(out, span{f.Start, after(f.End, int64(WindowSlack))})
+		case f.Wipes():
+			out = append(out, span{f.Start, f.End})
 		}
 	}
 	if e := h.Info.MigrationEnd; e != 0 {

@@ -45,6 +45,12 @@ var (
 	ErrBadValue = errors.New("shardcache/etcdsource: the key holds no valid topology")
 	// ErrBadID is a process id that is empty or holds a "/".
 	ErrBadID = errors.New("shardcache/etcdsource: bad process id")
+	// ErrBadCurrent is a Publish refused because the value at the key does
+	// not parse (it wraps that ErrBadValue too): there is nothing to check
+	// the change against, while every process checks it against the last
+	// topology it received, and refuses what that check refuses. Publish
+	// with OverwriteBadValue to write over it.
+	ErrBadCurrent = errors.New("shardcache/etcdsource: the topology at the key does not parse, so the change cannot be checked against it")
 )
 
 // DefaultRetry is the pause before a watcher reads the key again after an
@@ -182,18 +188,46 @@ func (s *Source) follow(ctx context.Context, sent *int64, send func(topology.Upd
 	return send(topology.Update{Err: fmt.Errorf("etcd watch %s: closed", s.Key)})
 }
 
+// PublishOption changes what one Publish does.
+type PublishOption func(*publishOptions)
+
+// publishOptions are a Publish's options.
+type publishOptions struct {
+	overwrite bool               // OverwriteBadValue given
+	running   *topology.Topology // its topology, nil for none
+}
+
+// OverwriteBadValue lets Publish write over a value at the key that does
+// not parse, which it otherwise refuses with ErrBadCurrent. The processes
+// kept the last topology they received before that value, and check next
+// against it: give it as running (a topology of the nodes they run, its
+// migration if one is not over) so that Publish checks next against it
+// too (topology.Validate) and does not write what they would refuse; nil
+// checks next alone, as a first topology. A value that parses is still
+// checked against, running aside.
+func OverwriteBadValue(running *topology.Topology) PublishOption {
+	return func(o *publishOptions) { o.overwrite, o.running = true, running }
+}
+
 // Publish writes next at the key if the key's mod revision is still
 // expected (0: the key must not exist yet), and returns the new revision,
 // next's Version for every watcher. Before writing it validates next
 // against the topology it replaces (topology.Validate), so a publisher
 // cannot write what the processes would refuse. A revision other than
-// expected, before the write or at it, is ErrConflict.
+// expected, before the write or at it, is ErrConflict. A value at the key
+// that does not parse leaves nothing to validate against: Publish refuses
+// it with ErrBadCurrent (which wraps its ErrBadValue), unless given
+// OverwriteBadValue.
 //
 // It does not read the cache nodes: that a node the change adds holds no
 // keys (a node added back still has its old values, which every process
 // would read) is for the caller to check first, with the client's
 // Client.CheckEmpty, as `shardcache topology publish` does.
-func (s *Source) Publish(ctx context.Context, next *topology.Topology, expected int64) (int64, error) {
+func (s *Source) Publish(ctx context.Context, next *topology.Topology, expected int64, opts ...PublishOption) (int64, error) {
+	var o publishOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	resp, err := s.Client.Get(ctx, s.Key)
 	if err != nil {
 		return 0, fmt.Errorf("etcd get %s: %w", s.Key, err)
@@ -205,7 +239,13 @@ func (s *Source) Publish(ctx context.Context, next *topology.Topology, expected 
 			return 0, fmt.Errorf("%w: %s is at revision %d, not %d", ErrConflict, s.Key, kv.ModRevision, expected)
 		}
 		if prev, err = s.decode(kv.Value, kv.ModRevision); err != nil {
-			prev = nil // a broken value is replaced, not compared with
+			// Written over unchecked, a change the processes refuse (one
+			// that removes most of their nodes) would succeed here and
+			// be refused by every one of them.
+			if !o.overwrite {
+				return 0, fmt.Errorf("%w (give OverwriteBadValue to write over it): %w", ErrBadCurrent, err)
+			}
+			prev = o.running
 		}
 	} else if expected != 0 {
 		return 0, fmt.Errorf("%w: %s does not exist, expected revision %d", ErrConflict, s.Key, expected)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,6 +134,61 @@ func TestPublishWatch(t *testing.T) {
 	}
 	cancel()
 	for range ch { // closed once ctx is done
+	}
+}
+
+// TestPublishOverBadValue: a value at the key that does not parse (written
+// by hand, by another tool) leaves Publish nothing to check a change
+// against, while every process checks it against the last topology it
+// received: Publish refuses with ErrBadCurrent, writing nothing, unless
+// told to overwrite; then it checks the change against the topology given
+// as running, and refuses what the processes would refuse.
+func TestPublishOverBadValue(t *testing.T) {
+	srv := testserver.Etcd(t)
+	src := &Source{Client: newClient(t, srv.Addr), Key: "/shardcache/bad"}
+	ctx := t.Context()
+	running := &topology.Topology{Nodes: nodes(4)}
+	if _, err := src.Publish(ctx, running, 0); err != nil {
+		t.Fatal(err)
+	}
+	put, err := src.Client.Put(ctx, src.Key, `{"nodes": [{"addr": "h:1", "wieght": 2}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := put.Header.Revision
+	unchanged := func(what string) {
+		t.Helper()
+		if _, err := src.Get(ctx); !errors.Is(err, ErrBadValue) || !strings.Contains(err.Error(), fmt.Sprintf("revision %d", bad)) {
+			t.Fatalf("after %s the key holds %v, want the bad value of revision %d", what, err, bad)
+		}
+	}
+
+	// Removing 3 of the 4 nodes the processes run: refused, not written.
+	_, err = src.Publish(ctx, &topology.Topology{Nodes: nodes(1)}, bad)
+	if !errors.Is(err, ErrBadCurrent) || !errors.Is(err, ErrBadValue) || !errors.Is(err, topofile.ErrParse) || !strings.Contains(err.Error(), "wieght") {
+		t.Fatalf("Publish over a bad value: %v, want ErrBadCurrent wrapping the parse error", err)
+	}
+	unchanged("the refusal")
+
+	// Told to overwrite, it checks against the topology the processes run.
+	_, err = src.Publish(ctx, &topology.Topology{Nodes: nodes(1)}, bad, OverwriteBadValue(running))
+	if !errors.Is(err, topology.ErrTooMuchRemoved) {
+		t.Fatalf("Publish removing 3 of the 4 running nodes over a bad value: %v, want ErrTooMuchRemoved", err)
+	}
+	unchanged("the overwrite refused")
+	start := time.Now().Add(time.Minute).Truncate(time.Second)
+	grown := &topology.Topology{Nodes: nodes(5), Migration: &topology.Migration{From: nodes(4), Start: start, Window: time.Hour}}
+	rev, err := src.Publish(ctx, grown, bad, OverwriteBadValue(running))
+	if err != nil {
+		t.Fatalf("Publish of a migration from the running nodes over a bad value: %v", err)
+	}
+	if got, err := src.Get(ctx); err != nil || got.Version != rev || !got.Equal(grown) {
+		t.Fatalf("after the overwrite: %+v, %v; want version %d with 5 nodes", got, err, rev)
+	}
+
+	// Over a value that parses, the option checks against that value.
+	if _, err := src.Publish(ctx, &topology.Topology{Nodes: nodes(1)}, rev, OverwriteBadValue(nil)); !errors.Is(err, topology.ErrTooMuchRemoved) {
+		t.Fatalf("Publish with OverwriteBadValue over a valid value removing 4 of 5 nodes: %v, want ErrTooMuchRemoved", err)
 	}
 }
 

@@ -8,14 +8,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"golang.org/x/term"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/shardcache/shardcache/client"
 	"github.com/shardcache/shardcache/ring"
@@ -90,8 +94,14 @@ type sourceFlags struct {
 	dnsInterval    time.Duration
 	dnsGrace       time.Duration
 	timeout        time.Duration
+	dialTimeout    time.Duration
 	fileAllowed    bool // --file and --dns are defined
 }
+
+// defaultDialTimeout is --dial-timeout's default, etcdctl's: a connection
+// to a reachable etcd takes milliseconds, and a command that cannot reach
+// it says so soon.
+const defaultDialTimeout = 2 * time.Second
 
 // addSourceFlags defines --etcd and --key, and with files --file and --dns.
 func addSourceFlags(fs *flag.FlagSet, files bool) *sourceFlags {
@@ -99,6 +109,7 @@ func addSourceFlags(fs *flag.FlagSet, files bool) *sourceFlags {
 	fs.StringVar(&f.etcd, "etcd", "", "the etcd cluster: comma-separated `endpoints`, such as 10.0.0.1:2379,10.0.0.2:2379")
 	fs.StringVar(&f.key, "key", "", "with --etcd, the `key` that holds the topology, such as /shardcache/sessions")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "bound on each request to etcd or DNS")
+	fs.DurationVar(&f.dialTimeout, "dial-timeout", defaultDialTimeout, "with --etcd, how long to wait for a connection to one of the endpoints; then the command fails, naming each endpoint and why it could not connect")
 	if files {
 		fs.StringVar(&f.file, "file", "", "read the topology from a JSON or YAML `file` instead (a node file, or a whole topology)")
 		fs.StringVar(&f.dns, "dns", "", "resolve the nodes instead: HOST:PORT (A/AAAA) or an SRV `name` such as _memcache._tcp.cache.ns.svc.cluster.local")
@@ -130,6 +141,8 @@ func (f *sourceFlags) check() error {
 		return errors.New("--key: only with --etcd")
 	case f.timeout <= 0:
 		return fmt.Errorf("--timeout %v: want more than 0", f.timeout)
+	case f.dialTimeout <= 0:
+		return fmt.Errorf("--dial-timeout %v: want more than 0", f.dialTimeout)
 	case f.dns != "" && f.dnsInterval <= 0:
 		return fmt.Errorf("--dns-interval %v: want more than 0", f.dnsInterval)
 	}
@@ -147,19 +160,79 @@ func (f *sourceFlags) what() string {
 	return "DNS " + f.dns
 }
 
-// etcdSource connects to etcd; close closes the client.
-func (f *sourceFlags) etcdSource() (src *etcdsource.Source, close func(), err error) {
+// etcdSource connects to etcd, waiting up to --dial-timeout for a
+// connection (waitConnected); close closes the client.
+func (f *sourceFlags) etcdSource(ctx context.Context) (src *etcdsource.Source, close func(), err error) {
 	var endpoints []string
 	for e := range strings.SplitSeq(f.etcd, ",") {
 		if e = strings.TrimSpace(e); e != "" {
 			endpoints = append(endpoints, e)
 		}
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: f.timeout, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: f.dialTimeout, Logger: zap.NewNop()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("etcd %s: %w", f.etcd, err)
 	}
+	if err := waitConnected(ctx, cli.ActiveConnection(), endpoints, f.dialTimeout); err != nil {
+		_ = cli.Close()
+		return nil, nil, err
+	}
 	return &etcdsource.Source{Client: cli, Key: f.key}, func() { _ = cli.Close() }, nil
+}
+
+// waitConnected waits up to timeout for conn, an etcd client's connection
+// to endpoints, to be ready, and otherwise returns an error naming each
+// endpoint and why it could not connect. The etcd client itself waits
+// for a connection as long as each request's context lasts, then says
+// only "context deadline exceeded", without the endpoint or the cause.
+// A refused connection fails at once: every endpoint has failed once.
+func waitConnected(ctx context.Context, conn *grpc.ClientConn, endpoints []string, timeout time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn.Connect()
+	for s := conn.GetState(); s != connectivity.Ready; s = conn.GetState() {
+		if s == connectivity.TransientFailure || s == connectivity.Shutdown || !conn.WaitForStateChange(wctx, s) {
+			if err := ctx.Err(); err != nil {
+				return err // interrupted
+			}
+			return fmt.Errorf("etcd %s: cannot connect (--dial-timeout %v): %s",
+				strings.Join(endpoints, ","), timeout, strings.Join(dialCauses(ctx, endpoints, timeout), "; "))
+		}
+	}
+	return nil
+}
+
+// dialCauses says, for each endpoint, why gRPC could not connect to it,
+// which its client does not tell: it dials each, at once, as gRPC does.
+// One that accepts the connection is not etcd's gRPC, or wants TLS.
+func dialCauses(ctx context.Context, endpoints []string, timeout time.Duration) []string {
+	causes := make([]string, len(endpoints))
+	var wg sync.WaitGroup
+	for i, e := range endpoints {
+		wg.Go(func() {
+			network, addr := "tcp", e
+			if _, rest, ok := strings.Cut(addr, "://"); ok {
+				addr = rest
+			}
+			if rest, ok := strings.CutPrefix(addr, "unix:"); ok {
+				network, addr = "unix", rest
+			}
+			d := net.Dialer{Timeout: timeout}
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				var op *net.OpError
+				if errors.As(err, &op) {
+					err = op.Err // without "dial tcp ADDR: ", said once before
+				}
+				causes[i] = fmt.Sprintf("%s: %v", e, err)
+				return
+			}
+			_ = c.Close()
+			causes[i] = e + ": accepts connections, but no etcd answered on them (another service on that port? one that wants TLS?)"
+		})
+	}
+	wg.Wait()
+	return causes
 }
 
 // dnsSource is the DNS source of the flags.
@@ -168,10 +241,10 @@ func (f *sourceFlags) dnsSource() *topology.DNS {
 }
 
 // source returns the flags' source and a function releasing it.
-func (f *sourceFlags) source() (topology.Source, func(), error) {
+func (f *sourceFlags) source(ctx context.Context) (topology.Source, func(), error) {
 	switch {
 	case f.etcd != "":
-		return f.etcdSource()
+		return f.etcdSource(ctx)
 	case f.file != "":
 		return &topofile.Source{Path: f.file}, func() {}, nil
 	}
@@ -184,7 +257,7 @@ func (f *sourceFlags) get(ctx context.Context) (*topology.Topology, error) {
 	defer cancel()
 	switch {
 	case f.etcd != "":
-		src, closeSrc, err := f.etcdSource()
+		src, closeSrc, err := f.etcdSource(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -216,7 +289,12 @@ one, without a migration (unless --from is given).
 
 A change that removes more than half of the weight at once is refused by
 publish and by every process; --max-removed-share allows more for this
-change only.
+change only. A refused change fails with exit status 1 and the reason.
+
+A value at --key that does not parse is not written over: the processes
+kept the last topology that parsed, and check the change against it, which
+publish cannot. --overwrite-bad-value writes over it, checking the change
+against --from: give the nodes the processes run.
 
 A change that adds nodes is checked first: each added node must hold no
 keys (client.Client.CheckEmpty), for a node added back still has the
@@ -250,6 +328,7 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 	skipCheck := fs.Bool("skip-empty-check", false, "publish without checking that the added nodes hold no keys (a node added back with old keys serves them)")
 	connFlags := addConnFlags(fs.FlagSet)
 	replace := fs.Bool("replace-running", false, "publish even though the topology at --key has a migration not over yet (keys only its old nodes hold are then lost)")
+	overwrite := fs.Bool("overwrite-bad-value", false, "publish even though the value at --key does not parse; the change is checked against --from, which should be the nodes the processes run (they kept the last topology that parsed)")
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -300,7 +379,7 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 		}
 	}
 
-	es, closeSrc, err := src.etcdSource()
+	es, closeSrc, err := src.etcdSource(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
 		return exitFail
@@ -313,9 +392,18 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 	switch {
 	case errors.Is(err, etcdsource.ErrNotFound):
 		cur = nil
+	case errors.Is(err, etcdsource.ErrBadValue) && !*overwrite:
+		// Nothing to check the change against, while every process
+		// checks it against the last topology it received.
+		return refused(stderr, cmd, "%s: nothing to check the change against, while the processes check it against the last topology that parsed; "+
+			"publish over it with --overwrite-bad-value, and --from the nodes they run to check it against those", errText(err))
 	case errors.Is(err, etcdsource.ErrBadValue):
 		// Replaced by what is published, on its revision.
-		fmt.Fprintf(stderr, "shardcache %s: %s; publishing replaces it\n", cmd, errText(err))
+		checked := "checked against --from"
+		if fromNodes == nil {
+			checked = "unchecked: without --from there is nothing to check the change against"
+		}
+		fmt.Fprintf(stderr, "shardcache %s: %s; --overwrite-bad-value: publishing replaces it, %s\n", cmd, errText(err), checked)
 		rctx, cancel := context.WithTimeout(ctx, src.timeout)
 		st, serr := es.Status(rctx)
 		cancel()
@@ -332,7 +420,7 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 	}
 	if cur != nil && !*replace {
 		if p := cur.PhaseAt(time.Now()); p == topology.Before || p == topology.During {
-			return badInput(stderr, cmd, "the migration of version %d is %s until %s: publish after it, or --replace-running",
+			return refused(stderr, cmd, "the migration of version %d is %s until %s: publish after it, or --replace-running",
 				cur.Version, p, cur.Migration.End().Format(time.RFC3339))
 		}
 	}
@@ -357,7 +445,7 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 		if !(&topology.Topology{Nodes: fromNodes}).Equal(&topology.Topology{Nodes: toNodes}) {
 			m.From = fromNodes
 		} else if m.FromKind == "" {
-			return badInput(stderr, cmd, "--to: the nodes are those of the topology now (version %d): nothing to publish", expected)
+			return refused(stderr, cmd, "--to: the nodes are those of the topology now (version %d): nothing to publish", expected)
 		}
 		next.Migration = m
 	}
@@ -396,7 +484,7 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 		prev = &topology.Topology{Nodes: fromNodes}
 	}
 	if err := topology.Validate(prev, next); err != nil {
-		return badInput(stderr, cmd, "%v", err)
+		return refused(stderr, cmd, "%v", err)
 	}
 	// Nodes a running migration still writes to (--replace-running) are
 	// in use, not added.
@@ -439,7 +527,13 @@ func runTopologyPublish(ctx context.Context, args []string, stdout, stderr io.Wr
 	next.Migration = withStart(next.Migration, time.Now().Add(*startIn))
 	rctx, cancel = context.WithTimeout(ctx, src.timeout)
 	defer cancel()
-	version, err := es.Publish(rctx, next, expected)
+	var opts []etcdsource.PublishOption
+	if *overwrite {
+		// The processes check the change against the nodes they run:
+		// --from, when given (prev is then of it; nil otherwise).
+		opts = append(opts, etcdsource.OverwriteBadValue(prev))
+	}
+	version, err := es.Publish(rctx, next, expected, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
 		return exitFail
@@ -574,7 +668,7 @@ func runTopologyStatus(ctx context.Context, args []string, stdout, stderr io.Wri
 	if err := src.check(); err != nil {
 		return badInput(stderr, cmd, "%v", err)
 	}
-	es, closeSrc, err := src.etcdSource()
+	es, closeSrc, err := src.etcdSource(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
 		return exitFail
@@ -633,7 +727,7 @@ func runTopologyWatch(ctx context.Context, args []string, stdout, stderr io.Writ
 	if *count < 0 {
 		return badInput(stderr, cmd, "--count %d: want 0 or more", *count)
 	}
-	s, release, err := src.source()
+	s, release, err := src.source(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))
 		return exitFail

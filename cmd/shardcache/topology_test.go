@@ -3,12 +3,15 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,13 +112,14 @@ func TestTopologyPublish(t *testing.T) {
 		"Migration from "+fourNodes+" (ring)", "before start, starts in")
 
 	// Another change before this one is over is refused, unless asked for;
-	// removing four of five nodes is refused, unless allowed.
+	// removing four of five nodes is refused, unless allowed. A refusal is
+	// not a usage error: its reason alone, exit 1.
 	code, _, errOut = runCmd(t, publish("--to", "a=10.0.0.1:11211", "--yes")...)
-	if code != exitUsage || !strings.Contains(errOut, "--replace-running") {
+	if code != exitFail || !strings.Contains(errOut, "--replace-running") || strings.Contains(errOut, "Usage:") {
 		t.Fatalf("publish during a migration: exit %d\n%s", code, errOut)
 	}
 	code, _, errOut = runCmd(t, publish("--to", "a=10.0.0.1:11211", "--replace-running", "--yes")...)
-	if code != exitUsage || !strings.Contains(errOut, "removes too much") || !strings.Contains(errOut, "--max-removed-share") {
+	if code != exitFail || !strings.Contains(errOut, "removes too much") || !strings.Contains(errOut, "--max-removed-share") || strings.Contains(errOut, "Usage:") {
 		t.Fatalf("publish removing 4 of 5 nodes: exit %d\n%s", code, errOut)
 	}
 	mustRun(t, publish("--to", "a=10.0.0.1:11211", "--replace-running", "--max-removed-share", "0.8", "--yes")...)
@@ -183,6 +187,119 @@ func TestTopologyPublishChecksAddedNodes(t *testing.T) {
 			wantIn(t, "publish after the flush", out, "Checked: b="+nodes[1].Addr+" hold no keys", "Published version")
 		})
 	}
+}
+
+// TestTopologyPublishBadValue: over a value at the key that does not parse,
+// publish refuses, saying why and what to do, and writes nothing; with
+// --overwrite-bad-value it checks the change against --from, the nodes the
+// processes still run, and refuses what they would refuse.
+func TestTopologyPublishBadValue(t *testing.T) {
+	srv := testserver.Etcd(t)
+	const key = "/shardcache/bad"
+	src := etcdSource(t, srv.Addr, key)
+	if _, err := src.Publish(t.Context(), &topology.Topology{Nodes: mustNodes(t, fourNodes)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	put, err := src.Client.Put(t.Context(), key, `{"nodes": [{"addr": "10.0.0.1:11211", "wieght": 2}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(args ...string) []string {
+		return append([]string{"topology", "publish", "--etcd", srv.Addr, "--key", key, "--yes"}, args...)
+	}
+	unchanged := func(what string) {
+		t.Helper()
+		if _, err := src.Get(t.Context()); !errors.Is(err, etcdsource.ErrBadValue) || !strings.Contains(err.Error(), "revision "+itoa(put.Header.Revision)) {
+			t.Fatalf("after %s, the key holds %v; want the bad value", what, err)
+		}
+	}
+
+	code, out, errOut := runCmd(t, publish("--to", "a=10.0.0.1:11211")...)
+	if code != exitFail || !strings.Contains(errOut, "wieght") || !strings.Contains(errOut, "--overwrite-bad-value") ||
+		strings.Contains(errOut, "Usage:") || strings.Contains(out, "Published") {
+		t.Fatalf("publish over a bad value: exit %d\n%s%s", code, out, errOut)
+	}
+	unchanged("the refusal")
+	code, out, errOut = runCmd(t, publish("--to", "a=10.0.0.1:11211", "--from", fourNodes, "--overwrite-bad-value")...)
+	if code != exitFail || !strings.Contains(errOut, "removes too much") || strings.Contains(errOut, "Usage:") || strings.Contains(out, "Published") {
+		t.Fatalf("publish over a bad value removing 3 of the 4 nodes of --from: exit %d\n%s%s", code, out, errOut)
+	}
+	unchanged("a change the processes would refuse")
+	out = mustRun(t, publish("--to", fiveNodes, "--from", fourNodes, "--overwrite-bad-value", "--skip-empty-check")...)
+	wantIn(t, "publish over a bad value with --overwrite-bad-value", out, "Plan: 4 nodes → 5 nodes", "Published version")
+	if got, err := src.Get(t.Context()); err != nil || len(got.Nodes) != 5 || got.Migration == nil || len(got.Migration.From) != 4 {
+		t.Fatalf("after the overwrite: %+v, %v; want 5 nodes migrating from 4", got, err)
+	}
+}
+
+// TestTopologyEtcdUnreachable: an etcd the commands cannot reach (a port
+// that refuses, a listener that never answers) fails them within
+// --dial-timeout with an error that names each endpoint and its cause,
+// not "context deadline exceeded", and without a usage line.
+func TestTopologyEtcdUnreachable(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusing := closed.Addr().String()
+	closed.Close()
+	silent := silentListener(t)
+	endpoints := refusing + "," + silent
+	for _, args := range [][]string{
+		{"topology", "show"},
+		{"topology", "status"},
+		{"topology", "publish", "--to", fourNodes, "--yes"},
+		{"topology", "watch"},
+		{"balance"},
+	} {
+		args = append(args, "--etcd", endpoints, "--key", "/k", "--dial-timeout", "1s")
+		code, out, errOut := runCmd(t, args...)
+		if code != exitFail || out != "" || !strings.Contains(errOut, "cannot connect (--dial-timeout 1s)") ||
+			!strings.Contains(errOut, refusing+": connect: connection refused") || !strings.Contains(errOut, silent+": accepts connections, but no etcd answered") ||
+			strings.Contains(errOut, "deadline") || strings.Contains(errOut, "Usage:") {
+			t.Errorf("%q: exit %d, want 1 naming each endpoint and its cause; stdout %q, stderr:\n%s", args, code, out, errOut)
+		}
+	}
+	code, _, errOut := runCmd(t, "topology", "show", "--etcd", refusing, "--key", "/k", "--dial-timeout", "0s")
+	if code != exitUsage || !strings.Contains(errOut, "--dial-timeout 0s") {
+		t.Errorf("--dial-timeout 0s: exit %d, want 2:\n%s", code, errOut)
+	}
+}
+
+// silentListener accepts TCP connections and never answers on them, as a
+// service that is not etcd's gRPC, or one that waits for TLS, does; it
+// returns its address.
+func silentListener(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
 }
 
 func TestTopologyStatus(t *testing.T) {

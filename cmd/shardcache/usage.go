@@ -114,6 +114,15 @@ func cleanText(msg string) string {
 	})
 }
 
+// refused reports a request the command understood and refused (a change
+// the topology's checks refuse, a migration not over yet) and returns
+// exitFail. No usage line follows: the command line was not at fault, and
+// the reason says what to do.
+func refused(stderr io.Writer, cmd string, format string, args ...any) int {
+	fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, cleanText(fmt.Sprintf(format, args...)))
+	return exitFail
+}
+
 // failed reports an error that stopped a command and returns exitFail.
 func failed(stderr io.Writer, cmd string, err error) int {
 	fmt.Fprintf(stderr, "shardcache %s: %s\n", cmd, errText(err))

@@ -50,9 +50,13 @@ var (
 type SweepOptions struct {
 	// Rate is the most listed keys handled per second on each old node
 	// (each moved one read there and written to its new owner), so that
-	// the nodes keep serving traffic. Default DefaultSweepRate; negative:
-	// no limit. On Memcached it paces the work through the spooled
-	// listing, which is itself read at the server's pace (see Sweep).
+	// the nodes keep serving traffic. 0, the zero value, is the default,
+	// DefaultSweepRate, never "no limit": a sweep at full speed takes
+	// reads from the old nodes' traffic. Negative (-1): no limit, asked
+	// for. SweepStatus.Rate says the limit a sweep ran under, as
+	// `shardcache sweep --rate` takes it too. On Memcached it paces the
+	// work through the spooled listing, which is itself read at the
+	// server's pace (see Sweep).
 	Rate int
 	// Concurrency is how many old nodes are swept at once. Default all of
 	// them.
@@ -163,7 +167,7 @@ func (c *Client) Sweep(ctx context.Context, opts SweepOptions) (SweepStatus, err
 		}
 	}
 	if opts.Rate == 0 {
-		opts.Rate = DefaultSweepRate
+		opts.Rate = DefaultSweepRate // the zero value is the safe default
 	}
 	if opts.Concurrency == 0 || opts.Concurrency > len(olds) {
 		opts.Concurrency = len(olds)

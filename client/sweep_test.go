@@ -752,3 +752,25 @@ func TestSweepStatsApart(t *testing.T) {
 		})
 	}
 }
+
+// TestSweepRate: SweepOptions' zero value sweeps at the default limit,
+// DefaultSweepRate, never without one; a negative Rate lifts the limit;
+// the status says which limit the sweep ran under (shardcache sweep
+// prints it, and takes --rate as Rate is taken).
+func TestSweepRate(t *testing.T) {
+	cl := newCluster(t, "redis-server", 8)
+	c, _, moved := sweepSetup(t, cl, "rate", 300)
+	for _, tc := range []struct {
+		opts SweepOptions
+		want int
+	}{
+		{SweepOptions{}, DefaultSweepRate},
+		{SweepOptions{Rate: -1}, -1},
+		{SweepOptions{Rate: 5000}, 5000},
+	} {
+		s, err := c.Sweep(t.Context(), tc.opts)
+		if err != nil || s.Rate != tc.want || s.Copied+s.AlreadyCopied != int64(len(moved)) {
+			t.Errorf("Sweep with Rate %d: %+v, %v; want Rate %d and the %d moved keys copied", tc.opts.Rate, s, err, tc.want, len(moved))
+		}
+	}
+}

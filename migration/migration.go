@@ -319,6 +319,10 @@ type SweepStatus struct {
 	Nodes     int   // old nodes to sweep
 	NodesDone int   // old nodes swept to the end
 	Keys      int64 // estimated keys on the old nodes (DBSIZE, curr_items); 0 if unknown
+	// Rate is the limit the sweep runs under, in listed keys per second on
+	// each old node, as it applies client.SweepOptions.Rate (whose 0 is
+	// the default, client.DefaultSweepRate); -1 for no limit.
+	Rate int
 
 	Scanned        int64 // keys listed
 	Copied         int64 // keys copied to their new owner (and kept)

@@ -37,6 +37,13 @@ FILE writes the node list with the new weights, for Client.Reshard or
 moved keys during the window. Keys that moved stay on their old node until
 their TTL or its evictions remove them, so its memory falls with them.
 
+Nodes that hold almost nothing cannot be balanced: their memory is then
+mostly the servers' own and a handful of keys, and weights proposed from it
+follow that noise and move keys for nothing. Below a mean of 10% of their
+limits, with no node evicting, balance refuses to propose (exit status 1)
+and says so; --allow-low-fill proposes anyway, with a warning on stderr and
+in the output. Run it once the cache holds its working set.
+
 The nodes: --nodes, or the fleet's topology (--etcd with --key, --file or
 --dns), whose nodes after any migration it describes are read.`
 
@@ -91,6 +98,9 @@ type balanceReport struct {
 	Plan          *planReport `json:"plan"`
 	Written       string      `json:"written,omitempty"`
 	Notes         []string    `json:"notes,omitempty"`
+	// Warning, with --allow-low-fill, says that the nodes fill too little
+	// for the proposal to mean anything (balance.LowFill).
+	Warning string `json:"warning,omitempty"`
 }
 
 func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -104,6 +114,7 @@ func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	hitRate := fs.Float64("hit-rate", 0.95, "the steady hit rate, in [0, 1), for the plan")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
 	write := fs.String("write", "", "write the node list with the proposed weights to `file` (JSON, or YAML for .yaml and .yml)")
+	allowLow := fs.Bool("allow-low-fill", false, "propose weights even though the nodes fill under 10% of their memory on average and none evicts, with a warning: there the proposal follows the servers' own memory, not the data")
 	connFlags := addConnFlags(fs.FlagSet)
 	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
@@ -182,9 +193,12 @@ func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "shardcache %s: no proposal without every node's reading\n", cmd)
 		return exitFail
 	}
-	rep, err := makeBalance(b, usage, planInput{from: nodes, vnodes: *vnodes, equalize: *equalize, hitRate: *hitRate})
+	rep, err := makeBalance(b, usage, planInput{from: nodes, vnodes: *vnodes, equalize: *equalize, hitRate: *hitRate}, *allowLow)
 	if err != nil {
 		return failed(stderr, cmd, err)
+	}
+	if rep.Warning != "" {
+		fmt.Fprintf(stderr, "shardcache %s: WARNING: %s\n", cmd, rep.Warning)
 	}
 	rep.Notes = append(notes, rep.Notes...)
 	if *write != "" {
@@ -215,8 +229,10 @@ func runBalance(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // makeBalance reads the usage of the nodes in.from (in their order, usage
 // sorted by name) into a proposal and its plan, on the ring of in.vnodes
-// and in.equalize, with in.hitRate.
-func makeBalance(b client.Backend, usage []client.NodeUsage, in planInput) (*balanceReport, error) {
+// and in.equalize, with in.hitRate. Nodes that fill too little to be
+// measured (balance.LowFill) are refused, unless allowLow: then the
+// report carries a warning.
+func makeBalance(b client.Backend, usage []client.NodeUsage, in planInput, allowLow bool) (*balanceReport, error) {
 	nodes, vnodes := in.from, in.vnodes
 	byAddr := map[string]client.NodeUsage{}
 	for _, u := range usage {
@@ -240,6 +256,15 @@ func makeBalance(b client.Backend, usage []client.NodeUsage, in planInput) (*bal
 		}
 		limitFrom[i] = from
 		readings[i] = balance.Reading{Node: n, Bytes: u.Bytes, BaseBytes: u.BaseBytes, Limit: limit, Evictions: u.Evictions}
+	}
+	if mean, fullest, low := balance.LowFill(readings); low {
+		what := fmt.Sprintf("the nodes fill %s of their memory limits on average (the fullest %s), under the %s below which balance cannot be measured: "+
+			"what they hold is mostly the servers' own memory and a handful of keys, and weights proposed from it follow that, not the data, and move keys for nothing",
+			pct(mean, 1), pct(fullest, 1), pct(balance.MinFill, 0))
+		if !allowLow {
+			return nil, fmt.Errorf("%s. No proposal: run balance once the cache holds its working set, or give --allow-low-fill to propose anyway", what)
+		}
+		rep.Warning = what + " (--allow-low-fill: proposed anyway)"
 	}
 	p, err := balance.Propose(readings, vnodes, in.equalize)
 	if err != nil {
@@ -295,6 +320,9 @@ func writeBalance(w io.Writer, rep *balanceReport) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nMemory over limit: max/mean %.3f, coefficient of variation %s.\n", rep.Skew, pct(rep.CV, 1))
+	if rep.Warning != "" {
+		fmt.Fprintf(w, "\nWARNING: %s.\n", rep.Warning)
+	}
 
 	fmt.Fprintln(w, "\nProposed weights (memory limit over bytes per unit of share, corrected for the ring's own skew):")
 	tw = newTable(w, 0)

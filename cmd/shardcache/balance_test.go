@@ -232,7 +232,8 @@ func TestBalanceUnreadable(t *testing.T) {
 }
 
 // TestBalanceTopologyFile: the nodes from a topology file (--file), one a
-// Redis without maxmemory, taken at the machine's memory and said so.
+// Redis without maxmemory, taken at the machine's memory and said so. They
+// hold almost nothing: --allow-low-fill (TestBalanceLowFill).
 func TestBalanceTopologyFile(t *testing.T) {
 	servers := append(testserver.RedisArgs(t, 1, "--maxmemory", "64mb"), testserver.Redis(t, 1)...)
 	nodes, _ := fleet(servers)
@@ -246,7 +247,7 @@ func TestBalanceTopologyFile(t *testing.T) {
 	if err := os.WriteFile(file, []byte(fmt.Sprintf("nodes:\n  - {name: n0, addr: %q}\n  - {name: n1, addr: %q}\n", nodes[0].Addr, nodes[1].Addr)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := runCmd(t, "balance", "--file", file, "--json")
+	code, out, errOut := runCmd(t, "balance", "--file", file, "--json", "--allow-low-fill")
 	var rep balanceReport
 	if code != exitOK || json.Unmarshal([]byte(out), &rep) != nil {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
@@ -254,5 +255,45 @@ func TestBalanceTopologyFile(t *testing.T) {
 	if len(rep.Nodes) != 2 || rep.Nodes[0].LimitFrom != "maxmemory" || rep.Nodes[0].MemoryLimit != 64<<20 ||
 		rep.Nodes[1].LimitFrom != "system" || rep.Nodes[1].Items == 0 || !strings.Contains(strings.Join(rep.Notes, "\n"), "n1 has no maxmemory") {
 		t.Errorf("nodes %+v, notes %q: want n0's maxmemory, n1 at the machine's memory, noted", rep.Nodes, rep.Notes)
+	}
+}
+
+// TestBalanceLowFill: nodes that hold almost nothing are not balanced
+// without a word: balance refuses, saying why and what to do (exit 1, no
+// usage line, nothing proposed or written); with --allow-low-fill it
+// proposes, warning on stderr and in the output, text and JSON.
+func TestBalanceLowFill(t *testing.T) {
+	servers := testserver.RedisArgs(t, 3, "--maxmemory", "64mb")
+	nodes, list := fleet(servers)
+	c := newTestClient(t, client.Redis, nodes)
+	for i := range 300 {
+		if err := c.Set(context.Background(), fmt.Sprintf("k:%d", i), []byte("v"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "nodes.json")
+	args := []string{"balance", "--nodes", strings.Join(list, ","), "--write", file}
+	code, out, errOut := runCmd(t, args...)
+	if code != exitFail || out != "" || strings.Contains(errOut, "Usage:") ||
+		!strings.Contains(errOut, "of their memory limits on average") || !strings.Contains(errOut, "under the 10%") ||
+		!strings.Contains(errOut, "No proposal") || !strings.Contains(errOut, "--allow-low-fill") {
+		t.Fatalf("balance of nearly empty nodes: exit %d, want 1 refusing with the reason and the flag; stdout %q, stderr:\n%s", code, out, errOut)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("--write after the refusal: %v, want no file", err)
+	}
+
+	code, out, errOut = runCmd(t, append(args, "--allow-low-fill")...)
+	if code != exitOK || !strings.Contains(errOut, "WARNING: the nodes fill") || !strings.Contains(out, "WARNING: the nodes fill") ||
+		!strings.Contains(out, "--allow-low-fill: proposed anyway") || !strings.Contains(out, "Proposed node list") {
+		t.Fatalf("balance --allow-low-fill: exit %d, want the proposal with a warning on stdout and stderr:\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Errorf("--write with --allow-low-fill: %v", err)
+	}
+	code, out, _ = runCmd(t, append(args, "--allow-low-fill", "--json")...)
+	var rep balanceReport
+	if code != exitOK || json.Unmarshal([]byte(out), &rep) != nil || !strings.Contains(rep.Warning, "under the 10%") {
+		t.Fatalf("balance --allow-low-fill --json: exit %d, want its warning:\n%s", code, out)
 	}
 }

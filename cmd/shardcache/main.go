@@ -34,7 +34,9 @@
 //
 // Run "shardcache help COMMAND" for a command's flags, spelled --name (a
 // single dash works too). Bad input exits with status 2 and a short usage
-// line, a failure while running with status 1.
+// line, a failure while running with status 1, and so does a request the
+// command understood and refused (a change topology publish's checks
+// refuse, nodes too empty to balance), with its reason alone.
 package main
 
 import (

@@ -27,7 +27,11 @@ from several machines at once: what is already copied is skipped. First it
 asks each server which protocol it speaks ("version"), and stops if that is
 not --backend's. On Memcached each old node's listing is first written whole
 to a file in --spool-dir (about the key's length plus 6 bytes a key), so that
-the server's crawler is never held while keys are copied.`
+the server's crawler is never held while keys are copied. --rate limits the
+keys handled per second on each old node, so that the nodes keep serving
+their traffic: 0 is the default, 10,000, as the library's SweepOptions.Rate
+(v0.1.0's --rate 0 meant no limit); -1 lifts the limit. The summary says the
+limit the sweep ran under.`
 
 // sweepTimeout is the sweep command's default read and write timeout.
 const sweepTimeout = 5 * time.Second
@@ -41,7 +45,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	backend := fs.String("backend", "redis", "the servers' protocol: redis or memcached")
 	from := fs.String("from", "", "the nodes before the change: a node `list` (see below)")
 	to := fs.String("to", "", "the nodes after the change: a node `list`")
-	rate := fs.Int("rate", client.DefaultSweepRate, "the most listed keys handled per second on each old node; 0 for no limit")
+	rate := fs.Int("rate", client.DefaultSweepRate, fmt.Sprintf("the most listed keys handled per second on each old node; 0 is the default, %d, as in client.SweepOptions.Rate; -1 for no limit", client.DefaultSweepRate))
 	spoolDir := fs.String("spool-dir", "", "Memcached: the `directory` each old node's key listing is written to before it is copied (default the system's temporary directory)")
 	concurrency := fs.Int("concurrency", 0, "old nodes swept at once; 0 for all")
 	vnodes := fs.Int("vnodes", ring.DefaultVnodes, "ring points per unit of weight, as the client's Options.Vnodes")
@@ -64,8 +68,8 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *from == "" || *to == "" {
 		return badInput(stderr, "sweep", "give both --from and --to")
 	}
-	if *rate < 0 || *concurrency < 0 {
-		return badInput(stderr, "sweep", "--rate and --concurrency: want 0 or more")
+	if *concurrency < 0 {
+		return badInput(stderr, "sweep", "--concurrency %d: want 0 or more", *concurrency)
 	}
 	if *timeout <= 0 {
 		return badInput(stderr, "sweep", "--timeout %v: want a positive duration", *timeout)
@@ -110,10 +114,9 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return failed(stderr, "sweep", fmt.Errorf("a --to node does not answer (%s): sweep once every new node answers", strings.Join(down, "; ")))
 	}
 
+	// --rate means what SweepOptions.Rate means: 0 the default, negative
+	// no limit.
 	sweep := client.SweepOptions{Rate: *rate, Concurrency: *concurrency, SpoolDir: *spoolDir}
-	if *rate == 0 {
-		sweep.Rate = -1
-	}
 	var bar *progressbar.ProgressBar
 	if !*quiet {
 		sweep.Progress = func(s client.SweepStatus) {
@@ -171,8 +174,15 @@ func nodeServers(lists ...[]ring.Node) []server {
 // writeSweep prints a sweep's summary.
 func writeSweep(w io.Writer, s client.SweepStatus, elapsed time.Duration) {
 	rate := float64(s.Scanned) / max(elapsed.Seconds(), 1e-9)
-	fmt.Fprintf(w, "Swept %d of %s in %v: %s listed, %.0f keys/s (%.0f per node)\n",
-		s.NodesDone, count(s.Nodes, "old node", ""), elapsed.Round(time.Millisecond), count(s.Scanned, "key", ""), rate, rate/float64(max(s.Nodes, 1)))
+	limit := "" // unknown: a sweep that did not start
+	switch {
+	case s.Rate > 0:
+		limit = fmt.Sprintf(", limited to %d keys/s per node", s.Rate)
+	case s.Rate < 0:
+		limit = ", no rate limit"
+	}
+	fmt.Fprintf(w, "Swept %d of %s in %v: %s listed, %.0f keys/s (%.0f per node%s)\n",
+		s.NodesDone, count(s.Nodes, "old node", ""), elapsed.Round(time.Millisecond), count(s.Scanned, "key", ""), rate, rate/float64(max(s.Nodes, 1)), limit)
 	tw := newTable(w, 0)
 	fmt.Fprintf(tw, "  copied to their new owner\t%d\n", s.Copied)
 	fmt.Fprintf(tw, "  already copied (the same value on the new owner)\t%d\n", s.AlreadyCopied)

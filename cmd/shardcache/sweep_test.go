@@ -47,8 +47,10 @@ func TestSweepCommand(t *testing.T) {
 				t.Fatalf("exit %d:\n%s%s", code, out, errOut)
 			}
 			t.Logf("%d of %d keys move:\n%s", moved, len(keys), out)
+			// --rate 0 is the default limit, as SweepOptions.Rate 0 is.
 			if want := fmt.Sprintf(`(?m)^  copied to their new owner\s+%d$`, moved); !regexp.MustCompile(want).MatchString(out) ||
-				!strings.Contains(out, "Swept 3 of 3 old nodes") || !strings.Contains(errOut, "100%") {
+				!strings.Contains(out, "Swept 3 of 3 old nodes") || !strings.Contains(errOut, "100%") ||
+				!strings.Contains(out, fmt.Sprintf("limited to %d keys/s per node", client.DefaultSweepRate)) {
 				t.Fatalf("summary lacks %d copies, or stderr its bar:\n%s%s", moved, out, errOut)
 			}
 
@@ -64,10 +66,10 @@ func TestSweepCommand(t *testing.T) {
 				}
 			}
 
-			// Run again: nothing left to copy, and the first run's copies are
-			// said to be copied before, not newer values.
-			code, out, _ = runCmd(t, "sweep", "--quiet", "--backend", backend.String(), "--from", from, "--to", to)
-			if want := fmt.Sprintf(`(?m)^  already copied \(the same value on the new owner\)\s+%d$`, moved); code != exitOK ||
+			// Run again, without a limit: nothing left to copy, and the first
+			// run's copies are said to be copied before, not newer values.
+			code, out, _ = runCmd(t, "sweep", "--quiet", "--backend", backend.String(), "--from", from, "--to", to, "--rate", "-1")
+			if want := fmt.Sprintf(`(?m)^  already copied \(the same value on the new owner\)\s+%d$`, moved); code != exitOK || !strings.Contains(out, "no rate limit") ||
 				!regexp.MustCompile(want).MatchString(out) || !regexp.MustCompile(`(?m)^  copied to their new owner\s+0$`).MatchString(out) ||
 				!regexp.MustCompile(`(?m)^  newer on the new owner \(written or deleted since\)\s+0$`).MatchString(out) {
 				t.Fatalf("second run: exit %d:\n%s", code, out)
@@ -145,7 +147,7 @@ func TestSweepCommandBadInput(t *testing.T) {
 	}{
 		{[]string{"sweep", "--backend", "etcd", "--from", "h:1", "--to", "h:2"}, `--backend "etcd"`},
 		{[]string{"sweep", "--from", "h:1"}, "both --from and --to"},
-		{[]string{"sweep", "--from", "h:1", "--to", "h:2", "--rate", "-1"}, "--rate"},
+		{[]string{"sweep", "--from", "h:1", "--to", "h:2", "--concurrency", "-1"}, "--concurrency -1"},
 		{[]string{"sweep", "--from", "h:1", "--to", "h:2", "--timeout", "0s"}, "--timeout 0s"},
 		{[]string{"sweep", "--from", "h", "--to", "h:2"}, "want HOST:PORT"},
 		{[]string{"plan", "--keys", "-1"}, "--keys"},
@@ -156,7 +158,7 @@ func TestSweepCommandBadInput(t *testing.T) {
 			t.Errorf("%q: exit %d, want %d with %q on stderr; stderr:\n%s\nstdout:\n%s", tc.args, code, exitUsage, tc.want, errOut, out)
 		}
 	}
-	if code, out, _ := runCmd(t, "help", "sweep"); code != exitOK || !strings.Contains(out, "-rate") {
+	if code, out, _ := runCmd(t, "help", "sweep"); code != exitOK || !strings.Contains(out, "-rate") || !strings.Contains(out, "0 is the default") || !strings.Contains(out, "-1 for no limit") {
 		t.Errorf("help sweep: exit %d:\n%s", code, out)
 	}
 	if code, out, _ := runCmd(t, "help", "plan"); code != exitOK || !strings.Contains(out, "-sweep-rate") {

@@ -142,6 +142,6 @@ func Example() {
 	fmt.Printf("%+v\n", sw.Status())
 	fmt.Printf("on b: b:1 %q, b:3 %q\n", joined.value("b:1"), joined.value("b:3"))
 	// Output:
-	// {Nodes:1 NodesDone:1 Keys:4 Scanned:4 Copied:1 AlreadyCopied:1 SkippedNewer:1 SkippedUnmoved:1 Gone:0 Failed:0}
+	// {Nodes:1 NodesDone:1 Keys:4 Rate:-1 Scanned:4 Copied:1 AlreadyCopied:1 SkippedNewer:1 SkippedUnmoved:1 Gone:0 Failed:0}
 	// on b: b:1 "moves", b:3 "written since"
 }

@@ -97,7 +97,12 @@ type Sweep struct {
 
 // New returns a sweep with nothing done yet.
 func New(cfg Config) *Sweep {
-	return &Sweep{cfg: cfg, errs: map[string]error{}}
+	sw := &Sweep{cfg: cfg, errs: map[string]error{}}
+	sw.status.Rate = cfg.Rate // the limit it runs under, said in its status
+	if cfg.Rate <= 0 {
+		sw.status.Rate = -1
+	}
+	return sw
 }
 
 // Estimate counts olds as the nodes to sweep, and their keys (Status.Keys)

@@ -42,6 +42,37 @@ var ErrBadReading = errors.New("balance: bad reading")
 // memory when it evicts (the rest is slab slack), Redis all of it.
 const FullFill = 0.8
 
+// MinFill is the mean fill (memory used over limit) under which the nodes
+// hold too little for their balance to be measured: what they hold is
+// then mostly each server's own memory and a handful of keys, and
+// weights proposed from it follow that noise, not the data (a review
+// measured a proposal moving 4% of the keys, another 9.5%, for nodes
+// that held almost nothing). It is the ShardcacheMemorySkew alert's
+// floor too (docs/alerts.yml).
+const MinFill = 0.1
+
+// LowFill returns the readings' mean fill and the fullest one's, and
+// reports whether they are too low to propose weights from: the mean
+// under MinFill, and no node evicting (one that evicts is full, and its
+// reading is what the proposal needs). A reading with no limit counts as
+// empty; Propose refuses it.
+func LowFill(readings []Reading) (mean, fullest float64, low bool) {
+	evicting := false
+	for _, r := range readings {
+		if r.Limit <= 0 {
+			continue
+		}
+		fill := float64(r.Bytes) / float64(r.Limit)
+		mean += fill
+		fullest = max(fullest, fill)
+		evicting = evicting || r.Evictions > 0 && fill >= FullFill
+	}
+	if len(readings) > 0 {
+		mean /= float64(len(readings))
+	}
+	return mean, fullest, mean < MinFill && !evicting
+}
+
 // correctionRounds bounds the corrections of the weights against the
 // ring's exact shares.
 const correctionRounds = 12

@@ -148,3 +148,26 @@ func TestProposeTiny(t *testing.T) {
 		t.Errorf("leastWeight(512) = %v", w)
 	}
 }
+
+// TestLowFill: nodes that hold almost nothing are too low to balance; a
+// fleet half full is not, nor one whose mean fill is low but where a node
+// evicts (it is full, the others being far larger).
+func TestLowFill(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		name    string
+		limits  []int64
+		density float64
+		low     bool
+	}{
+		{"almost empty", []int64{32 * mib, 32 * mib, 32 * mib, 32 * mib}, 0.2 * mib, true},
+		{"half full", []int64{32 * mib, 32 * mib, 32 * mib, 32 * mib}, 64 * mib, false},
+		{"one small node evicting", []int64{1024 * mib, 1024 * mib, 1024 * mib, 8 * mib}, 64 * mib, false},
+	} {
+		readings := fleet(t, tc.limits, mib/2, tc.density)
+		mean, fullest, low := LowFill(readings)
+		if low != tc.low || mean > fullest || fullest <= 0 {
+			t.Errorf("%s: LowFill = %.4f mean, %.4f fullest, low %v; want low %v", tc.name, mean, fullest, low, tc.low)
+		}
+	}
+}

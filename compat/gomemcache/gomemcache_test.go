@@ -103,8 +103,9 @@ type step struct {
 
 // show renders a result so that two servers' answers compare equal exactly
 // when a user could not tell them apart: CAS ids differ between servers, so
-// only whether one is set is shown, and an error that is not a sentinel
-// shows as "error".
+// only whether one is set is shown; an error shows as its text, which
+// programs match ("client error"), and a sentinel that is not bare, as
+// gomemcache returns them, shows as wrapped.
 func show(it *memcache.Item, err error) string {
 	if err != nil {
 		return showErr(err)
@@ -113,15 +114,15 @@ func show(it *memcache.Item, err error) string {
 }
 
 func showErr(err error) string {
+	if err == nil {
+		return "ok"
+	}
 	for _, s := range []error{memcache.ErrCacheMiss, memcache.ErrNotStored, memcache.ErrCASConflict, memcache.ErrMalformedKey} {
-		if err == s { // bare, as gomemcache returns them
-			return s.Error()
+		if err != s && errors.Is(err, s) {
+			return "wrapped " + err.Error()
 		}
 	}
-	if err != nil {
-		return "error"
-	}
-	return "ok"
+	return err.Error()
 }
 
 func showN(v uint64, err error) string {

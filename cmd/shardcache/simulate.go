@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -225,8 +226,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	var bar *progressbar.ProgressBar
 	if !f.quiet {
-		bar = newBar(stderr, int64(cfg.Steps), "simulate", "steps")
-		cfg.Progress = func(done, _ int) { bar.Set(done) }
+		bar = simBar(stderr, &cfg)
 	}
 	res, err := sim.Run(ctx, cfg)
 	if bar != nil {
@@ -266,6 +266,17 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return failed(stderr, "simulate", err)
 	}
 	return exitOK
+}
+
+// simBar returns the progress bar of cfg's run on w and sets cfg.Progress
+// to advance it by a step each time a mode finishes one. Its total is the
+// work of every mode: the modes run side by side, so a bar of Steps was
+// full at a quarter of the default run, which then looked hung.
+func simBar(w io.Writer, cfg *sim.Config) *progressbar.ProgressBar {
+	bar := newBar(w, int64(cfg.Work()), "simulate", "steps")
+	// Add, not Set(done): the modes' goroutines may report out of order.
+	cfg.Progress = func(int, int) { bar.Add(1) }
+	return bar
 }
 
 // loadings sets the wave's modes from --modes, all four when not given.
@@ -504,7 +515,8 @@ func describe(res *sim.Result, f *simFlags) string {
 			count(cfg.Keys, "key", ""), cfg.ZipfS, cfg.ZipfV, pct(cfg.NoTTL, 0), count(cfg.Requests, "request", ""), cfg.Step,
 			pct(max(cfg.WriteRatio, 0), 1), cfg.TTL, guard, f.seed, where)
 	}
-	return fmt.Sprintf("%s%s → %s (%s)\n%s (Zipf s=%g v=%g, %s without expiry), %s per %v step, %s writes, TTL %v, %s%s, seed %d",
+	// Three lines, to fit textWidth, and the chart's width in its title.
+	return fmt.Sprintf("%s%s → %s (%s)\n%s (Zipf s=%g v=%g, %s without expiry), %s per %v step, %s writes\nTTL %v, %s%s, seed %d",
 		fromKind, nodeNames(cfg.From), nodeNames(cfg.To), where,
 		count(cfg.Keys, "key", ""), cfg.ZipfS, cfg.ZipfV, pct(cfg.NoTTL, 0), count(cfg.Requests, "request", ""), cfg.Step,
 		pct(max(cfg.WriteRatio, 0), 1), cfg.TTL, window, guard, f.seed)
@@ -526,74 +538,67 @@ func writeSimulation(w io.Writer, res *sim.Result, f *simFlags) {
 		writeKill(w, res, f)
 		return
 	}
-	fmt.Fprintf(w, "%s\n\n", describe(res, f))
-
-	tw := newTable(w, tabwriter.AlignRight)
-	head := "step\ttime\t"
-	for _, m := range res.Modes {
-		head += m.Mode.String() + " hit\tDB\t"
-	}
-	fmt.Fprintln(tw, head+" ")
 	end, sweepEnd := windowEnd(cfg), -1
 	if hasMode(res, sim.ModeSweep) {
 		sweepEnd = sweepWindowEnd(cfg)
 	}
-	for _, i := range tableSteps(res, f.every) {
-		row := fmt.Sprintf("%d\t%s\t", i, fmtOffset(time.Duration(i-cfg.ReshardAt)*cfg.Step, cfg.Step))
-		for _, m := range res.Modes {
-			s := m.Steps[i]
-			row += fmt.Sprintf("%s\t%d\t", pct(s.HitRate(), 1), s.DBLoad())
-		}
+	writeModeSteps(w, res, f, func(i int) string {
 		switch i {
 		case cfg.ReshardAt:
-			row += " ← reshard"
+			return "← reshard"
 		case end:
-			row += " ← dual-ring window over"
+			return "← dual-ring window over"
 		case sweepEnd:
-			row += " ← dual-ring+sweep window over"
-		default:
-			row += " "
+			return "← sweep window over" // the chart's words
 		}
-		fmt.Fprintln(tw, row)
+		return ""
+	})
+
+	// The summary in two tables, the hit rate's and the database's, as the
+	// chart's panels: in one, it was 129 columns wide.
+	fmt.Fprintln(w)
+	tw := newTable(w, tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tkeys moved\tsteady hit\tmin hit\t(step)\tof steady\tstale reads\t ")
+	for _, m := range res.Modes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t(%d)\t%s\t%d\t \n",
+			m.Mode, pct(m.Moved, 1), pct(m.SteadyHitRate, 1), pct(m.MinHitRate, 1), m.MinHitStep,
+			pct(m.MinHitRate/m.SteadyHitRate, 1), m.Total.Stale)
 	}
 	tw.Flush()
-
 	fmt.Fprintln(w)
 	tw = newTable(w, tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tkeys moved\tsteady hit\tmin hit\t(step)\tof steady\tsteady DB\t(max)\tpeak DB\t(step)\tof steady\tstale reads\t ")
+	fmt.Fprintln(tw, "mode\tsteady DB\t(max)\tpeak DB\t(step)\tof steady\t ")
 	for _, m := range res.Modes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t(%d)\t%s\t%.0f\t(%d)\t%d\t(%d)\t×%.2f\t%d\t \n",
-			m.Mode, pct(m.Moved, 1), pct(m.SteadyHitRate, 1), pct(m.MinHitRate, 1), m.MinHitStep,
-			pct(m.MinHitRate/m.SteadyHitRate, 1), m.SteadyDBLoad, m.SteadyPeakDBLoad, m.PeakDBLoad, m.PeakDBStep,
-			float64(m.PeakDBLoad)/m.SteadyDBLoad, m.Total.Stale)
+		fmt.Fprintf(tw, "%s\t%.0f\t(%d)\t%d\t(%d)\t×%.2f\t \n",
+			m.Mode, m.SteadyDBLoad, m.SteadyPeakDBLoad, m.PeakDBLoad, m.PeakDBStep, float64(m.PeakDBLoad)/m.SteadyDBLoad)
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "DB is the database's load per step: loads after misses, plus writes. Steady: the mean over the steps")
-	fmt.Fprintln(w, "before the reshard, and in brackets their highest, which chance alone reached. Min and peak: from the reshard on.")
+	printWrapped(w, "DB is the database's load per step: loads after misses, plus writes. Steady: the mean over the steps "+
+		"before the reshard, and in brackets their highest, which chance alone reached. Min and peak: from the reshard on.")
 	var late []string
 	for _, m := range res.Modes {
 		switch m.Mode {
 		case sim.ModeDualRing:
-			fmt.Fprintf(w, "dual-ring: %s found their key on its old owner after a miss on the new one, and copied it there (%s).\n",
-				count(m.Total.FallbackHits, "read", ""), count(m.Backfills, "backfill", ""))
+			printWrapped(w, fmt.Sprintf("dual-ring: %s found their key on its old owner after a miss on the new one, and copied it there (%s).",
+				count(m.Total.FallbackHits, "read", ""), count(m.Backfills, "backfill", "")))
 		case sim.ModeSweep:
-			fmt.Fprintf(w, "dual-ring+sweep: the sweep copied %s to their new owner at the reshard; %s found theirs on the old owner first.\n",
-				count(m.Swept, "key", ""), count(m.Total.FallbackHits, "read", ""))
+			printWrapped(w, fmt.Sprintf("dual-ring+sweep: the sweep copied %s to their new owner at the reshard; %s found theirs on the old owner first.",
+				count(m.Swept, "key", ""), count(m.Total.FallbackHits, "read", "")))
 		}
 		if cfg.LoadLimit > 0 {
-			fmt.Fprintf(w, "%v: the load limit throttled %s (%s of them); peak loads %d in a step, the limit %d.\n",
-				m.Mode, count(m.Total.Throttled, "read", ""), pct(float64(m.Total.Throttled)/float64(max(m.Total.Reads, 1)), 2), peakLoads(m), loadBudget(cfg))
+			printWrapped(w, fmt.Sprintf("%v: the load limit throttled %s (%s of them); peak loads %d in a step, the limit %d.",
+				m.Mode, count(m.Total.Throttled, "read", ""), pct(float64(m.Total.Throttled)/float64(max(m.Total.Reads, 1)), 2), peakLoads(m), loadBudget(cfg)))
 		}
 		if m.Total.Errors > 0 {
-			fmt.Fprintf(w, "%v: %s failed (each counted as a miss).\n", m.Mode, count(m.Total.Errors, "cache operation", ""))
+			printWrapped(w, fmt.Sprintf("%v: %s failed (each counted as a miss).", m.Mode, count(m.Total.Errors, "cache operation", "")))
 		}
 		if m.Late > 0 {
 			late = append(late, fmt.Sprintf("%v %d", m.Mode, m.Late))
 		}
 	}
 	if late != nil {
-		fmt.Fprintf(w, "Steps that took longer than %v (%s): the TTLs ran ahead of the steps; raise --real-step or lower --requests.\n",
-			cfg.Step, strings.Join(late, ", "))
+		printWrapped(w, fmt.Sprintf("Steps that took longer than %v (%s): the TTLs ran ahead of the steps; raise --real-step or lower --requests.",
+			cfg.Step, strings.Join(late, ", ")))
 	}
 }
 
@@ -721,25 +726,50 @@ func peakVsPlain(res *sim.Result, m sim.ModeResult) float64 {
 
 // writeModeSteps prints the run's description and a table of the hit rate
 // and the database's load, step by step, per mode (an expiry wave's
-// loadings, a kill's modes), each row followed by mark(step).
+// loadings, a kill's modes), each row followed by mark(step). A mode's hit
+// rate and load make one column, headed by its name on a line of its own:
+// a header per figure, "dual-ring+sweep hit", widened the table by a name
+// per mode.
 func writeModeSteps(w io.Writer, res *sim.Result, f *simFlags, mark func(step int) string) {
 	cfg := &res.Config
 	fmt.Fprintf(w, "%s\n\n", describe(res, f))
-	tw := newTable(w, tabwriter.AlignRight)
-	head := "step\ttime\t"
+	steps := tableSteps(res, f.every)
+	hitWidth, dbWidth := len("hit"), len("DB")
 	for _, m := range res.Modes {
-		head += m.Name + " hit\tDB\t"
+		for _, i := range steps {
+			hitWidth = max(hitWidth, len(pct(m.Steps[i].HitRate(), 1)))
+			dbWidth = max(dbWidth, len(strconv.FormatInt(m.Steps[i].DBLoad(), 10)))
+		}
 	}
+	cell := func(hit, db string) string { return fmt.Sprintf("%*s  %*s", hitWidth, hit, dbWidth, db) }
+	tw := newTable(w, tabwriter.AlignRight)
+	names, head := "\t\t", "step\ttime\t"
+	for _, m := range res.Modes {
+		names += m.Name + "\t"
+		head += cell("hit", "DB") + "\t"
+	}
+	fmt.Fprintln(tw, names+" ")
 	fmt.Fprintln(tw, head+" ")
-	for _, i := range tableSteps(res, f.every) {
+	for _, i := range steps {
 		row := fmt.Sprintf("%d\t%s\t", i, fmtOffset(time.Duration(i-cfg.ReshardAt)*cfg.Step, cfg.Step))
 		for _, m := range res.Modes {
 			s := m.Steps[i]
-			row += fmt.Sprintf("%s\t%d\t", pct(s.HitRate(), 1), s.DBLoad())
+			row += cell(pct(s.HitRate(), 1), strconv.FormatInt(s.DBLoad(), 10)) + "\t"
 		}
 		fmt.Fprintln(tw, row+" "+mark(i))
 	}
 	tw.Flush()
+}
+
+// textWidth is the width, in columns, that simulate's text report keeps
+// to at the default settings: a terminal of 100 columns shows it unwrapped.
+const textWidth = 100
+
+// printWrapped writes the sentences s to w in lines of at most textWidth.
+func printWrapped(w io.Writer, s string) {
+	for _, l := range wrap(s, textWidth) {
+		fmt.Fprintln(w, l)
+	}
 }
 
 // writeWave prints an expiry wave's step table and summary: the database's

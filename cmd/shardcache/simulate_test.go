@@ -6,12 +6,18 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+	"unicode/utf8"
 
+	"github.com/shardcache/shardcache/cmd/shardcache/internal/sim"
 	"github.com/shardcache/shardcache/internal/testserver"
 )
 
@@ -139,7 +145,7 @@ func TestSimulateTable(t *testing.T) {
 	}
 	for _, want := range []string{
 		"a,b,c,d,e,f,g,h → a,b,c,d,e,f (embedded servers, simulated clock)",
-		"100 keys (Zipf s=1.01 v=5, 10% without expiry), 50 requests per 10s step, 3.0% writes, TTL 1m0s, dual-ring window 1m0s, seed 1",
+		"100 keys (Zipf s=1.01 v=5, 10% without expiry), 50 requests per 10s step, 3.0% writes\nTTL 1m0s, dual-ring window 1m0s, seed 1\n",
 		"dual-ring: ",
 	} {
 		if !strings.Contains(out, want) {
@@ -154,10 +160,12 @@ func TestSimulateTable(t *testing.T) {
 		}
 	}
 	for prefix, want := range map[string]string{
-		"step time":       "step time ring hit DB dual-ring hit DB",
+		"ring dual-ring":  "ring dual-ring",
+		"step time":       "step time hit DB hit DB",
 		"4 0:00":          "← reshard",
 		"10 1:00":         "← dual-ring window over",
-		"mode keys":       "mode keys moved steady hit min hit (step) of steady steady DB (max) peak DB (step) of steady stale reads",
+		"mode keys":       "mode keys moved steady hit min hit (step) of steady stale reads",
+		"mode steady":     "mode steady DB (max) peak DB (step) of steady",
 		"dual-ring 26.2%": "dual-ring 26.2%",
 	} {
 		if !strings.Contains(rows[prefix], want) {
@@ -244,5 +252,195 @@ func TestSimulateInterrupted(t *testing.T) {
 	code := run(ctx, append([]string{"simulate", "--quiet"}, short...), &out, &errOut)
 	if code != exitFail || !strings.Contains(errOut.String(), "interrupted") || out.Len() != 0 {
 		t.Errorf("exit %d, stderr %q, stdout %q", code, errOut.String(), out.String())
+	}
+}
+
+// TestSimulateBar checks that the progress bar's total is the run's work,
+// every mode's steps, and that the run advances it that many times: it
+// fills as the run ends. A total of the steps alone filled at a quarter of
+// the default run, which then looked hung.
+func TestSimulateBar(t *testing.T) {
+	for _, modes := range [][]sim.Mode{nil, {sim.ModeRing, sim.ModeDualRing}} {
+		cfg := sim.Config{Keys: 100, ZipfV: 5, Requests: 50, TTL: time.Minute, Steps: 6, ReshardAt: 2, Workers: 2, Seed: 1, Modes: modes}
+		bar := simBar(io.Discard, &cfg)
+		var mu sync.Mutex
+		advances := 0
+		advance := cfg.Progress
+		cfg.Progress = func(done, total int) {
+			advance(done, total)
+			mu.Lock()
+			advances++
+			mu.Unlock()
+		}
+		res, err := sim.Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		work := int64(len(res.Modes) * res.Config.Steps)
+		if total, done := bar.GetMax64(), bar.State().CurrentNum; total != work || done != total || int64(advances) != work {
+			t.Errorf("modes %v: the bar's total %d, its count %d after %d advances; want the work, %d modes × %d steps = %d",
+				modes, total, done, advances, len(res.Modes), res.Config.Steps, work)
+		}
+	}
+}
+
+// wideResult is a result of the default settings (sim.DefaultConfig, all
+// the modes of cfg) with its figures as wide as they get there: hit rates
+// of 100.0%, a database load of all 3000 requests, every read stale.
+func wideResult(cfg sim.Config) *sim.Result {
+	res := &sim.Result{Config: cfg}
+	mode := func(r sim.ModeResult) sim.ModeResult {
+		r.Moved, r.SteadyHitRate, r.MinHitRate, r.MinHitStep = 1, 1, 0.123, cfg.Steps-1
+		r.SteadyDBLoad, r.SteadyPeakDBLoad, r.PeakDBLoad, r.PeakDBStep = 195, 3000, 3000, cfg.Steps-1
+		r.Backfills, r.Swept = 360000, int64(cfg.Keys)
+		r.Steps = make([]sim.Step, cfg.Steps)
+		for i := range r.Steps {
+			r.Steps[i] = sim.Step{Reads: 3000, Hits: 3000 - int64(i%2)*2999, Loads: 3000}
+			r.Total.Reads += 3000
+		}
+		r.Total.Stale, r.Total.FallbackHits = r.Total.Reads, r.Total.Reads
+		return r
+	}
+	switch {
+	case cfg.Kill != "":
+		for _, k := range sim.KillModes {
+			res.Modes = append(res.Modes, mode(sim.ModeResult{Mode: sim.ModeRing, Name: k.String(), KillMode: k}))
+		}
+	case cfg.ExpiryWave > 0:
+		for _, l := range sim.Loadings {
+			res.Modes = append(res.Modes, mode(sim.ModeResult{Mode: sim.ModeRing, Name: l.String(), Loading: l}))
+		}
+	default:
+		for _, m := range cfg.Modes {
+			res.Modes = append(res.Modes, mode(sim.ModeResult{Mode: m, Name: m.String()}))
+		}
+	}
+	return res
+}
+
+// TestSimulateWidth checks that the default run's text report, its tables
+// and sentences, fits in a terminal of 100 columns: it was 153 wide.
+func TestSimulateWidth(t *testing.T) {
+	var out bytes.Buffer
+	writeSimulation(&out, wideResult(sim.DefaultConfig()), &simFlags{every: 5, seed: 1})
+	for line := range strings.Lines(out.String()) {
+		if n := utf8.RuneCountInString(strings.TrimSuffix(line, "\n")); n > 100 {
+			t.Errorf("a line of %d columns, want at most 100:\n%s", n, line)
+		}
+	}
+	for _, want := range []string{"step   time", "dual-ring+sweep", "← reshard", "← dual-ring window over", "← sweep window over", "stale reads\n", "peak DB"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// colorDistance returns how far apart two #rrggbb colours look: their
+// distance in CIELAB (ΔE*76), where about 2 is just noticeable. The
+// palette's orange and vermilion, which read as one colour as thin lines,
+// are 33 apart; its blue and bluish green 70.
+func colorDistance(t *testing.T, a, b string) float64 {
+	t.Helper()
+	lab := func(hex string) (l, a, b float64) {
+		var rgb [3]uint8
+		if _, err := fmt.Sscanf(hex, "#%02x%02x%02x", &rgb[0], &rgb[1], &rgb[2]); err != nil {
+			t.Fatalf("colour %q: %v", hex, err)
+		}
+		var lin [3]float64 // sRGB, linear
+		for i, c := range rgb {
+			v := float64(c) / 255
+			if lin[i] = v / 12.92; v > 0.04045 {
+				lin[i] = math.Pow((v+0.055)/1.055, 2.4)
+			}
+		}
+		f := func(t float64) float64 { // of XYZ over the D65 white
+			if t > 216.0/24389 {
+				return math.Cbrt(t)
+			}
+			return (24389.0/27*t + 16) / 116
+		}
+		x := f((0.4124*lin[0] + 0.3576*lin[1] + 0.1805*lin[2]) / 0.95047)
+		y := f(0.2126*lin[0] + 0.7152*lin[1] + 0.0722*lin[2])
+		z := f((0.0193*lin[0] + 0.1192*lin[1] + 0.9505*lin[2]) / 1.08883)
+		return 116*y - 16, 500 * (x - y), 200 * (y - z)
+	}
+	l1, a1, b1 := lab(a)
+	l2, a2, b2 := lab(b)
+	return math.Sqrt((l1-l2)*(l1-l2) + (a1-a2)*(a1-a2) + (b1-b2)*(b1-b2))
+}
+
+// TestSimulateSVGLegible checks the charts of the default settings, of a
+// wave and of a kill: every series has a colour of its own, one that does
+// not look like another's (colorDistance 40 at least), and the title
+// and its description fit the chart's width, by an estimate of 0.6 em a
+// character (wider than a sans-serif's mean), above the first panel.
+func TestSimulateSVGLegible(t *testing.T) {
+	wave, kill := sim.DefaultConfig(), sim.DefaultConfig()
+	wave.ExpiryWave, wave.Processes, wave.LoadTime = 50, 8, 100*time.Millisecond
+	kill.Kill, kill.ReturnAt = "d", 50
+	for name, cfg := range map[string]sim.Config{"resharding": sim.DefaultConfig(), "expiry wave": wave, "kill": kill} {
+		res := wideResult(cfg)
+		var chart bytes.Buffer
+		if err := writeSVG(&chart, res, describe(res, &simFlags{seed: 1})); err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			ViewBox string `xml:"viewBox,attr"`
+			Text    []struct {
+				X      float64 `xml:"x,attr"`
+				Y      float64 `xml:"y,attr"`
+				Size   int     `xml:"font-size,attr"`
+				Weight string  `xml:"font-weight,attr"`
+				Text   string  `xml:",chardata"`
+			} `xml:"text"`
+			Panels []struct {
+				ID     string `xml:"id,attr"`
+				Series []struct {
+					Mode   string `xml:"data-mode,attr"`
+					Stroke string `xml:"stroke,attr"`
+				} `xml:"polyline"`
+				Text []struct {
+					Y float64 `xml:"y,attr"`
+				} `xml:"text"`
+			} `xml:"g"`
+		}
+		if err := xml.Unmarshal(chart.Bytes(), &doc); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var width float64
+		if _, err := fmt.Sscanf(doc.ViewBox, "0 0 %g", &width); err != nil {
+			t.Fatalf("%s: viewBox %q: %v", name, doc.ViewBox, err)
+		}
+		for _, pn := range doc.Panels {
+			if pn.ID == "legend" {
+				continue
+			}
+			if len(pn.Series) != len(res.Modes) {
+				t.Errorf("%s: panel %s: %d series, want %d", name, pn.ID, len(pn.Series), len(res.Modes))
+			}
+			for i, a := range pn.Series {
+				for _, b := range pn.Series[:i] {
+					if d := colorDistance(t, a.Stroke, b.Stroke); d < 40 {
+						t.Errorf("%s: panel %s: %s (%s) and %s (%s) are %.0f apart, want 40 at least", name, pn.ID, a.Mode, a.Stroke, b.Mode, b.Stroke, d)
+					}
+				}
+			}
+		}
+		if len(doc.Text) < 3 || len(doc.Panels) == 0 || len(doc.Panels[0].Text) == 0 {
+			t.Fatalf("%s: the title's lines %d, panels %d", name, len(doc.Text), len(doc.Panels))
+		}
+		// The <text> directly under <svg>, but the axis's name (the last): the title.
+		title, panelTitle := doc.Text[:len(doc.Text)-1], doc.Panels[0].Text[0]
+		for i, l := range title {
+			if end := l.X + 0.6*float64(l.Size)*float64(utf8.RuneCountInString(l.Text)); end > width {
+				t.Errorf("%s: the title's line %q ends at about %.0f, past the chart's width %g", name, l.Text, end, width)
+			}
+			if i > 0 && l.Y < title[i-1].Y+float64(l.Size) {
+				t.Errorf("%s: the title's line %q overlaps the one above", name, l.Text)
+			}
+		}
+		if last := title[len(title)-1]; last.Y > panelTitle.Y-12 {
+			t.Errorf("%s: the title's last line, at %g, overlaps the first panel's title at %g", name, last.Y, panelTitle.Y)
+		}
 	}
 }

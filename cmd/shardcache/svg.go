@@ -24,12 +24,20 @@ const (
 	svgHeight  = loadTop + panelH + 56
 	plotWidth  = svgWidth - svgLeft - svgRight
 	panelTitle = 10 // gap between a panel's title and its plot
+	svgMargin  = 10 // room kept right of the title's lines
 )
 
-// modeColors are the series' colours, by mode (colour-blind safe).
+// charWidth estimates a character's mean width in the chart's sans-serif,
+// in ems: Helvetica's and Arial's run from 0.28 (i) to 0.67 (capitals), a
+// digit 0.56; a title wrapped at this estimate fits the chart.
+const charWidth = 0.6
+
+// modeColors are the series' colours, by mode (colour-blind safe, from
+// Okabe and Ito's palette). Not its orange next to its vermilion: as thin
+// lines the two read as one colour.
 var modeColors = map[sim.Mode]string{
 	sim.ModeModN:     "#d55e00",
-	sim.ModeRing:     "#e69f00",
+	sim.ModeRing:     "#009e73",
 	sim.ModeDualRing: "#0072b2",
 	sim.ModeSweep:    "#cc79a7",
 }
@@ -37,10 +45,13 @@ var modeColors = map[sim.Mode]string{
 // loadingColors are the series' colours in an expiry wave, by loading.
 var loadingColors = map[sim.Loading]string{
 	sim.LoadPlain:    "#d55e00",
-	sim.LoadLease:    "#e69f00",
+	sim.LoadLease:    "#009e73",
 	sim.LoadSWR:      "#0072b2",
 	sim.LoadSWRLease: "#cc79a7",
 }
+
+// limitColor draws the load limit: grey, as no series is.
+const limitColor = "#555"
 
 // killColors are the series' colours in a kill run, by kill mode.
 var killColors = map[sim.KillMode]string{
@@ -70,7 +81,7 @@ var modeDash = map[sim.Mode]string{sim.ModeSweep: ` stroke-dasharray="6 4"`}
 // writeSVG draws the run as two panels, the hit rate and the database load
 // per step, one line per mode, with the reshard marked by a dashed line and
 // the end of the dual-ring window by a dotted one. title is printed on top,
-// one line per line of it.
+// each of its lines wrapped to the chart's width.
 func writeSVG(w io.Writer, res *sim.Result, title string) error {
 	cfg := &res.Config
 	bw := bufio.NewWriter(w)
@@ -88,9 +99,13 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 	x := func(step int) float64 {
 		return svgLeft + float64(step)*plotWidth/float64(max(cfg.Steps-1, 1))
 	}
-	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
-		svgWidth, svgHeight, svgWidth, svgHeight)
-	p(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
+	// The title's lines, each wrapped to the chart's width: the panels and
+	// the legend move down by the lines past two.
+	type titleLine struct {
+		text, weight string
+		size         int
+	}
+	var lines []titleLine
 	for i, line := range strings.Split(title, "\n") {
 		size, weight := 12, "normal"
 		if i == 0 {
@@ -103,7 +118,16 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 		} else if i == 0 {
 			line = "Resharding " + line
 		}
-		p(`<text x="%d" y="%d" font-size="%d" font-weight="%s">%s</text>`+"\n", svgLeft, 22+18*i, size, weight, esc(line))
+		for _, l := range wrap(line, int((svgWidth-svgLeft-svgMargin)/(charWidth*float64(size)))) {
+			lines = append(lines, titleLine{l, weight, size})
+		}
+	}
+	dy := 18 * max(len(lines)-2, 0)
+	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
+		svgWidth, svgHeight+dy, svgWidth, svgHeight+dy)
+	p(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
+	for i, l := range lines {
+		p(`<text x="%d" y="%d" font-size="%d" font-weight="%s">%s</text>`+"\n", svgLeft, 22+18*i, l.size, l.weight, esc(l.text))
 	}
 
 	type panel struct {
@@ -115,10 +139,10 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 		value     func(sim.Step) float64
 	}
 	panels := []panel{
-		{"hit", "Hit rate (%)", hitTop, []float64{0, 20, 40, 60, 80, 100}, 100,
+		{"hit", "Hit rate (%)", float64(hitTop + dy), []float64{0, 20, 40, 60, 80, 100}, 100,
 			func(v float64) string { return fmt.Sprintf("%g%%", v) },
 			func(s sim.Step) float64 { return 100 * s.HitRate() }},
-		{"load", "Database load (loads + writes per step)", loadTop, loadTicks, loadMax,
+		{"load", "Database load (loads + writes per step)", float64(loadTop + dy), loadTicks, loadMax,
 			func(v float64) string { return fmtTick(v, loadTicks[1]) },
 			func(s sim.Step) float64 { return float64(s.DBLoad()) }},
 	}
@@ -185,10 +209,10 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 		if pn.id == "load" && cfg.LoadLimit > 0 {
 			// The guard caps loads; the writes come on top of it.
 			yl := y(min(float64(loadBudget(cfg)), pn.max))
-			p(`<line class="load-limit" x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#009e73" stroke-width="1.4" stroke-dasharray="8 3"/>`+"\n",
-				svgLeft, yl, svgLeft+plotWidth, yl)
-			p(`<text x="%d" y="%.1f" font-size="11" text-anchor="end" fill="#009e73">load limit: %s per step</text>`+"\n",
-				svgLeft+plotWidth-4, yl-4, count(loadBudget(cfg), "load", ""))
+			p(`<line class="load-limit" x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s" stroke-width="1.4" stroke-dasharray="8 3"/>`+"\n",
+				svgLeft, yl, svgLeft+plotWidth, yl, limitColor)
+			p(`<text x="%d" y="%.1f" font-size="11" text-anchor="end" fill="%s">load limit: %s per step</text>`+"\n",
+				svgLeft+plotWidth-4, yl-4, limitColor, count(loadBudget(cfg), "load", ""))
 		}
 		for _, m := range res.Modes {
 			color, dash := seriesStyle(res, m)
@@ -212,10 +236,10 @@ func writeSVG(w io.Writer, res *sim.Result, title string) error {
 		since = cfg.Kill + "'s death"
 	}
 	p(`<text x="%d" y="%d" text-anchor="middle">%s since %s (one step: %v)</text>`+"\n",
-		svgLeft+plotWidth/2, svgHeight-14, unitName, since, cfg.Step)
+		svgLeft+plotWidth/2, svgHeight+dy-14, unitName, since, cfg.Step)
 
 	// Legend, with each mode's low and peak.
-	lx, ly := svgLeft+plotWidth+16, hitTop+8
+	lx, ly := svgLeft+plotWidth+16, hitTop+dy+8
 	p(`<g id="legend">` + "\n")
 	for i, m := range res.Modes {
 		yy := ly + 54*i

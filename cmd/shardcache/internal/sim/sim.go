@@ -263,7 +263,8 @@ type Config struct {
 	Connect func(*client.Options) `json:"-"`
 
 	// Progress, when set, is called after each step of each mode, from the
-	// modes' goroutines, with the steps done and the total.
+	// modes' goroutines, with the steps done and the total (Work: all the
+	// modes' steps).
 	Progress func(done, total int) `json:"-"`
 }
 
@@ -533,6 +534,37 @@ type Result struct {
 	Elapsed time.Duration
 }
 
+// seriesNames returns the names of the runs that Run makes side by side,
+// each of Steps steps: the modes, a wave run's loadings or a kill run's
+// kill modes.
+func (c *Config) seriesNames() []string {
+	var names []string
+	switch {
+	case c.Kill != "":
+		for _, k := range c.KillModes {
+			names = append(names, k.String())
+		}
+	case c.ExpiryWave > 0:
+		for _, l := range c.Loadings {
+			names = append(names, l.String())
+		}
+	default:
+		for _, m := range c.Modes {
+			names = append(names, m.String())
+		}
+	}
+	return names
+}
+
+// Work returns the total that Run passes to Progress: the steps of every
+// mode (loading, kill mode) of c, defaults applied, which run side by side;
+// Progress is called once per step of each, so a progress bar of this
+// total fills as the run ends, not when its first mode does.
+func (c Config) Work() int {
+	c.setDefaults()
+	return len(c.seriesNames()) * c.Steps
+}
+
 // Run simulates cfg. It returns an error wrapping ErrBadConfig for a
 // configuration that cannot run, or the first failure to set up a mode;
 // failed cache operations during the run are counted, not returned.
@@ -544,25 +576,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	w := newWorkload(&cfg)
 	res := &Result{Config: cfg}
 
-	names := make([]string, len(cfg.Modes))
-	for i, m := range cfg.Modes {
-		names[i] = m.String()
-	}
-	if cfg.ExpiryWave > 0 {
-		names = names[:0]
-		for _, l := range cfg.Loadings {
-			names = append(names, l.String())
-		}
-	}
-	if cfg.Kill != "" {
-		names = names[:0]
-		for _, k := range cfg.KillModes {
-			names = append(names, k.String())
-		}
-	}
+	names := cfg.seriesNames()
 	res.Modes = make([]ModeResult, len(names))
 	var done atomic.Int64
-	total := len(names) * cfg.Steps
+	total := len(names) * cfg.Steps // Work's
 	progress := func() {
 		if cfg.Progress != nil {
 			cfg.Progress(int(done.Add(1)), total)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -204,6 +205,39 @@ func TestRunCancel(t *testing.T) {
 	}
 	if _, err := Run(ctx, cfg); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run = %v, want context.Canceled", err)
+	}
+}
+
+// TestProgressWork checks that Progress is called once per step of each
+// mode, with Work as its total: a progress bar of that total fills as the
+// run ends, not when its first mode is done.
+func TestProgressWork(t *testing.T) {
+	all := small()
+	all.Steps, all.ReshardAt, all.Requests = 6, 2, 100
+	one := all
+	one.Modes = []Mode{ModeRing}
+	quickWave := wave()
+	quickWave.LoadTime, quickWave.Loadings = time.Millisecond, []Loading{LoadPlain} // one, not the four Modes
+	for name, cfg := range map[string]Config{"default modes": all, "one mode": one, "expiry wave": quickWave} {
+		var mu sync.Mutex
+		calls, maxDone, totals := 0, 0, map[int]bool{}
+		cfg.Progress = func(done, total int) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls++
+			maxDone = max(maxDone, done)
+			totals[total] = true
+		}
+		work := cfg.Work()
+		res, err := Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		want := len(res.Modes) * res.Config.Steps
+		if work != want || calls != want || maxDone != want || len(totals) != 1 || !totals[want] {
+			t.Errorf("%s: Work %d, Progress called %d times, up to %d, with totals %v; want %d (%d modes × %d steps) each",
+				name, work, calls, maxDone, totals, want, len(res.Modes), res.Config.Steps)
+		}
 	}
 }
 

@@ -86,6 +86,6 @@ func ExampleWithEqualize() {
 	fmt.Printf("adding cache-8: its fair share %.1f%%; moved: classic %.1f%%, equalized %.1f%%\n",
 		100*c.Minimum, 100*c.Classic.Moved, 100*c.Equalized.Moved)
 	// Output:
-	// furthest from its fair share: classic 7.1%, equalized 0.4%
-	// adding cache-8: its fair share 11.0%; moved: classic 10.6%, equalized 11.0%
+	// furthest from its fair share: classic 7.1%, equalized 0.3%
+	// adding cache-8: its fair share 11.0%; moved: classic 10.6%, equalized 11.1%
 }

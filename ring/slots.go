@@ -18,9 +18,11 @@ import (
 // rendezvous hashing, with a multiplier per node nudged until every node's
 // slot count is within the tolerance of its fair share:
 //
-//  1. Node i's score for slot s is E = -ln(1 - x/2^64), x =
-//     slotMix(murmur3(Name), s): an exponential variable of mean 1, over
-//     Weight. The slot's candidates are the slotCandidates nodes of
+//  1. Node i's draw for slot s is x = slotDraw(murmur3(Name), s): its top
+//     slotBits bits the slot's stratum, a keyed bijection of the slots
+//     (slotStratum), the rest splitmix64's output at s (slotMix). Its
+//     score is E = -ln(1 - x/2^64), an exponential variable of mean 1,
+//     over Weight. The slot's candidates are the slotCandidates nodes of
 //     lowest score, lowest first (ties to the node whose Name sorts first).
 //     Rendezvous over exponentials gives node i the slot with probability
 //     Weight over the total.
@@ -45,6 +47,18 @@ import (
 // least it must. slotCount is fixed, part of the placement: a count that
 // followed the nodes would remap every key on a change.
 //
+// Why strata: what a change moves over the least is the corrected nodes'.
+// A node held at the end of its band by its multiplier must win back, from
+// other old nodes, whatever its binomial loss to a node added strays from
+// its share; an uncorrected node just keeps the difference. A node is
+// corrected when its count strays from its fair share by more than the
+// band, and the count's randomness is half the node's own draws (in how
+// many slots it draws low) and half the others' (whether it beats them
+// there). Strata remove the first half: over the slots, a node's draws
+// fall once in each [j, j+1)/slotCount of [0, 1), in an order of its own,
+// so its count strays less and fewer nodes are corrected (issue 45; the
+// figures in docs/performance.md, "Equalized ring").
+//
 // Everything is integer arithmetic but the scores and multipliers, which
 // use only float64 operations IEEE 754 rounds exactly on every machine
 // (no library logarithm; every product that feeds a sum is converted, so
@@ -57,9 +71,9 @@ import (
 const (
 	slotBits       = 20
 	slotCount      = 1 << slotBits
-	slotCandidates = 3   // of each slot, for the multipliers to choose among
-	slotRounds     = 64  // bounds the time of a fleet that cannot settle
-	slotAim        = 0.9 // of the tolerance: where a correction takes a node
+	slotCandidates = 3    // of each slot, for the multipliers to choose among
+	slotRounds     = 64   // bounds the time of a fleet that cannot settle
+	slotAim        = 0.95 // of the tolerance: where a correction takes a node, short of the band's end, as counts land near it
 	maxSlotNodes   = 1 << 16
 )
 
@@ -100,7 +114,34 @@ func (t *slotTable) points() []point {
 	return pts
 }
 
-// slotMix returns node seed's draw for slot s: splitmix64's output at s.
+// slotDraw returns node seed's draw for slot s (step 1 above): the
+// stratum of s in the top slotBits bits, the top bits of slotMix below, so
+// that the draw is uniform within its stratum.
+func slotDraw(seed uint64, s int) uint64 {
+	return slotStratum(stratumKey(seed), s)<<(64-slotBits) | slotMix(seed, s)>>slotBits
+}
+
+// stratumKey returns the key of node seed's strata: splitmix64's output at
+// a seed of its own, so that it owes nothing to the node's slotMix draws.
+func stratumKey(seed uint64) uint64 {
+	return slotMix(seed^0x5851f42d4c957f2d, 0)
+}
+
+// slotStratum returns the stratum of slot s for the node of key: a
+// bijection of [0, slotCount), each step one (an xor, a product by an odd
+// number and an xorshift, modulo slotCount), mixed enough that two nodes'
+// strata of one slot look independent.
+func slotStratum(key uint64, s int) uint64 {
+	const mask, half = slotCount - 1, slotBits / 2
+	x := (uint64(s) ^ key) * (key>>20 | 1) & mask
+	x ^= x >> half
+	x = (x ^ key>>40) * (key>>44 | 1) & mask
+	x ^= x >> half
+	x = x * 0x9e3779b97f4a7c15 & mask
+	return x ^ x>>half
+}
+
+// slotMix returns splitmix64's output at s for node seed.
 func slotMix(seed uint64, s int) uint64 {
 	z := seed + uint64(s+1)*0x9e3779b97f4a7c15
 	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
@@ -152,9 +193,10 @@ func lnInv(t float64) float64 {
 // where k = min(slotCandidates, len(ns)).
 func slotCandidateLists(ns []Node) (nodes []uint16, keys []float32, k int) {
 	k = min(slotCandidates, len(ns))
-	seeds, inv := make([]uint64, len(ns)), make([]float64, len(ns))
+	seeds, strata, inv := make([]uint64, len(ns)), make([]uint64, len(ns)), make([]float64, len(ns))
 	for i, n := range ns {
 		seeds[i], inv[i] = murmur3.StringSum64(n.Name), 1/n.Weight
+		strata[i] = stratumKey(seeds[i])
 	}
 	nodes, keys = make([]uint16, slotCount*k), make([]float32, slotCount*k)
 	// Scores are found below a cut first, where 2k nodes' are expected
@@ -166,7 +208,8 @@ func slotCandidateLists(ns []Node) (nodes []uint16, keys []float32, k int) {
 		cut = float64(lnInv(p)*float64(len(ns))) / totalWeight(ns)
 	}
 	// A node is out where x>>11 > above[i]: its score's lower bound is
-	// past the cut (in integers, the first test of every node).
+	// past the cut (in integers, the first test of every node, made on the
+	// stratum alone, x's top bits, before the rest of x is drawn).
 	above := make([]uint64, len(ns))
 	for i, n := range ns {
 		above[i] = uint64(min(float64(float64(cut*n.Weight)*0x1p53)*(1+0x1p-30), 0x1p53)) // Inf: 2^53
@@ -179,10 +222,11 @@ func slotCandidateLists(ns []Node) (nodes []uint16, keys []float32, k int) {
 			for worst := cut; ; worst = math.Inf(1) {
 				n := 0 // candidates so far, up to k
 				for i, seed := range seeds {
-					x := slotMix(seed, s)
-					if x>>11 > above[i] && worst <= cut {
+					st := slotStratum(strata[i], s) // slotDraw, cut in two
+					if st<<(64-slotBits-11) > above[i] && worst <= cut {
 						continue
 					}
+					x := st<<(64-slotBits) | slotMix(seed, s)>>slotBits
 					// -ln(1-t) >= t >= (x>>11)/2^53: most nodes are out at
 					// the cost of a product (the margin covers the series'
 					// rounding).

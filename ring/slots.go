@@ -20,7 +20,7 @@ import (
 //
 //  1. Node i's draw for slot s is x = slotDraw(murmur3(Name), s): its top
 //     slotBits bits the slot's stratum, a keyed bijection of the slots
-//     (slotStratum), the rest splitmix64's output at s (slotMix). Its
+//     (strata), the rest splitmix64's output at s (slotMix). Its
 //     score is E = -ln(1 - x/2^64), an exponential variable of mean 1,
 //     over Weight. The slot's candidates are the slotCandidates nodes of
 //     lowest score, lowest first (ties to the node whose Name sorts first).
@@ -118,24 +118,28 @@ func (t *slotTable) points() []point {
 // stratum of s in the top slotBits bits, the top bits of slotMix below, so
 // that the draw is uniform within its stratum.
 func slotDraw(seed uint64, s int) uint64 {
-	return slotStratum(stratumKey(seed), s)<<(64-slotBits) | slotMix(seed, s)>>slotBits
+	return newStrata(seed).at(s)<<(64-slotBits) | slotMix(seed, s)>>slotBits
 }
 
-// stratumKey returns the key of node seed's strata: splitmix64's output at
-// a seed of its own, so that it owes nothing to the node's slotMix draws.
-func stratumKey(seed uint64) uint64 {
-	return slotMix(seed^0x5851f42d4c957f2d, 0)
+// strata is a node's bijection of [0, slotCount): the stratum of each
+// slot. Each step is one (an xor, a product by an odd number and an
+// xorshift, modulo slotCount), the first two keyed by the node, mixed
+// enough that two nodes' strata of one slot look independent.
+type strata struct{ a, m, b, n uint64 }
+
+// newStrata returns node seed's strata, keyed by splitmix64's output at a
+// seed of their own, so that they owe nothing to the node's slotMix draws.
+func newStrata(seed uint64) strata {
+	k := slotMix(seed^0x5851f42d4c957f2d, 0)
+	return strata{a: k, m: k>>20 | 1, b: k >> 40, n: k>>44 | 1}
 }
 
-// slotStratum returns the stratum of slot s for the node of key: a
-// bijection of [0, slotCount), each step one (an xor, a product by an odd
-// number and an xorshift, modulo slotCount), mixed enough that two nodes'
-// strata of one slot look independent.
-func slotStratum(key uint64, s int) uint64 {
+// at returns the stratum of slot s.
+func (p strata) at(s int) uint64 {
 	const mask, half = slotCount - 1, slotBits / 2
-	x := (uint64(s) ^ key) * (key>>20 | 1) & mask
+	x := (uint64(s) ^ p.a) * p.m & mask
 	x ^= x >> half
-	x = (x ^ key>>40) * (key>>44 | 1) & mask
+	x = (x ^ p.b) * p.n & mask
 	x ^= x >> half
 	x = x * 0x9e3779b97f4a7c15 & mask
 	return x ^ x>>half
@@ -193,10 +197,10 @@ func lnInv(t float64) float64 {
 // where k = min(slotCandidates, len(ns)).
 func slotCandidateLists(ns []Node) (nodes []uint16, keys []float32, k int) {
 	k = min(slotCandidates, len(ns))
-	seeds, strata, inv := make([]uint64, len(ns)), make([]uint64, len(ns)), make([]float64, len(ns))
+	seeds, strats, inv := make([]uint64, len(ns)), make([]strata, len(ns)), make([]float64, len(ns))
 	for i, n := range ns {
 		seeds[i], inv[i] = murmur3.StringSum64(n.Name), 1/n.Weight
-		strata[i] = stratumKey(seeds[i])
+		strats[i] = newStrata(seeds[i])
 	}
 	nodes, keys = make([]uint16, slotCount*k), make([]float32, slotCount*k)
 	// Scores are found below a cut first, where 2k nodes' are expected
@@ -222,7 +226,7 @@ func slotCandidateLists(ns []Node) (nodes []uint16, keys []float32, k int) {
 			for worst := cut; ; worst = math.Inf(1) {
 				n := 0 // candidates so far, up to k
 				for i, seed := range seeds {
-					st := slotStratum(strata[i], s) // slotDraw, cut in two
+					st := strats[i].at(s) // slotDraw, cut in two
 					if st<<(64-slotBits-11) > above[i] && worst <= cut {
 						continue
 					}

@@ -435,3 +435,18 @@ func TestPackSlots(t *testing.T) {
 		}
 	}
 }
+
+// TestStrata checks that a node's strata are a bijection of the slots, so
+// that its draws fall once in each stratum, for keys of every bit pattern.
+func TestStrata(t *testing.T) {
+	for _, seed := range []uint64{0, 1, 1 << 63, ^uint64(0), murmur3.StringSum64("cache-00")} {
+		p, seen := newStrata(seed), make([]bool, slotCount)
+		for s := range slotCount {
+			st := p.at(s)
+			if st >= slotCount || seen[st] {
+				t.Fatalf("seed %#x: slot %d has stratum %d, out of range or taken", seed, s, st)
+			}
+			seen[st] = true
+		}
+	}
+}

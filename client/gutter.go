@@ -106,7 +106,8 @@ func (c *Client) checkNotGutter(p ring.Locator) error {
 }
 
 // gutterOf returns the gutter of the node m, dialed for address n, or nil:
-// no gutter pool, or n is one of its nodes.
+// no gutter pool, or n is one of its nodes. It records the gutter node in
+// m.gutterTo, for gutterTick.
 func (c *Client) gutterOf(n ring.Node, m *member) *gutter.Node {
 	if c.gutterRing == nil {
 		return nil
@@ -115,6 +116,7 @@ func (c *Client) gutterOf(n ring.Node, m *member) *gutter.Node {
 		return nil
 	}
 	g := c.gutterConns[c.gutterRing.Locate(n.Name).Addr]
+	m.gutterTo = g
 	ttl := c.opts.GutterTTL
 	if ttl == 0 {
 		ttl = DefaultGutterTTL
@@ -161,7 +163,7 @@ func (c *Client) gutterTick(ctx context.Context) {
 			m.h.ProbeNow()
 			continue
 		}
-		switch t := c.gutterConns[c.gutterRing.Locate(m.rn.Name).Addr]; {
+		switch t := m.gutterTo; {
 		case t == nil:
 		case t.Down():
 			t.h.ProbeNow() // its log unread: this process sees only its own hints

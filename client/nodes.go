@@ -35,6 +35,8 @@ type member struct {
 	// gutter stands for the node while it is held down when there is a
 	// gutter pool (gutter.go), outside a migration; nil without one.
 	gutter *gutter.Node
+	// gutterTo is the gutter pool's node that gutter sends to.
+	gutterTo *member
 	// hints are the keys written while the node missed them: through its
 	// gutter, or as a replica (replicas.go). They are replayed as deletes
 	// before the node serves again (comeUp).

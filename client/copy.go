@@ -121,8 +121,9 @@ var (
 	// value (Incr, Touch, Store of an existing key, GetAndTouch).
 	copyStrict = backfill.How{Check: true, Sync: true, Strict: true}
 	// copyWhole brings a key of any type over for RedisDo, whose caller
-	// asked the new owner already.
-	copyWhole = backfill.How{Sync: true, Whole: true}
+	// asked the new owner already; strict, since the command then runs on
+	// the new owner and would read, or update, nothing.
+	copyWhole = backfill.How{Sync: true, Whole: true, Strict: true}
 )
 
 // fromOld copies keys, key i routed by routes[i] (all dual), from their

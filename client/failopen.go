@@ -31,6 +31,29 @@ func (c *Client) open(st *state, err error, read bool) error {
 	return nil
 }
 
+// openAll is open for the joined *NodeErrors of a multi-key read: it
+// drops those FailOpen forgives (their keys read as misses) and returns the
+// others, joined.
+func (c *Client) openAll(st *state, err error) error {
+	if err == nil || !c.opts.FailOpen && st.gone == nil {
+		return err
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	var kept []error
+	for _, e := range errs {
+		var ne *NodeError
+		if errors.As(e, &ne) && c.forgiven(st, ne.Node.Addr, ne.Err) {
+			c.countOpen(st, ne.Node.Addr, len(ne.Keys), true)
+			continue
+		}
+		kept = append(kept, e)
+	}
+	return errors.Join(kept...)
+}
+
 // openBatch reports whether a multi-key batch's failure is dropped by
 // FailOpen (the node is held down), and counts its n keys if so.
 func (c *Client) openBatch(st *state, b *batch, n int, read bool) bool {

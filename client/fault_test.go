@@ -542,9 +542,44 @@ func TestFailOpen(t *testing.T) {
 	}
 }
 
+// TestFailOpenFallback: with FailOpen, an old owner held down during a
+// migration makes its moved keys misses, counted as the new owner's would
+// be, for Get and GetMulti alike.
+func TestFailOpenFallback(t *testing.T) {
+	cl := newCluster(t, "miniredis", 3)
+	c := cl.client(t, Options{FailOpen: true, FailureThreshold: 1, ProbeInterval: time.Hour})
+	ctx := t.Context()
+	old := cl.nodes(2)[0]
+	moved := keysOn(c, old.Addr, "moved:", 3)
+	for _, k := range moved {
+		if err := c.Set(ctx, k, []byte(k), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Reshard(cl.nodes(0, 1), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	cl.stop(2)
+	if _, err := c.Get(ctx, moved[0]); err == nil || err == ErrCacheMiss {
+		t.Fatalf("first Get with the old owner stopped = %v; want its connection error", err)
+	}
+	waitHealth(t, c, old.Addr, true)
+	if _, err := c.Get(ctx, moved[1]); err != ErrCacheMiss {
+		t.Errorf("FailOpen Get of a moved key, old owner down = %v; want ErrCacheMiss", err)
+	}
+	if hits, err := c.GetMulti(ctx, moved); err != nil || len(hits) != 0 {
+		t.Errorf("FailOpen GetMulti of moved keys, old owner down = %v, %v; want no hits, no error", hits, err)
+	}
+	if h := healthOf(t, c, old.Addr); h.Missed != 4 {
+		t.Errorf("health %+v; want 4 reads missed (Get, and GetMulti's 3 keys)", h)
+	}
+}
+
 // TestMigrationWithNodeDown checks faults during a migration: a hung old
-// owner makes fallback reads misses, at once once it is down, and dual
-// writes failed copies; a dead new owner fails its keys with ErrNodeDown.
+// owner fails fallback reads with its *NodeError (the key may be there: a
+// miss would send the caller to its database believing it lost), at once
+// once it is down, and dual writes failed copies; a dead new owner fails
+// its keys with ErrNodeDown.
 func TestMigrationWithNodeDown(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []string{"redis-server", "memcached"} {
@@ -569,15 +604,21 @@ func TestMigrationWithNodeDown(t *testing.T) {
 				if i == 10*DefaultFailureThreshold {
 					t.Fatalf("old owner not down after %d fallback reads: %+v", i, healthOf(t, c, old.Addr))
 				}
-				if _, err := c.Get(ctx, moved[i]); err != ErrCacheMiss {
-					t.Fatalf("Get of a moved key with its old owner hung = %v; want ErrCacheMiss", err)
+				var ne *NodeError
+				if _, err := c.Get(ctx, moved[i]); !errors.As(err, &ne) || ne.Node.Addr != old.Addr {
+					t.Fatalf("Get of a moved key with its old owner hung = %v; want its *NodeError", err)
 				}
 			}
 			before := c.Migration()
 			k := moved[i]
-			if _, err := c.Get(ctx, k); err != ErrCacheMiss {
-				t.Fatalf("Get of a moved key with its old owner down = %v; want ErrCacheMiss", err)
+			_, err := c.Get(ctx, k)
+			checkDown(t, "Get of a moved key with its old owner down", err, old.Addr)
+			hits, err := c.GetMulti(ctx, moved[i:i+2])
+			checkDown(t, "GetMulti of moved keys with their old owner down", err, old.Addr)
+			if len(hits) != 0 {
+				t.Fatalf("GetMulti with the old owner down found %v", hits)
 			}
+			before.FallbackErrors += 2 // GetMulti's
 			// A write the old owner would miss is refused: once the new
 			// owner lost the key, readers falling back would read the old
 			// value (copy.go).
@@ -593,7 +634,7 @@ func TestMigrationWithNodeDown(t *testing.T) {
 			dead := fc.servers[0]
 			dk := victimKey(c, dead.Addr)
 			dead.Stop()
-			var err error
+			err = nil
 			for j := 0; j < 10*DefaultFailureThreshold && !errors.Is(err, ErrNodeDown); j++ {
 				_, err = c.Get(ctx, dk)
 				if err == nil || err == ErrCacheMiss {

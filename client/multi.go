@@ -41,7 +41,8 @@ func (st *state) Conn(n ring.Node) node.Node { return st.conn(n) }
 // multi-gets). When a node fails, the hits of the others are returned with
 // an error that joins one *NodeError per failed node. During a migration
 // the new owners' misses are looked up on their old owners in a second
-// round, and backfilled in a third. The values of one node's answer may
+// round, and backfilled in a third; an old owner that fails there is a
+// failed node too. The values of one node's answer may
 // share a buffer: a value kept keeps it alive, so copy the few kept for
 // long.
 func (c *Client) GetMulti(ctx context.Context, keys []string) (map[string][]byte, error) {
@@ -137,7 +138,8 @@ func (c *Client) collect(ctx context.Context, st *state, now time.Time, keys []s
 		for i, k := range missed {
 			ks[i], rs[i] = keys[k], routes[k]
 		}
-		c.fromOld(ctx, st, now, ks, rs, copyRead, func(it *item) { hit(it, true) })
+		err := c.fromOld(ctx, st, now, ks, rs, copyRead, func(it *item) { hit(it, true) })
+		errs = append(errs, c.openAll(st, err)) // the old owners' failures, as the new ones'
 	}
 	return errors.Join(errs...)
 }

@@ -127,7 +127,8 @@ func (r *route) counters() *migration.Counters {
 
 // Get returns the value of key, or ErrCacheMiss. During a migration a miss
 // on the new owner falls back to the old owner; a value found there is
-// returned and copied to the new owner.
+// returned and copied to the new owner, and a failure there is the call's
+// *NodeError (a miss under FailOpen), as the new owner's would be.
 func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 	r, err := c.begin(ctx, key)
 	if err != nil {
@@ -159,17 +160,22 @@ func (c *Client) get(ctx context.Context, r route, key string) ([]byte, error) {
 
 // fallback reads key from its old owner after a miss on the new one, and
 // backfills the new owner with what it finds (copy.go): the item, flags
-// included, or ErrCacheMiss. A failure of the old owner is counted and
-// reads as a miss: the value is out of reach either way.
+// included, or ErrCacheMiss. A failure of the old owner is the read's
+// error (a *NodeError naming it), which FailOpen turns into a miss as it
+// does a new owner's: the key may be there, and a miss would tell the
+// caller the cache had lost it.
 func (c *Client) fallback(ctx context.Context, r route, key string) (it item, err error) {
 	found := false
-	c.fromOld(ctx, r.st, r.now, []string{key}, []migration.Route{r.Route}, copyRead, func(got *item) {
+	err = c.fromOld(ctx, r.st, r.now, []string{key}, []migration.Route{r.Route}, copyRead, func(got *item) {
 		it, found = *got, true
 	})
-	if !found {
-		return item{}, ErrCacheMiss
+	switch {
+	case found:
+		return it, nil
+	case err != nil:
+		return item{}, c.open(r.st, err, true)
 	}
-	return it, nil
+	return item{}, ErrCacheMiss
 }
 
 // bringOver copies key from its old owner to its new one, if only the old

@@ -52,6 +52,9 @@ func (c *Client) Migrating() bool {
 // RedisDo runs cmd, a command on key alone, on key's owner, applying the
 // migration as op says; cmd holds the reply (redis.Nil on a miss, as
 // always). Copies to an old owner are new commands with cmd's arguments.
+// A failure to bring the key over from its old owner (RedisRead,
+// RedisUpdate, RedisCounter) is the command's error, and the command
+// does not run on the new owner without it.
 // On Memcached nodes it fails with ErrUnsupported (with ErrNodeDown while
 // the node is held down, as every call to it).
 func (c *Client) RedisDo(ctx context.Context, key string, op RedisOp, cmd redis.Cmder) error {
@@ -88,13 +91,20 @@ func (c *Client) RedisDo(ctx context.Context, key string, op RedisOp, cmd redis.
 			}
 			return cmd.Err()
 		}
-		if c.bringOverWhole(ctx, r, key) {
+		switch found, err := c.bringOverWhole(ctx, r, key); {
+		case err != nil:
+			cmd.SetErr(err)
+			return err
+		case found:
 			return rdb.Process(ctx, cmd)
 		}
 		return cmd.Err()
 	case r.Fallback && (op == RedisUpdate || op == RedisCounter):
 		if n, err := rdb.Exists(ctx, key).Result(); err == nil && n == 0 {
-			c.bringOverWhole(ctx, r, key)
+			if _, err := c.bringOverWhole(ctx, r, key); err != nil {
+				cmd.SetErr(err) // the command would start from nothing
+				return err
+			}
 		}
 	}
 	// The tombstone first, then the command, on one connection: on the new
@@ -138,9 +148,8 @@ func (c *Client) RedisDo(ctx context.Context, key string, op RedisOp, cmd redis.
 // type, with its remaining TTL, never over a value the new owner got
 // meanwhile nor over its tombstone (copy.go). It reports whether the
 // old owner had the key, and so whether the command is worth running
-// again.
-func (c *Client) bringOverWhole(ctx context.Context, r route, key string) bool {
-	found := false
-	c.fromOld(ctx, r.st, r.now, []string{key}, []migration.Route{r.Route}, copyWhole, func(*item) { found = true })
-	return found
+// again, and a failure to read the old owner or to write the copy.
+func (c *Client) bringOverWhole(ctx context.Context, r route, key string) (found bool, err error) {
+	err = c.fromOld(ctx, r.st, r.now, []string{key}, []migration.Route{r.Route}, copyWhole, func(*item) { found = true })
+	return found, err
 }

@@ -2,6 +2,7 @@ package backfill
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/shardcache/shardcache/internal/node"
@@ -17,10 +18,14 @@ type How struct {
 	Check bool
 	// Sync copies synchronously, even with a Queue.
 	Sync bool
-	// Strict returns a failure to read the old owner or to write the copy:
-	// the caller's operation depends on the copy and would otherwise start
-	// from nothing. Otherwise a failure is counted and the key reads as a
-	// miss.
+	// Strict returns at once a failure to read an old owner or to write a
+	// copy: the caller's operation depends on the copy and would otherwise
+	// start from nothing. Otherwise the other keys are still copied, a
+	// failure to write a copy is counted and dropped (the value was read),
+	// and a failure to read an old owner is returned with the rest: those
+	// keys may be there, and a miss would send the caller to its database
+	// believing the cache had lost them (the caller decides, as for a
+	// failed new owner, whether FailOpen makes it a miss).
 	Strict bool
 	// Whole copies any type with its remaining TTL, as the sweep does
 	// (node.Sweeper's Dump and Restore), rather than a value.
@@ -61,7 +66,8 @@ type Copier struct {
 
 // Copy copies keys, key i routed by routes[i] (all dual), from their old
 // owners to their new ones as how says, one round trip per node for each
-// step. hit, when set (always, with How.Reread), is told of each value
+// step; it returns the failures How.Strict describes, one error (Wrap's)
+// per failed node, joined. hit, when set (always, with How.Reread), is told of each value
 // found on an old owner and, with Reread, of the newer value found on a
 // new one instead; a key may be reported twice, the later report current.
 // Values keep their remaining TTL where the server tells it (none stays
@@ -118,12 +124,14 @@ func (c Copier) Copy(ctx context.Context, keys []string, routes []migration.Rout
 		olds.Gets(ctx, true)
 	}
 	copies := fanout.New(c.Conns)
+	var readErrs []error
 	for _, b := range olds.List {
 		if b.Err != nil {
 			cs.FallbackErrors.Add(int64(len(b.Keys)))
 			if how.Strict {
 				return c.wrap("get", b.Node, b.Keys, b.Err)
 			}
+			readErrs = append(readErrs, c.wrap("get", b.Node, b.Keys, b.Err))
 			continue
 		}
 		for j := range b.Got {
@@ -148,7 +156,7 @@ func (c Copier) Copy(ctx context.Context, keys []string, routes []migration.Rout
 		for _, b := range copies.List {
 			c.Queue.Add(c.Migration, c.Conns, b.Node, b.Items)
 		}
-		return nil
+		return errors.Join(readErrs...)
 	}
 	newer := fanout.New(c.Conns)
 	for _, b := range copies.List {
@@ -167,7 +175,7 @@ func (c Copier) Copy(ctx context.Context, keys []string, routes []migration.Rout
 	if len(newer.List) > 0 {
 		ReadBack(ctx, newer, hit)
 	}
-	return nil
+	return errors.Join(readErrs...)
 }
 
 // ReadBack reads the keys of bs, batches of new owners, after their copies

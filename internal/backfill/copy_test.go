@@ -120,8 +120,9 @@ func TestCopyCheck(t *testing.T) {
 }
 
 // TestCopyStrict: a failure to read the old owner or to write the copy is
-// returned, wrapped, when the copy is Strict, and otherwise counted (a
-// read's fallback then reads a miss); without Wrap the error is itself.
+// returned, wrapped, when the copy is Strict; otherwise a failed read is
+// returned with the rest (the key may be there: not a miss) and a failed
+// copy counted; without Wrap the error is itself.
 func TestCopyStrict(t *testing.T) {
 	f := newCopyFixture(t, 0)
 	ctx := t.Context()
@@ -133,10 +134,20 @@ func TestCopyStrict(t *testing.T) {
 		err.Error() != "get a [k1 k2]: shardcache: node down" {
 		t.Fatalf("strict read of an old owner down = %v", err)
 	}
-	if err := cp.Copy(ctx, keys, f.routes(keys...), backfill.How{Reread: true}, nil); err != nil {
-		t.Fatalf("a read's copy from an old owner down = %v", err)
+	found, other := false, nodetest.NewMap()
+	_ = other.Set(ctx, "k3", []byte("v3"), 0)
+	cp.Conns = nodetest.Conns{"a:1": down, "b:1": nw, "c:1": other}
+	routes := append(f.routes(keys...), f.routes("k3")[0])
+	routes[2].Old = ring.Node{Name: "c", Addr: "c:1"}
+	err := cp.Copy(ctx, append(keys, "k3"), routes, backfill.How{Reread: true}, func(it *node.Item) { found = it.Key == "k3" })
+	if err == nil || err.Error() != "get a [k1 k2]: shardcache: node down" || !errors.Is(err, node.ErrNodeDown) {
+		t.Fatalf("a read's copy from an old owner down = %v; want its failure", err)
 	}
-	if s := f.mig.Counters.Snapshot(); s.FallbackErrors != 4 || s.FallbackHits != 0 {
+	if !found || string(nw.Value("k3")) != "v3" {
+		t.Fatalf("the other old owner's key: reported %v, copied %q", found, nw.Value("k3"))
+	}
+	cp.Conns = nodetest.Conns{"a:1": down, "b:1": nw}
+	if s := f.mig.Counters.Snapshot(); s.FallbackErrors != 4 || s.FallbackHits != 1 {
 		t.Fatalf("counters %+v", s)
 	}
 
@@ -244,8 +255,8 @@ func TestCopyWhole(t *testing.T) {
 		t.Fatalf("whole copy: found %v, new owner %q for %v", found, nw.Value("h"), nw.TTL("h"))
 	}
 	cp.Conns = nodetest.Conns{"a:1": nodetest.NewMap(), "b:1": nw}
-	if err := cp.Copy(ctx, []string{"h"}, f.routes("h"), how, nil); err != nil {
-		t.Fatal(err)
+	if err := cp.Copy(ctx, []string{"h"}, f.routes("h"), how, nil); !errors.Is(err, node.ErrSweepUnsupported) {
+		t.Fatalf("whole copy from an old owner without Dump = %v", err)
 	}
 	if e := f.mig.Counters.FallbackErrors.Load(); e != 1 {
 		t.Fatalf("an old owner without Dump: %d errors counted", e)

@@ -46,7 +46,8 @@ const (
 	// was overwritten for good. The newer value's write must be an
 	// acknowledged Set: a failed one may have reached one replica only, and
 	// a load's value may never have been stored (GetOrLoad hands it to its
-	// callers all the same).
+	// callers all the same). With replicas the earlier read counts only
+	// once that Set returned too (the package doc says why).
 	ReadWentBack Rule = "read went back"
 	// LostKey is a miss with no explanation: the key's last acknowledged
 	// write completed before the miss began, and between that write's start
@@ -203,8 +204,10 @@ type CheckOptions struct {
 	// replaces until then). Such a read (a miss too, for LostKey) is held
 	// to the writes, deletes and reads over Staleness before it began,
 	// not to those over when it began; any other read to those over when
-	// it began. 0: none. The counter rules do not take it: a run with a
-	// bound must not read counters through a near cache.
+	// it began. 0: none. The counter rules do not take it (a run with a
+	// bound must not read counters through a near cache), but in a gutter
+	// run (RunInfo.Gutter) a delete takes effect up to Staleness after it
+	// returns (checkCounter).
 	Staleness time.Duration
 	// StaleKinds are the kinds of read Staleness applies to: those a near
 	// cache may answer. Nil: every kind.
@@ -300,6 +303,10 @@ func CheckWith(h *History, opt CheckOptions) *Result {
 		}
 	}
 	resets := globalResets(h)
+	delLag := int64(0)
+	if h.Info.Gutter {
+		delLag = int64(opt.Staleness)
+	}
 	for _, f := range h.Faults {
 		if f.Wipes() {
 			res.Wipes++
@@ -316,7 +323,7 @@ func CheckWith(h *History, opt CheckOptions) *Result {
 		ko := keys[k]
 		if len(ko.incrs)+len(ko.decrs) > 0 {
 			res.Counters++
-			res.Violations = append(res.Violations, checkCounter(k, ko, resets)...)
+			res.Violations = append(res.Violations, checkCounter(k, ko, resets, delLag)...)
 		} else {
 			res.Keys++
 			res.Violations = append(res.Violations, c.checkValues(k, ko, res.Explained)...)

@@ -24,13 +24,26 @@ func (v *values) wentBack(reads []read, byValue map[string]*Op) []Violation {
 			evid = append(evid, r)
 		}
 	}
-	sort.SliceStable(evid, func(i, j int) bool { return evid[i].op.Comp < evid[j].op.Comp })
+	// A read is evidence from its end; with replicas, from its write's end
+	// too: processes read a key's members in different orders (their zone
+	// first, a member one holds down and another not), so while a Set is
+	// in flight one may read its value on a member and another, after, the
+	// older value on a member the Set has not reached yet. Replicas promise
+	// no read older than an acknowledged write, not reads in real-time
+	// order (client's package doc, "Replicas").
+	avail := func(e read) int64 {
+		if v.c.h.Info.Replicas > 1 {
+			return max(e.op.Comp, byValue[e.value].Comp)
+		}
+		return e.op.Comp
+	}
+	sort.SliceStable(evid, func(i, j int) bool { return avail(evid[i]) < avail(evid[j]) })
 	var out []Violation
 	var seen *read // the evidence whose write began last
 	newest := int64(math.MinInt64)
 	next := 0
 	for _, r := range byInv {
-		for ; next < len(evid) && evid[next].op.Comp < since(r); next++ {
+		for ; next < len(evid) && avail(evid[next]) < since(r); next++ {
 			if w := byValue[evid[next].value]; w.Inv > newest {
 				seen, newest = &evid[next], w.Inv
 			}

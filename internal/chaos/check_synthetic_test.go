@@ -117,6 +117,20 @@ func TestSyntheticNewThenOld(t *testing.T) {
 	c.op(2, GetOrLoad, "k", "", 15, 210, OK).Result = "l2"
 	c.get("k", "v1", 220, 230)
 	want(t, &c, nil)
+
+	// With replicas, v2's read is evidence only once v2's Set returned:
+	// while it is in flight, processes reading different members may see
+	// either value.
+	var d builder
+	d.h.Info.Replicas = 2
+	d.set("k", "v1", 0, 10, OK)
+	d.set("k", "v2", 20, 200, OK)
+	d.get("k", "v2", 30, 40)
+	d.op(3, Get, "k", "", 50, 60, OK).Result = "v1" // another process, another member
+	want(t, &d, nil)
+	late := d.op(3, Get, "k", "", 210, 220, OK)
+	late.Result = "v1"
+	want(t, &d, late, StaleRead)
 }
 
 // Two acknowledged writes under way at once may be read in either order,

@@ -302,6 +302,31 @@ func TestCounterRestartsAfterGutterReplay(t *testing.T) {
 	}
 }
 
+// TestCounterGutterDeleteLag: in a gutter run a delete sent through the
+// gutter reaches the counter's node only when the other processes replay
+// the gutter's log, within the run's staleness bound: until then their
+// increments go on counting what it deleted; after it, not.
+func TestCounterGutterDeleteLag(t *testing.T) {
+	opt := CheckOptions{Staleness: 100 * time.Millisecond}
+	for _, gutter := range []bool{false, true} {
+		var b builder
+		b.h.Info.Gutter = gutter
+		b.incr("c", "1", 0, 10, OK)
+		b.incr("c", "2", 11, 20, OK)
+		b.del("c", 30, 40, OK) // through the gutter
+		b.incr("c", "3", 50, 60, OK)
+		b.get("c", "3", 70, 80) // within the bound: not applied yet
+		if !gutter {
+			wantWith(t, &b, opt, nil, CounterAbove, CounterAbove) // the Incr and the read
+			continue
+		}
+		wantWith(t, &b, opt, nil)
+		b.incr("c", "4", 200, 210, OK) // the delete is applied by now
+		b.get("c", "4", 220, 230)
+		wantWith(t, &b, opt, nil, CounterAbove, CounterAbove)
+	}
+}
+
 // Two increments that both return 1 lost one of them.
 func TestCounterLostIncrement(t *testing.T) {
 	var b builder

@@ -205,13 +205,18 @@ func (f *fenwick) query(i int) (n int, best *obs) {
 // after 10; the protocol says the number MAY be space-padded).
 func counterText(v string) string { return strings.TrimRight(v, " ") }
 
-// checkCounter applies the rules of counters to one key.
-func checkCounter(key string, ko *keyOps, global []span) []Violation {
+// checkCounter applies the rules of counters to one key. lag is how long
+// after it returns a delete may take effect: 0, or with a gutter its
+// staleness bound (a delete a process sends through the gutter, holding the
+// key's node down, is applied there by the others only when they replay
+// the gutter's log, client/gutter.go), so a delete is a reset until lag
+// after it ends, and counts for CounterAbove from lag after it completed.
+func checkCounter(key string, ko *keyOps, global []span, lag int64) []Violation {
 	var out []Violation
 	spans := append([]span(nil), global...)
 	var ackedDel []*Op
 	for _, d := range ko.deletes {
-		spans = append(spans, span{d.Inv, d.End()})
+		spans = append(spans, span{d.Inv, after(d.End(), lag)})
 		if d.Status == OK {
 			ackedDel = append(ackedDel, d)
 		}
@@ -227,9 +232,10 @@ func checkCounter(key string, ko *keyOps, global []span) []Violation {
 		}
 	}
 	// lastDelete returns the latest invocation of an acknowledged delete
-	// over before t, false if none: the counter started again after it.
+	// over (applied everywhere: lag after it completed) before t, false if
+	// none: the counter started again after it.
 	lastDelete := func(t int64) (int64, bool) {
-		i := sort.Search(len(ackedDel), func(i int) bool { return ackedDel[i].Comp >= t })
+		i := sort.Search(len(ackedDel), func(i int) bool { return ackedDel[i].Comp+lag >= t })
 		if i == 0 {
 			return 0, false
 		}

@@ -61,7 +61,13 @@
 //     two reads flip-flopping between two values, or a new value read and
 //     then the old one, would. A value whose write failed is no evidence (it
 //     may be on one replica only), nor is a load's (GetOrLoad hands it to
-//     its callers stored or not).
+//     its callers stored or not). With replicas a read is evidence only
+//     once its Set has returned too: processes read a key's members in
+//     different orders (their zone first; a member one holds down and
+//     another does not), so while a Set is in flight one may read the new
+//     value on a member it reached and another, later, the old one on a
+//     member it has not reached yet. Replicas promise no read older than
+//     an acknowledged write; real-time order of reads would need a quorum.
 //   - A miss needs a cause once the key's value is known (LostKey): the
 //     last acknowledged Set before the miss began, and, between that
 //     Set's start and the miss's end, something that may have removed its

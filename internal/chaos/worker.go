@@ -574,6 +574,7 @@ func (w *worker) one(ctx context.Context, c *client.Client, rng *rand.Rand, next
 			k = w.loadKeys[rng.IntN(len(w.loadKeys))]
 		}
 		w.rec.Invoke(id, GetOrLoad, []string{k}, "")
+		cacheErrs := c.LoadStats().CacheErrors
 		v, err := c.GetOrLoad(ctx, k, w.cfg.Client.LoadTTL, func(context.Context) ([]byte, error) {
 			lid, lv := w.load(k)
 			w.loads.Store(lv, lid)
@@ -581,7 +582,8 @@ func (w *worker) one(ctx context.Context, c *client.Client, rng *rand.Rand, next
 		})
 		if err == nil {
 			if lid, ok := w.loads.LoadAndDelete(string(v)); ok {
-				w.rec.Complete(lid.(OpID), Maybe, nil, nil, nil)
+				st, err := loadStatus(c, cacheErrs)
+				w.rec.Complete(lid.(OpID), st, nil, nil, err)
 			}
 		}
 		w.done(id, err, v)
@@ -668,11 +670,12 @@ func (w *worker) getMulti(ctx context.Context, c *client.Client, id OpID, keys [
 }
 
 // getMultiOrLoad runs and records a GetMultiOrLoad of keys, and each load
-// of its loader: Maybe if its value came back (stored or not, before the
-// call returned), else Failed at the call's return (its store, if sent,
-// may still be in a server's socket).
+// of its loader: as loadStatus says if its value came back, else Failed at
+// the call's return (its store, if sent, may still be in a server's
+// socket).
 func (w *worker) getMultiOrLoad(ctx context.Context, c *client.Client, id OpID, keys []string) {
 	w.rec.Invoke(id, GetMultiOrLoad, keys, "")
+	cacheErrs := c.LoadStats().CacheErrors
 	var mu sync.Mutex
 	loaded := make(map[string]OpID)
 	lvs := make(map[string]string)
@@ -691,7 +694,8 @@ func (w *worker) getMultiOrLoad(ctx context.Context, c *client.Client, id OpID, 
 	mu.Lock()
 	for lv, lid := range loaded {
 		if h[lvs[lv]] == lv {
-			w.rec.Complete(lid, Maybe, nil, nil, nil)
+			st, err := loadStatus(c, cacheErrs)
+			w.rec.Complete(lid, st, nil, nil, err)
 		} else {
 			w.rec.Complete(lid, Failed, nil, nil, errNotReturned)
 		}
@@ -699,6 +703,25 @@ func (w *worker) getMultiOrLoad(ctx context.Context, c *client.Client, id OpID, 
 	mu.Unlock()
 	w.rec.Complete(id, multiStatus(err), nil, h, err)
 }
+
+// loadStatus is the status of a load whose value its call returned, the
+// client's LoadStats.CacheErrors being cacheErrs before the call: Maybe
+// (stored or not, before the call returned), or Failed if a cache error
+// was counted meanwhile, since the store the client then gave up on (it
+// answers with the loaded value all the same) may still be in a server's
+// socket and land after a later write or delete, as a failed Set's may.
+// The count is the process's: another call's error makes this one Failed
+// too, which only weakens the check.
+func loadStatus(c *client.Client, cacheErrs int64) (Status, error) {
+	if c.LoadStats().CacheErrors != cacheErrs {
+		return Failed, errStoreFailed
+	}
+	return Maybe, nil
+}
+
+// errStoreFailed is the error of a load whose call counted a cache error:
+// its store may have failed.
+var errStoreFailed = errors.New("loaded value returned, its store may have failed")
 
 // errNotReturned is the error of a load whose value its call did not
 // return.

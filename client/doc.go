@@ -150,7 +150,12 @@
 // the key on the others. A replica that misses a write is held
 // down and the key kept as its hint; before it serves again the probe
 // deletes its hinted keys there, so a replica that was paused, not killed,
-// never serves a value older than one this process wrote. A migration moves
+// never serves a value older than one this process wrote. Reads are not
+// in real-time order across processes while a write is in flight: one
+// process may read its value on a replica it reached and another, after,
+// the older value on a replica it has not reached yet (processes read their
+// own zone first, and skip the replicas they hold down); once the write
+// is acknowledged, no read returns an older value. A migration moves
 // a key when its replica set changes, old set to new set, and a sweep
 // copies it. Replicas is refused today with Gutter, NearCache, Topology,
 // Lease, MetaLeases, StaleWhileRevalidate, EarlyRefresh and a negative

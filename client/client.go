@@ -148,9 +148,15 @@ type Options struct {
 	Lease, LeaseRetry time.Duration
 	// MetaLeases takes each lease in the read's own round trip: on
 	// Memcached ≥ 1.6 a placeholder item in the key's place, on Redis one
-	// script. On Memcached every process must run a version with it
-	// before it is set (see Loading in the package doc); a server without
-	// the meta commands gets the leases of Lease. Default false.
+	// script. GetOrLoad's and GetMultiOrLoad's first read is then the
+	// lease's, so a miss reaches the loader after one round trip (three
+	// with Lease alone; two with StaleWhileRevalidate or EarlyRefresh,
+	// whose first read asks for a refresh, not a miss's lease), and a hit
+	// costs that read (a script on Redis, an add
+	// pipelined with the mg on Memcached) rather than a plain GET. On
+	// Memcached every process must run a version with it before it is set
+	// (see Loading in the package doc); a server without the meta commands
+	// gets the leases of Lease. Default false.
 	MetaLeases bool
 	// StaleWhileRevalidate, when positive, is how long GetOrLoad and
 	// GetMultiOrLoad serve a value past its TTL while one caller of the
@@ -376,6 +382,7 @@ type Client struct {
 	// GetOrLoad's: one load per key in flight, the database guard (nil
 	// without Options.LoadLimit) and the counters of LoadStats.
 	flight    singleflight.Group
+	winners   winners // GetOrLoad's loads under a lease its first read took
 	limiter   *loading.Limiter
 	loads     loadCounters
 	refreshes loading.Background // the background reloads of StaleWhileRevalidate and EarlyRefresh

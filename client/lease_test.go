@@ -46,8 +46,11 @@ func TestLeaseOneLoadAcrossProcesses(t *testing.T) {
 			wg.Go(func() { vals[i], errs[i] = c.GetOrLoad(t.Context(), "hot", time.Hour, l.load) })
 		}
 		<-l.entered // one process holds the lease and loads
+		// Every other process waits on the lease; with MetaLeases a caller
+		// of the loading process may too, when its read found the lease an
+		// instant before its own process's winner registered its load.
 		waitFor(t, "the other processes to find the lease taken", func() bool {
-			return sum(func(s LoadStats) int64 { return s.LeaseWaits }) == procs-1 &&
+			return sum(func(s LoadStats) int64 { return s.LeaseWaits }) >= procs-1 &&
 				sum(func(s LoadStats) int64 { return s.Misses }) == procs*goroutines
 		})
 		close(l.release)

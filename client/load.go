@@ -5,8 +5,11 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 
 	"github.com/shardcache/shardcache/internal/lease"
 	"github.com/shardcache/shardcache/internal/loading"
@@ -153,9 +156,13 @@ func (c *Client) GetOrLoad(ctx context.Context, key string, ttl time.Duration, l
 		return nil, fmt.Errorf("%w: GetOrLoad without a loader", ErrBadOptions)
 	}
 	var v []byte
-	if c.refreshWindow() > 0 {
+	var won *lease.Lease // taken by the first read (MetaLeases)
+	switch {
+	case c.refreshWindow() > 0:
 		v, err = c.readFresh(ctx, r, key, ttl, load)
-	} else {
+	case c.opts.Lease > 0 && c.opts.MetaLeases:
+		v, won, err = c.readLeased(ctx, r, key)
+	default:
 		v, err = c.get(ctx, r, key)
 	}
 	if err == nil {
@@ -178,14 +185,29 @@ func (c *Client) GetOrLoad(ctx context.Context, key string, ttl time.Duration, l
 			actx, cancel = context.WithDeadline(lctx, deadline)
 			defer cancel()
 		}
+		if won != nil {
+			return c.loadUnder(lctx, actx, r, key, ttl, load, won)
+		}
 		return c.loadKey(lctx, actx, key, ttl, load)
 	}
 	// Counted once the caller waits on a load (DoChan joins or starts one
 	// before it returns), so a count of n misses means n waiters.
 	c.loads.misses.Add(1)
 	for joined := 0; ; joined++ {
+		var wait <-chan singleflight.Result
+		switch {
+		case joined > 0:
+			wait = c.flight.DoChan(key, flight)
+		case won != nil:
+			wait = c.winners.load(key, flight)
+		default:
+			if wait = c.winners.join(key); wait == nil {
+				wait = c.flight.DoChan(key, flight)
+			}
+		}
 		select {
-		case res := <-c.flight.DoChan(key, flight):
+		case res := <-wait:
+			won = nil // a second flight, if any, reads again
 			if res.Err != nil {
 				return nil, res.Err
 			}
@@ -205,9 +227,101 @@ func (c *Client) GetOrLoad(ctx context.Context, key string, ttl time.Duration, l
 	}
 }
 
+// winners are the loads of GetOrLoad calls whose first read took the key's
+// lease (Options.MetaLeases), by key: at most one a key in a process. The
+// process's other callers of the key, whose reads found the lease held,
+// take the value from it rather than wait on the lease in the cache; a
+// winner never joins a flight of the key's, which may be waiting on the
+// winner's own lease. A caller whose read found the lease an instant before
+// its winner registered waits on the lease, as another process would.
+type winners struct{ m sync.Map } // key → *wonLoad
+
+// wonLoad is one winner's load: its result once done is closed.
+type wonLoad struct {
+	done chan struct{}
+	res  singleflight.Result
+}
+
+// load runs load as key's winner, on a goroutine of its own (it outlives a
+// caller that stops waiting, as a flight does), and returns its result's
+// channel.
+func (w *winners) load(key string, load func() (any, error)) <-chan singleflight.Result {
+	l := &wonLoad{done: make(chan struct{})}
+	w.m.Store(key, l)
+	go func() {
+		v, err := load()
+		l.res = singleflight.Result{Val: v, Err: err}
+		w.m.CompareAndDelete(key, l)
+		close(l.done)
+	}()
+	return l.result()
+}
+
+// join returns the result's channel of key's winner's load, nil if none runs.
+func (w *winners) join(key string) <-chan singleflight.Result {
+	l, ok := w.m.Load(key)
+	if !ok {
+		return nil
+	}
+	return l.(*wonLoad).result()
+}
+
+// result returns a channel that receives l's result once it is done.
+func (l *wonLoad) result() <-chan singleflight.Result {
+	ch := make(chan singleflight.Result, 1)
+	go func() {
+		<-l.done
+		ch <- l.res
+	}()
+	return ch
+}
+
+// readLeased is GetOrLoad's first read with Options.MetaLeases: the read
+// that takes a miss's lease (node.LeaseReader), one round trip, after the
+// key's near copy. It returns the value, or ErrCacheMiss with the lease
+// when the read took it (the value not on the old owner either, in a
+// migration), without one when another process holds it or the key is a
+// tombstone, for the flight to wait or load. A node without lease reads
+// is read as Get reads it.
+func (c *Client) readLeased(ctx context.Context, r route, key string) ([]byte, *lease.Lease, error) {
+	if v, held, err := c.nearGet(&r, key); held && (err == nil || !r.Fallback) {
+		return v, nil, err
+	}
+	lr := lease.Reader(r.st.conn(r.New))
+	if lr == nil {
+		v, err := c.get(ctx, r, key)
+		return v, nil, err
+	}
+	token := rand.Text()
+	ans, err := lr.LeaseGet(ctx, []string{key}, c.leases.Read([]string{key}, token, true, 0))
+	switch {
+	case err == ErrUnsupported:
+		v, err := c.get(ctx, r, key)
+		return v, nil, err
+	case err != nil:
+		return nil, nil, c.open(r.st, fail("get", r.New, key, err), true)
+	}
+	switch a := ans[0]; {
+	case a.Won:
+		l := lease.Won(token, key, a)
+		if r.Fallback {
+			// The value may be on the old owner (the copy to the new one
+			// stops at the placeholder): read it there, as lease.Waiter does.
+			if v, err := c.get(ctx, r, key); err == nil {
+				c.releaseLease(ctx, r, l, key)
+				return v, nil, nil
+			}
+		}
+		return nil, l, ErrCacheMiss
+	case a.Found && !a.Held:
+		return a.Value, nil, nil
+	}
+	return nil, nil, ErrCacheMiss
+}
+
 // flown is what a flight of loadKey found: a value loaded, or read from the
-// cache by a read that began at readAt; for a value loaded under a lease
-// found lost at the store, readAt is when the load began.
+// cache by a read that began at readAt; for a value loaded under a
+// lease found lost at the store, readAt is when the load began.
 type flown struct {
 	v      []byte
 	readAt time.Time
@@ -230,7 +344,7 @@ func cached(v []byte, at time.Time) (any, error) {
 	if loading.IsNegative(v) {
 		return nil, ErrNotFound
 	}
-	return flown{v, at}, nil
+	return flown{v: v, readAt: at}, nil
 }
 
 // loadKey is one load of key, run by singleflight for every caller waiting
@@ -263,6 +377,12 @@ func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Dur
 			c.loads.cacheErrors.Add(1)
 		}
 	}
+	return c.loadUnder(ctx, admitCtx, r, key, ttl, load, l)
+}
+
+// loadUnder is loadKey once the cache has been read: it loads key, under
+// lease l if not nil, and stores the value.
+func (c *Client) loadUnder(ctx, admitCtx context.Context, r route, key string, ttl time.Duration, load func(context.Context) ([]byte, error), l *lease.Lease) (any, error) {
 	if err := c.admit(admitCtx, r.st, key); err != nil {
 		c.releaseLease(ctx, r, l, key)
 		return nil, err
@@ -292,7 +412,7 @@ func (c *Client) loadKey(ctx, admitCtx context.Context, key string, ttl time.Dur
 		// during the load), or its store failed and nobody knows. The value
 		// may be what a Delete deleted, so a caller that began after the
 		// load did asks a flight of its own.
-		return flown{v, began}, nil
+		return flown{v: v, readAt: began}, nil
 	}
 	return flown{v: v}, nil
 }
@@ -369,13 +489,20 @@ func (c *Client) GetMultiOrLoad(ctx context.Context, keys []string, ttl time.Dur
 	}
 	var found map[string][]byte
 	var err error
-	if c.refreshWindow() > 0 {
+	byLease := false // the first read is the leases' (loadLeased)
+	switch {
+	case c.refreshWindow() > 0:
 		var refresh func()
 		found, refresh, err = c.getMultiFresh(ctx, keys, ttl, load)
 		if refresh != nil {
 			defer refresh() // once this call's own load, if any, has returned
 		}
-	} else {
+	case c.opts.Lease > 0 && c.opts.MetaLeases:
+		// As GetOrLoad: the reads that take the misses' leases are the
+		// first, one round trip per owner before the load.
+		byLease = true
+		found, err = c.nearGets(ctx, keys)
+	default:
 		found, err = c.getMulti(ctx, keys)
 	}
 	if found == nil {
@@ -421,7 +548,7 @@ func (c *Client) GetMultiOrLoad(ctx context.Context, keys []string, ttl time.Dur
 		return hits, ErrClosed
 	}
 	if c.opts.Lease > 0 {
-		return hits, c.loadLeased(ctx, st, now, hits, missing, ttl, load)
+		return hits, c.loadLeased(ctx, st, now, hits, missing, ttl, load, byLease)
 	}
 	return hits, c.loadBatch(ctx, st, now, hits, missing, ttl, load, nil)
 }
@@ -498,9 +625,11 @@ func (c *Client) loadBatch(ctx context.Context, st *state, now time.Time, hits m
 // owner with Options.MetaLeases, two without), loads in one batch those
 // whose lease it holds (and, in another, those whose owner could not be
 // asked), then waits for the values of the keys whose lease another process
-// holds, taking and loading any whose lease comes free.
+// holds, taking and loading any whose lease comes free. firstRead: no read
+// came before it (MetaLeases), so the values its first round finds, counted
+// as misses, are hits.
 func (c *Client) loadLeased(ctx context.Context, st *state, now time.Time, hits map[string][]byte, missing []string, ttl time.Duration,
-	load func(context.Context, []string) (map[string][]byte, error)) error {
+	load func(context.Context, []string) (map[string][]byte, error), firstRead bool) error {
 	l := &lease.Lease{Token: rand.Text()}
 	if c.opts.MetaLeases {
 		l.Meta = make(map[string]node.LeaseAnswer, len(missing))
@@ -520,8 +649,17 @@ func (c *Client) loadLeased(ctx context.Context, st *state, now time.Time, hits 
 			v, ok := found[k]
 			switch {
 			case ok:
-				if !loading.IsNegative(v) {
+				negative := loading.IsNegative(v)
+				if !negative {
 					hits[k] = v
+				}
+				if firstRead && !waited {
+					c.loads.misses.Add(-1)
+					if negative {
+						c.loads.negativeHits.Add(1)
+					} else {
+						c.loads.hits.Add(1)
+					}
 				}
 				if got[i] {
 					landed = append(landed, k)

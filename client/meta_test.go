@@ -6,10 +6,13 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/shardcache/shardcache/internal/node/mcnode"
 )
@@ -47,8 +50,8 @@ func serverCounts(t *testing.T, addr string) (gets, sets int64) {
 
 // TestMetaLeaseCommands counts the commands a memcached sees for a
 // GetOrLoad of a missing key under a lease: the read, the lease, the
-// store. With MetaLeases the lease is one round trip (an add pipelined
-// with the mg), and the store one ms.
+// store. With MetaLeases the read is the lease's (an add pipelined with
+// the mg, one round trip), and the store one ms.
 func TestMetaLeaseCommands(t *testing.T) {
 	cl := newCluster(t, "memcached", 1)
 	for _, meta := range []bool{false, true} {
@@ -60,11 +63,116 @@ func TestMetaLeaseCommands(t *testing.T) {
 		}
 		g1, s1 := serverCounts(t, cl.addrs[0])
 		t.Logf("MetaLeases %v: a lease miss cost %d gets and %d sets", meta, g1-g0, s1-s0)
-		if meta && (g1-g0 != 2 || s1-s0 != 2) {
-			t.Errorf("MetaLeases: %d gets and %d sets; want 2 and 2 (read; lease add+mg; store)", g1-g0, s1-s0)
+		if meta && (g1-g0 != 1 || s1-s0 != 2) {
+			t.Errorf("MetaLeases: %d gets and %d sets; want 1 and 2 (the lease's add+mg; the store)", g1-g0, s1-s0)
 		}
 		mustGet(t, c, key, "v")
 	}
+}
+
+// TestMetaLeaseOneRoundTrip: under MetaLeases a GetOrLoad (and a
+// GetMultiOrLoad) that misses reaches its loader after one round trip to
+// the key's node, on both
+// backends: counted by the node's observer (one call a round trip) and by
+// the server (Memcached: one mg, one add; Redis: one script, and no GET
+// but the script's: commandstats counts a script's calls too).
+func TestMetaLeaseOneRoundTrip(t *testing.T) {
+	for _, kind := range []string{"memcached", "redis-server"} {
+		t.Run(kind, func(t *testing.T) {
+			cl := newCluster(t, kind, 1)
+			c := cl.client(t, Options{Lease: testLease, MetaLeases: true})
+			ctx := t.Context()
+			if err := c.Set(ctx, "warm", []byte("x"), 0); err != nil { // the pool dialled, the script loaded
+				t.Fatal(err)
+			}
+			if _, err := c.GetOrLoad(ctx, "warm-miss", time.Hour, openLoader("v", nil).load); err != nil {
+				t.Fatal(err)
+			}
+			before := networkCalls(c, cl.addrs[0])
+			server := func() (int64, int64) {
+				if kind == "memcached" {
+					return serverCounts(t, cl.addrs[0])
+				}
+				return int64(serverCalls(t, cl.addrs[0], "get", "mget")), int64(serverCalls(t, cl.addrs[0], "evalsha", "eval"))
+			}
+			a0, b0 := server()
+			var trips, a, b int64
+			v, err := c.GetOrLoad(ctx, "cold", time.Hour, func(context.Context) ([]byte, error) {
+				trips = networkCalls(c, cl.addrs[0]) - before
+				a1, b1 := server()
+				a, b = a1-a0, b1-b0
+				return []byte("loaded"), nil
+			})
+			if err != nil || string(v) != "loaded" {
+				t.Fatalf("GetOrLoad = %q, %v", v, err)
+			}
+			if trips != 1 {
+				t.Errorf("%d round trips before the load; want 1", trips)
+			}
+			if kind == "memcached" && (a != 1 || b != 1) {
+				t.Errorf("before the load memcached ran %d gets and %d sets; want 1 mg and 1 add", a, b)
+			}
+			if kind != "memcached" && (a != 1 || b != 1) {
+				t.Errorf("before the load Redis ran %d GET/MGET and %d scripts; want 1 script and its own GET", a, b)
+			}
+			if s := c.LoadStats(); s.Misses != 2 || s.Hits != 0 || s.Loads != 2 {
+				t.Errorf("load stats %+v; want 2 misses, 2 loads", s)
+			}
+			if v, err := c.GetOrLoad(ctx, "cold", time.Hour, openLoader("again", nil).load); err != nil || string(v) != "loaded" {
+				t.Errorf("second GetOrLoad = %q, %v; want the stored value", v, err)
+			}
+			if s := c.LoadStats(); s.Hits != 1 || s.Misses != 2 {
+				t.Errorf("load stats %+v; want the hit counted", s)
+			}
+
+			// GetMultiOrLoad: one round trip to the owner before the load,
+			// the hit among the keys counted as one.
+			before = networkCalls(c, cl.addrs[0])
+			got, err := c.GetMultiOrLoad(ctx, []string{"cold", "m1", "m2"}, time.Hour, func(_ context.Context, missing []string) (map[string][]byte, error) {
+				trips = networkCalls(c, cl.addrs[0]) - before
+				out := map[string][]byte{}
+				for _, k := range missing {
+					out[k] = []byte("loaded " + k)
+				}
+				return out, nil
+			})
+			if err != nil || len(got) != 3 || string(got["cold"]) != "loaded" || string(got["m2"]) != "loaded m2" {
+				t.Fatalf("GetMultiOrLoad = %q, %v", got, err)
+			}
+			if trips != 1 {
+				t.Errorf("GetMultiOrLoad: %d round trips before the load; want 1", trips)
+			}
+			if s := c.LoadStats(); s.Hits != 2 || s.Misses != 4 || s.Loads != 3 {
+				t.Errorf("load stats %+v; want 2 hits, 4 misses, 3 loads", s)
+			}
+		})
+	}
+}
+
+// serverCalls returns how many of the commands cmds a Redis server ran, from
+// INFO commandstats (a script's own calls included).
+func serverCalls(t *testing.T, addr string, cmds ...string) int {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	info, err := rdb.Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for line := range strings.SplitSeq(info, "\n") {
+		for _, cmd := range cmds {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls="); ok {
+				calls, _, _ := strings.Cut(rest, ",")
+				v, err := strconv.Atoi(calls)
+				if err != nil {
+					t.Fatalf("commandstats %q: %v", line, err)
+				}
+				n += v
+			}
+		}
+	}
+	return n
 }
 
 func p99(lat []time.Duration) time.Duration { return lat[len(lat)*99/100] }

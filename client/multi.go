@@ -73,6 +73,19 @@ func (c *Client) gets(ctx context.Context, keys []string, negatives bool) (map[s
 	return hits, c.collect(ctx, st, now, keys, func(it *item, _ bool) { put(it.Key, it.Value) })
 }
 
+// nearGets is getMulti for the keys their near copies hold (negative
+// entries among the hits), nothing sent to a node: for a caller whose
+// next read of the others takes their leases.
+func (c *Client) nearGets(ctx context.Context, keys []string) (map[string][]byte, error) {
+	st, now, err := c.beginMulti(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	hits := make(map[string][]byte)
+	c.nearMulti(st, now, keys, func(k string, v []byte) { hits[k] = v })
+	return hits, nil
+}
+
 // beginMulti validates ctx and keys and loads the state to route them
 // with.
 func (c *Client) beginMulti(ctx context.Context, keys []string) (*state, time.Time, error) {

@@ -49,6 +49,17 @@ test: deps
 		set -x; cd bench && $(GO) vet ./... && \
 		$(GO) test -count=1 -run . -bench . -benchtime 1x ./...; \
 	fi
+	# The API against the latest release's (api/, docs/releasing.md).
+	cd tools/apicheck && $(GO) vet ./... && $(GO) test -short -count=1 ./... && $(GO) run . -root ../..
+
+# make api VERSION=v0.3.0 records the API of the packages of
+# api/packages.txt in api/v0.3.0/, from the commit whose CHANGELOG.md heads
+# that version; make test checks the tree against the latest recorded
+# (docs/releasing.md).
+.PHONY: api
+api:
+	@test -n "$(VERSION)" || { echo "usage: make api VERSION=vX.Y.Z" >&2; exit 2; }
+	cd tools/apicheck && $(GO) run . -root ../.. -write $(VERSION)
 
 # test-busy runs make test with BUSY CPU-bound loops beside it (default 2,
 # one per core of a CI runner), as a shared, busy runner sees the suite: a

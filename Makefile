@@ -49,6 +49,7 @@ test: deps
 		set -x; cd bench && $(GO) vet ./... && \
 		$(GO) test -count=1 -run . -bench . -benchtime 1x ./...; \
 	fi
+	cd otelstats && $(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	# The API against the latest release's (api/, docs/releasing.md).
 	cd tools/apicheck && $(GO) vet ./... && $(GO) test -short -count=1 ./... && $(GO) run . -root ../..
 

@@ -40,6 +40,7 @@ const (
 	Histogram
 )
 
+// String returns the kind's name: counter, gauge or histogram.
 func (k Kind) String() string {
 	switch k {
 	case Counter:

@@ -48,12 +48,15 @@ deps:
 	$$sudo apt-get update && \
 	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends$$missing
 
+# Every module is run even when one fails, and the failed ones are named at
+# the end: a failure in the root module hides none of another's.
 test: deps
-	@set -e; for m in $(MODULES); do \
+	@failed=""; for m in $(MODULES); do \
 		echo "== module $$m"; \
 		(set -x; cd $$m && $(GO) vet ./... && \
-			$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...); \
-	done
+			$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...) || failed="$$failed $$m"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make test: failed in the modules:$$failed" >&2; exit 1; fi
 	# ring's arithmetic, skipped under -race (skipUnderRace): -short runs
 	# the fleets CI ran before under -race (fleetSizes), in a tenth of the time.
 	$(GO) test -short -count=1 -timeout $(TEST_TIMEOUT) ./ring

@@ -20,6 +20,15 @@ SERVERS := redis-server memcached nutcracker prometheus etcd:etcd-server
 # servers (testserver.LinkToParent).
 TEST_TIMEOUT ?= 40m
 
+# The repository's modules, found by their go.mod: the root module (the
+# core: ring, migration, topology, client, compat) and those beside it
+# (docs/layout.md lists them), each vetted and tested on its own, with its
+# own go.mod and no go.work (GOWORK=off: one in a parent directory or in
+# GOWORK would let a module build with another's requirements). bench/ is
+# one too, run apart (its benchmarks once each). The root module first.
+MODULES := . $(patsubst ./%/go.mod,%,$(shell find . -mindepth 2 -name go.mod -not -path './bench/*' -not -path '*/testdata/*' -not -path './.git/*' | LC_ALL=C sort))
+export GOWORK := off
+
 .PHONY: deps test test-busy bench fuzz simulate chaos
 
 # deps installs the servers with apt-get, only when one is missing.
@@ -39,9 +48,15 @@ deps:
 	$$sudo apt-get update && \
 	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends$$missing
 
+# Every module is run even when one fails, and the failed ones are named at
+# the end: a failure in the root module hides none of another's.
 test: deps
-	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@failed=""; for m in $(MODULES); do \
+		echo "== module $$m"; \
+		(set -x; cd $$m && $(GO) vet ./... && \
+			$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...) || failed="$$failed $$m"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make test: failed in the modules:$$failed" >&2; exit 1; fi
 	# ring's arithmetic, skipped under -race (skipUnderRace): -short runs
 	# the fleets CI ran before under -race (fleetSizes), in a tenth of the time.
 	$(GO) test -short -count=1 -timeout $(TEST_TIMEOUT) ./ring
@@ -49,9 +64,9 @@ test: deps
 		set -x; cd bench && $(GO) vet ./... && \
 		$(GO) test -count=1 -run . -bench . -benchtime 1x ./...; \
 	fi
-	cd otelstats && $(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
-	# The API against the latest release's (api/, docs/releasing.md).
-	cd tools/apicheck && $(GO) vet ./... && $(GO) test -short -count=1 ./... && $(GO) run . -root ../..
+	# The API against the latest release's (api/, docs/releasing.md); the
+	# loop above tested tools/apicheck itself, as otelstats.
+	cd tools/apicheck && $(GO) run . -root ../..
 
 # make api VERSION=v0.3.0 records the API of the packages of
 # api/packages.txt in api/v0.3.0/, from the commit whose CHANGELOG.md heads
@@ -77,22 +92,27 @@ test-busy:
 bench:
 	cd bench && $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) ./...
 
-# Every fuzz target of the module, FUZZTIME each (go test -fuzz takes one
+# Every fuzz target of every module, FUZZTIME each (go test -fuzz takes one
 # target per run): the targets are found with go test -list, so a new one
 # is run without being listed here. FUZZ=FuzzMget runs the matching ones.
 FUZZ ?= ^Fuzz
 fuzz:
-	@set -e; for pkg in $$($(GO) list ./...); do \
-	  for t in $$($(GO) test -list '$(FUZZ)' $$pkg | grep '^Fuzz'); do \
-	    echo "== $$pkg $$t"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	@set -e; for m in $(MODULES); do \
+	  cd $(CURDIR)/$$m; \
+	  for pkg in $$($(GO) list ./...); do \
+	    for t in $$($(GO) test -list '$(FUZZ)' $$pkg | grep '^Fuzz'); do \
+	      echo "== $$pkg $$t"; \
+	      $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	    done; \
 	  done; \
 	done
 
+# cmd/shardcache is a module of its own: run from its directory.
 simulate:
-	$(GO) run ./cmd/shardcache simulate
+	cd cmd/shardcache && $(GO) run . simulate
 
-# The long form of the consistency harness (internal/chaos): 20 runs of 60 s
+# The long form of the consistency harness (internal/chaos, a module of its
+# own, run from its directory): 20 runs of 60 s
 # per backend, 3 client processes, at least 30 faults and 100,000 operations
 # a run, a migration from 4 nodes to 5 in each, and no violation allowed
 # (SHARDCACHE_CHAOS_STRICT=1). Reports go to CHAOS_OUT. CHAOS_FLAGS adds
@@ -104,5 +124,5 @@ simulate:
 CHAOS_OUT   ?= chaos-reports
 CHAOS_FLAGS ?=
 chaos: deps
-	SHARDCACHE_CHAOS_STRICT=$${SHARDCACHE_CHAOS_STRICT:-1} $(GO) test -count=1 -timeout 0 -run 'TestChaos$$' -v ./internal/chaos/ \
+	cd internal/chaos && SHARDCACHE_CHAOS_STRICT=$${SHARDCACHE_CHAOS_STRICT:-1} $(GO) test -count=1 -timeout 0 -run 'TestChaos$$' -v . \
 		-args -chaos.long -chaos.out=$(abspath $(CHAOS_OUT)) $(CHAOS_FLAGS)

@@ -8,6 +8,8 @@ require (
 	github.com/dgryski/go-jump v0.0.0-20170409065014-e1f439676b57
 	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f
 	github.com/golang/groupcache v0.0.0-20241129210726-2c02b8208cf8
+	github.com/hashicorp/golang-lru/v2 v2.0.7
+	github.com/maypok86/otter/v2 v2.4.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
 	github.com/shardcache/shardcache v0.0.0-00010101000000-000000000000
@@ -16,9 +18,6 @@ require (
 )
 
 require (
-	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
-	github.com/maypok86/otter/v2 v2.4.0 // indirect
-	github.com/miekg/dns v1.1.73 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect

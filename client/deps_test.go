@@ -88,6 +88,20 @@ func main() {
 	if strings.Count(why, "does not need") != 2 {
 		t.Errorf("go mod why:\n%s", why)
 	}
+	// Nor in its module graph, where go.sum and the module cache would
+	// bring them (issue 45: the root module is the core; the command, the
+	// harness and the sources with heavy clients are modules of their own).
+	graph := run("mod", "graph")
+	if !strings.Contains(graph, "github.com/redis/go-redis/v9@") {
+		t.Errorf("go mod graph without go-redis:\n%s", graph)
+	}
+	for _, mod := range []string{"go.etcd.io/etcd", "github.com/Shopify/toxiproxy", "github.com/anishathalye/porcupine",
+		"go.uber.org/zap", "github.com/rs/zerolog", "github.com/schollz/progressbar", "go.opentelemetry.io/otel/sdk",
+		"google.golang.org/grpc", "github.com/prometheus/client_golang", "github.com/fsnotify/fsnotify", "github.com/miekg/dns"} {
+		if strings.Contains(graph, mod) {
+			t.Errorf("the module graph of a user importing client has %s:\n%s", mod, graph)
+		}
+	}
 	if !strings.Contains(deps, "github.com/redis/go-redis/v9\n") {
 		t.Errorf("the user's build lacks go-redis, which client wraps:\n%s", deps)
 	}
@@ -122,5 +136,33 @@ func TestNoWireCode(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("no source file of client found")
+	}
+}
+
+// TestCoreRequirements holds the root module, the core, to at most eight
+// direct requirements (issue 45): a module its packages or their tests do
+// not need belongs to a module of its own beside it (docs/layout.md).
+func TestCoreRequirements(t *testing.T) {
+	gomod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var direct []string
+	block := false
+	for _, line := range strings.Split(string(gomod), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "require (":
+			block = true
+		case block && line == ")":
+			block = false
+		case block && line != "" && !strings.HasSuffix(line, "// indirect"):
+			direct = append(direct, line)
+		case strings.HasPrefix(line, "require ") && !strings.HasSuffix(line, "// indirect"):
+			direct = append(direct, strings.TrimPrefix(line, "require "))
+		}
+	}
+	if len(direct) > 8 || len(direct) == 0 {
+		t.Errorf("the root module requires %d modules directly, want 1 to 8:\n%s", len(direct), strings.Join(direct, "\n"))
 	}
 }

@@ -116,9 +116,10 @@ type outcome struct {
 	cold coldStats
 }
 
-// replay is the command line that replays the run's schedule.
+// replay is the command line that replays the run's schedule, from the
+// repository's root (internal/chaos is a module of its own: -C).
 func (rc run) replay() string {
-	s := fmt.Sprintf("go test ./internal/chaos -run 'TestChaos$' -v -args -chaos.seed=%d -chaos.runs=1 -chaos.backend=%s"+
+	s := fmt.Sprintf("go test -C internal/chaos -run 'TestChaos$' -v -args -chaos.seed=%d -chaos.runs=1 -chaos.backend=%s"+
 		" -chaos.async=%d -chaos.duration=%v -chaos.faults=%d -chaos.procs=%d -chaos.goroutines=%d -chaos.replicas=%d",
 		rc.Seed, rc.Backend, rc.Async, rc.Duration, rc.Faults, rc.Procs, rc.Goroutines, max(1, rc.Replicas))
 	if rc.FailOpen {

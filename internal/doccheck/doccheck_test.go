@@ -3,6 +3,8 @@ package doccheck
 import (
 	"encoding/json"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -203,5 +205,30 @@ func TestNamedTestsExist(t *testing.T) {
 	t.Logf("the pages name %d tests, examples and benchmarks", named)
 	if named == 0 {
 		t.Fatal("the pages name no test")
+	}
+}
+
+// TestDepsCoverFragment: every package Fragment imports outside the
+// standard library is named in deps.go, which keeps its module in this
+// module's go.mod.
+func TestDepsCoverFragment(t *testing.T) {
+	fset := token.NewFileSet()
+	deps, err := parser.ParseFile(fset, "deps.go", nil, parser.ImportsOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frag, err := parser.ParseFile(fset, "fragment.go", fmt.Sprintf(Fragment, "f", ""), parser.ImportsOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]bool{}
+	for _, im := range deps.Imports {
+		named[strings.Trim(im.Path.Value, `"`)] = true
+	}
+	for _, im := range frag.Imports {
+		p := strings.Trim(im.Path.Value, `"`)
+		if first, _, _ := strings.Cut(p, "/"); strings.Contains(first, ".") && !named[p] {
+			t.Errorf("Fragment imports %s, which deps.go does not name", p)
+		}
 	}
 }

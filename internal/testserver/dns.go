@@ -1,7 +1,10 @@
 package testserver
 
 import (
-	"fmt"
+	"bufio"
+	endian "encoding/binary"
+	"errors"
+	"io"
 	"net"
 	"net/netip"
 	"slices"
@@ -10,20 +13,20 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/miekg/dns"
 )
 
 // waitTimeout bounds WaitQueries: a source that stopped resolving fails the
 // test rather than hanging it.
 const waitTimeout = 10 * time.Second
 
-// DNSServer is an in-process DNS server (github.com/miekg/dns) on a free
-// loopback port, over UDP and TCP, whose records a test sets as it goes:
-// A and AAAA (SetA), SRV (SetSRV), NXDOMAIN (SetNXDomain, and every name
-// never set) or an empty answer (SetEmpty). Records have a TTL of 0, and
-// every query is counted by name, so a test can wait until a client has
-// asked again (Answered, WaitQueries) instead of sleeping.
+// DNSServer is an in-process DNS server on a free loopback port, over UDP
+// and TCP, whose records a test sets as it goes: A and AAAA (SetA), SRV
+// (SetSRV), NXDOMAIN (SetNXDomain, and every name never set) or an empty
+// answer (SetEmpty, and a type a name has no record of). Records have a TTL
+// of 0, and every query is counted by name, so a test can wait until a
+// client has asked again (Answered, WaitQueries) instead of sleeping. It is
+// the standard library's alone (it replaced github.com/miekg/dns), so that
+// the tests of the core module need no DNS library.
 type DNSServer struct {
 	// Addr is where the server listens, "127.0.0.1:PORT", UDP and TCP.
 	Addr string
@@ -34,7 +37,7 @@ type DNSServer struct {
 	zone    map[string]dnsAnswer // by lower-case FQDN
 	queries map[string]int       // by lower-case FQDN
 	waiters []dnsWaiter          // of Answered, until their count is reached
-	servers []*dns.Server        // nil when stopped
+	serving *dnsServing          // nil when stopped
 }
 
 // dnsWaiter is a channel to close once name has had n queries.
@@ -77,7 +80,13 @@ func DNS(t testing.TB) *DNSServer {
 }
 
 // fqdn is the key of a name in the zone.
-func fqdn(name string) string { return dns.Fqdn(strings.ToLower(name)) }
+func fqdn(name string) string {
+	name = strings.ToLower(name)
+	if !strings.HasSuffix(name, ".") {
+		name += "."
+	}
+	return name
+}
 
 // SetA answers name's A and AAAA queries with ips (each an IPv4 or an IPv6
 // address), replacing what name had.
@@ -146,38 +155,71 @@ func (s *DNSServer) WaitQueries(name string, n int) {
 	}
 }
 
-// ServeDNS answers one query from the zone.
-func (s *DNSServer) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
-	m := new(dns.Msg)
-	m.SetReply(req)
-	m.Authoritative = true
+// be reads and writes the numbers of DNS messages, big-endian.
+var be = endian.BigEndian
+
+// The DNS messages the server reads and writes (RFC 1035, section 4.1): a
+// header of 12 bytes, then the question, then the answers' records.
+const (
+	dnsHeaderLen = 12
+	dnsTypeA     = 1
+	dnsTypeAAAA  = 28
+	dnsTypeSRV   = 33
+	dnsClassINET = 1
+
+	dnsRcodeFormErr  = 1
+	dnsRcodeNXDomain = 3
+)
+
+// answer returns the reply to the DNS message req, nil for a message that
+// is not a query (a response, or too short for a header). A query of other
+// than one question, or whose question does not parse, is answered FORMERR,
+// as github.com/miekg/dns's server (which this one replaced) answered it.
+func (s *DNSServer) answer(req []byte) []byte {
+	if len(req) < dnsHeaderLen || req[2]&0x80 != 0 {
+		return nil
+	}
+	reply := make([]byte, dnsHeaderLen, 512)
+	copy(reply, req[:2])                               // the query's ID
+	reply[2] = 0x80 | req[2]&0x78 | 0x04 | req[2]&0x01 // QR, its opcode, AA, its RD
+	reply[3] = req[3] & 0x10                           // its CD
+	name, qtype, end, ok := dnsQuestion(req)
+	if !ok {
+		reply[3] |= dnsRcodeFormErr
+		return reply
+	}
+	be.PutUint16(reply[4:], 1) // the question, as asked
+	reply = append(reply, req[dnsHeaderLen:end]...)
+	owner := req[dnsHeaderLen : end-4] // the name as asked, encoded
+
+	var answers uint16
+	record := func(rtype uint16, rdata []byte) {
+		reply = append(reply, owner...)
+		reply = be.AppendUint16(reply, rtype)
+		reply = be.AppendUint16(reply, dnsClassINET)
+		reply = be.AppendUint32(reply, 0) // TTL
+		reply = be.AppendUint16(reply, uint16(len(rdata)))
+		reply = append(reply, rdata...)
+		answers++
+	}
 	s.mu.Lock()
-	for _, q := range req.Question {
-		name := strings.ToLower(q.Name)
-		s.queries[name]++
-		a, ok := s.zone[name]
-		if !ok || a.nxdomain {
-			m.Rcode = dns.RcodeNameError
-			continue
+	lower := strings.ToLower(name)
+	s.queries[lower]++
+	switch a, ok := s.zone[lower]; {
+	case !ok || a.nxdomain:
+		reply[3] |= dnsRcodeNXDomain
+	case qtype == dnsTypeA || qtype == dnsTypeAAAA:
+		for _, ip := range a.addrs {
+			if (ip.Is4() && qtype == dnsTypeA) || (ip.Is6() && qtype == dnsTypeAAAA) {
+				record(qtype, ip.AsSlice())
+			}
 		}
-		hdr := dns.RR_Header{Name: q.Name, Class: dns.ClassINET, Ttl: 0}
-		switch q.Qtype {
-		case dns.TypeA, dns.TypeAAAA:
-			for _, ip := range a.addrs {
-				switch {
-				case ip.Is4() && q.Qtype == dns.TypeA:
-					hdr.Rrtype = dns.TypeA
-					m.Answer = append(m.Answer, &dns.A{Hdr: hdr, A: ip.AsSlice()})
-				case ip.Is6() && q.Qtype == dns.TypeAAAA:
-					hdr.Rrtype = dns.TypeAAAA
-					m.Answer = append(m.Answer, &dns.AAAA{Hdr: hdr, AAAA: ip.AsSlice()})
-				}
-			}
-		case dns.TypeSRV:
-			hdr.Rrtype = dns.TypeSRV
-			for _, t := range a.srvs {
-				m.Answer = append(m.Answer, &dns.SRV{Hdr: hdr, Priority: 10, Weight: 10, Port: t.Port, Target: dns.Fqdn(t.Target)})
-			}
+	case qtype == dnsTypeSRV:
+		for _, t := range a.srvs {
+			rdata := be.AppendUint16(nil, 10)  // priority
+			rdata = be.AppendUint16(rdata, 10) // weight
+			rdata = be.AppendUint16(rdata, t.Port)
+			record(dnsTypeSRV, appendDNSName(rdata, t.Target))
 		}
 	}
 	s.waiters = slices.DeleteFunc(s.waiters, func(w dnsWaiter) bool {
@@ -188,17 +230,66 @@ func (s *DNSServer) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		return false
 	})
 	s.mu.Unlock()
-	_ = w.WriteMsg(m) // a client that went away is not the test's failure
+	be.PutUint16(reply[6:], answers)
+	return reply
+}
+
+// dnsQuestion parses the one question of the query req: its name, in
+// presentation form with the final dot ("cache.test."), its type, and where
+// the question ends in req. ok is false unless the query has one question,
+// whose name is uncompressed (as queries' are).
+func dnsQuestion(req []byte) (name string, qtype uint16, end int, ok bool) {
+	if be.Uint16(req[4:]) != 1 {
+		return "", 0, 0, false
+	}
+	var b strings.Builder
+	i := dnsHeaderLen
+	for {
+		if i >= len(req) {
+			return "", 0, 0, false
+		}
+		n := int(req[i])
+		i++
+		if n == 0 {
+			break
+		}
+		if n > 63 || i+n > len(req) { // a compression pointer, or cut short
+			return "", 0, 0, false
+		}
+		b.Write(req[i : i+n])
+		b.WriteByte('.')
+		i += n
+	}
+	if i+4 > len(req) {
+		return "", 0, 0, false
+	}
+	if b.Len() == 0 {
+		b.WriteByte('.')
+	}
+	return b.String(), be.Uint16(req[i:]), i + 4, true
+}
+
+// appendDNSName appends name ("cache-0.cache.test", with or without the
+// final dot) to b, encoded as a sequence of labels, uncompressed.
+func appendDNSName(b []byte, name string) []byte {
+	for _, label := range strings.Split(strings.TrimSuffix(name, "."), ".") {
+		if label == "" {
+			continue
+		}
+		b = append(b, byte(len(label)))
+		b = append(b, label...)
+	}
+	return append(b, 0)
 }
 
 // Stop shuts the server down. It may be called more than once.
 func (s *DNSServer) Stop() {
 	s.mu.Lock()
-	servers := s.servers
-	s.servers = nil
+	sv := s.serving
+	s.serving = nil
 	s.mu.Unlock()
-	for _, srv := range servers {
-		_ = srv.Shutdown()
+	if sv != nil {
+		sv.close()
 	}
 }
 
@@ -214,8 +305,8 @@ func (s *DNSServer) Restart() {
 	}
 }
 
-// start listens on port (a free one when 0) over UDP and TCP, serves, and
-// waits until a query is answered.
+// start listens on port (a free one when 0) over UDP and TCP, and serves
+// both.
 func (s *DNSServer) start(port int) error {
 	pc, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
@@ -227,37 +318,117 @@ func (s *DNSServer) start(port int) error {
 		pc.Close()
 		return err
 	}
-	udp := &dns.Server{PacketConn: pc, Handler: s}
-	tcp := &dns.Server{Listener: l, Handler: s}
-	servers := []*dns.Server{udp, tcp}
-	shutdown := func() {
-		for _, srv := range servers {
-			_ = srv.Shutdown() // fails only for a server that did not start
-		}
-	}
-	started := make(chan error, len(servers))
-	for _, srv := range servers {
-		ready := make(chan struct{})
-		srv.NotifyStartedFunc = func() { close(ready) }
-		go func() { started <- srv.ActivateAndServe() }()
-		select {
-		case <-ready:
-		case err := <-started:
-			shutdown()
-			return fmt.Errorf("serve: %w", err)
-		}
-	}
-	for _, network := range []string{"udp", "tcp"} {
-		c := &dns.Client{Net: network, Timeout: time.Second}
-		m := new(dns.Msg)
-		m.SetQuestion("probe.testserver.", dns.TypeA)
-		if _, _, err := c.Exchange(m, addr); err != nil {
-			shutdown()
-			return fmt.Errorf("probe over %s: %w", network, err)
-		}
-	}
+	sv := &dnsServing{pc: pc, l: l, conns: map[net.Conn]bool{}}
+	sv.wg.Add(2)
+	go s.serveUDP(sv)
+	go s.serveTCP(sv)
 	s.mu.Lock()
-	s.Addr, s.servers = addr, servers
+	s.Addr, s.serving = addr, sv
 	s.mu.Unlock()
 	return nil
+}
+
+// dnsServing is one start's sockets and the goroutines that serve them.
+type dnsServing struct {
+	pc net.PacketConn
+	l  net.Listener
+	wg sync.WaitGroup // the goroutines serving
+
+	mu     sync.Mutex
+	conns  map[net.Conn]bool // the TCP connections open
+	closed bool
+}
+
+// close closes the sockets and the connections, and waits for every
+// goroutine serving them to return.
+func (sv *dnsServing) close() {
+	_ = sv.pc.Close()
+	_ = sv.l.Close()
+	sv.mu.Lock()
+	sv.closed = true
+	for c := range sv.conns {
+		_ = c.Close()
+	}
+	sv.mu.Unlock()
+	sv.wg.Wait()
+}
+
+// serveUDP answers the queries of the UDP socket, one at a time, until it
+// is closed.
+func (s *DNSServer) serveUDP(sv *dnsServing) {
+	defer sv.wg.Done()
+	buf := make([]byte, 64<<10)
+	for {
+		n, from, err := sv.pc.ReadFrom(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		if reply := s.answer(buf[:n]); reply != nil {
+			_, _ = sv.pc.WriteTo(reply, from) // a client that went away is not the test's failure
+		}
+	}
+}
+
+// serveTCP accepts connections until the listener is closed, each served
+// by a goroutine of its own.
+func (s *DNSServer) serveTCP(sv *dnsServing) {
+	defer sv.wg.Done()
+	for {
+		c, err := sv.l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(5 * time.Millisecond) // out of file descriptors, say
+			continue
+		}
+		sv.mu.Lock()
+		if sv.closed {
+			sv.mu.Unlock()
+			_ = c.Close()
+			return
+		}
+		sv.conns[c] = true
+		sv.wg.Add(1)
+		sv.mu.Unlock()
+		go s.serveConn(sv, c)
+	}
+}
+
+// dnsIdle is how long a TCP connection may wait for its next query.
+const dnsIdle = 8 * time.Second
+
+// serveConn answers the queries of one TCP connection, each message after
+// its length in two bytes (RFC 1035, section 4.2.2), until the client
+// closes it, sends nothing for dnsIdle, or the server stops.
+func (s *DNSServer) serveConn(sv *dnsServing, c net.Conn) {
+	defer sv.wg.Done()
+	defer func() {
+		sv.mu.Lock()
+		delete(sv.conns, c)
+		sv.mu.Unlock()
+		_ = c.Close()
+	}()
+	r := bufio.NewReader(c)
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(dnsIdle))
+		var size [2]byte
+		if _, err := io.ReadFull(r, size[:]); err != nil {
+			return
+		}
+		req := make([]byte, be.Uint16(size[:]))
+		if _, err := io.ReadFull(r, req); err != nil {
+			return
+		}
+		reply := s.answer(req)
+		if reply == nil {
+			return
+		}
+		if _, err := c.Write(append(be.AppendUint16(nil, uint16(len(reply))), reply...)); err != nil {
+			return
+		}
+	}
 }

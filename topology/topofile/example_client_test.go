@@ -1,4 +1,4 @@
-package client_test
+package topofile_test
 
 import (
 	"fmt"
@@ -19,7 +19,7 @@ import (
 // of its own: the client starts one Lead after it read the change, for
 // Window, as every process of the fleet does when it reads the file.
 // topology.DNS and etcdsource.Source are followed the same way.
-func ExampleTopologyOptions() {
+func ExampleSource_client() {
 	var addrs []string
 	for range 3 {
 		s, err := miniredis.Run()

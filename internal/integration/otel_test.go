@@ -1,4 +1,4 @@
-package client_test
+package integration_test
 
 import (
 	"context"
@@ -28,7 +28,7 @@ import (
 // Trace every Redis command with OpenTelemetry: NewRedisClient gets the
 // options the client would use, so the traced clients keep its timeouts and
 // retry policy, and it is called for every node, those of later Reshards too.
-func ExampleOptions_redisotel() {
+func Example_redisotel() {
 	srv, err := miniredis.Run() // a Redis server, for the example
 	if err != nil {
 		log.Fatal(err)
@@ -66,7 +66,7 @@ func ExampleOptions_redisotel() {
 
 // Trace Memcached calls: gomemcache has no hooks, so the application opens a
 // span around each façade call, naming the node that owns the key.
-func ExampleOptions_memcachedTracing() {
+func Example_memcachedTracing() {
 	c, err := client.New(client.Options{
 		Backend: client.Memcached,
 		Nodes:   []ring.Node{{Name: "a", Addr: "10.0.0.1:11211"}, {Name: "b", Addr: "10.0.0.2:11211"}},

@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -149,30 +148,12 @@ func TestMetaLeaseOneRoundTrip(t *testing.T) {
 	}
 }
 
-// serverCalls returns how many of the commands cmds a Redis server ran, from
-// INFO commandstats (a script's own calls included).
+// serverCalls is serverCommands of the Redis server at addr.
 func serverCalls(t *testing.T, addr string, cmds ...string) int {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	info, err := rdb.Info(t.Context(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for line := range strings.SplitSeq(info, "\n") {
-		for _, cmd := range cmds {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls="); ok {
-				calls, _, _ := strings.Cut(rest, ",")
-				v, err := strconv.Atoi(calls)
-				if err != nil {
-					t.Fatalf("commandstats %q: %v", line, err)
-				}
-				n += v
-			}
-		}
-	}
-	return n
+	return serverCommands(t, rdb, cmds...)
 }
 
 func p99(lat []time.Duration) time.Duration { return lat[len(lat)*99/100] }

@@ -53,14 +53,21 @@ func nearOf(t *testing.T, c *Client, addr string) NearCacheStats {
 // INFO commandstats.
 func serverGets(t *testing.T, rdb *redis.Client) int {
 	t.Helper()
+	return serverCommands(t, rdb, "get", "mget")
+}
+
+// serverCommands returns how many of the commands cmds the server has run,
+// from INFO commandstats (a script's own calls included).
+func serverCommands(t *testing.T, rdb *redis.Client, cmds ...string) int {
+	t.Helper()
 	info, err := rdb.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
 	for line := range strings.SplitSeq(info, "\n") {
-		for _, cmd := range []string{"cmdstat_get:calls=", "cmdstat_mget:calls="} {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
+		for _, cmd := range cmds {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls="); ok {
 				calls, _, _ := strings.Cut(rest, ",")
 				v, err := strconv.Atoi(calls)
 				if err != nil {
